@@ -1,0 +1,63 @@
+package ranking
+
+// QOSClass is a pod's Kubernetes quality-of-service class.
+type QOSClass string
+
+// The three QoS classes.
+const (
+	Guaranteed QOSClass = "Guaranteed"
+	Burstable  QOSClass = "Burstable"
+	BestEffort QOSClass = "BestEffort"
+)
+
+// SystemCriticalPriority is the lowest priority of a critical pod
+// (system-cluster-critical); such pods are never evicted.
+const SystemCriticalPriority = 2000000000
+
+// Container is what ranking and the eviction message need of one container.
+type Container struct {
+	Name string
+	// MemoryRequest and EphemeralStorageRequest are in bytes (0 = none).
+	MemoryRequest           int64
+	EphemeralStorageRequest int64
+}
+
+// Pod is what ranking needs to know about a pod. Whoever builds it (the API
+// server informer, the cgroup discovery of standalone mode, a snapshot) fills
+// the requests as the kubelet computes them (init containers, overhead,
+// pod-level resources).
+type Pod struct {
+	Namespace string
+	Name      string
+	UID       string
+	QOS       QOSClass
+	// Priority is spec.priority (0 when unset).
+	Priority int32
+	// Static is a pod from a file or URL source (config.source != api);
+	// Mirror is the API server's copy of a static pod.
+	Static bool
+	Mirror bool
+	// DaemonSet is true when the pod's controller is a DaemonSet.
+	DaemonSet bool
+	// MemoryRequest and EphemeralStorageRequest are the pod's effective
+	// requests in bytes.
+	MemoryRequest           int64
+	EphemeralStorageRequest int64
+	Containers              []Container
+	// LocalVolumes names the pod's volumes that count towards its node
+	// disk usage: disk-backed emptyDir, configMap, secret, downwardAPI,
+	// hostPath.
+	LocalVolumes []string
+	// TerminationGracePeriodSeconds is the pod's own grace period, nil when
+	// unset.
+	TerminationGracePeriodSeconds *int64
+}
+
+// Critical reports whether the pod must never be evicted: static and mirror
+// pods, and pods at or above system-cluster-critical priority.
+func (p *Pod) Critical() bool {
+	return p.Static || p.Mirror || p.Priority >= SystemCriticalPriority
+}
+
+// Ref is namespace/name, for logs and messages.
+func (p *Pod) Ref() string { return p.Namespace + "/" + p.Name }

@@ -1,0 +1,27 @@
+package thresholds
+
+// Settings are the eviction settings as an operator writes them, in the
+// kubelet's syntax, before parsing. A nil Hard map means "not set": the
+// defaults apply. Each map carries the name of where it came from (a flag, a
+// KubeletConfiguration key, a node-config.yaml key), so that errors and
+// check-config can name it.
+type Settings struct {
+	// Hard is evictionHard / --eviction-hard: signal → "100Mi" or "10%".
+	Hard       map[string]string
+	HardSource string
+	// Soft is evictionSoft / --eviction-soft.
+	Soft       map[string]string
+	SoftSource string
+	// SoftGracePeriod is evictionSoftGracePeriod: signal → Go duration.
+	SoftGracePeriod       map[string]string
+	SoftGracePeriodSource string
+	// MinimumReclaim is evictionMinimumReclaim: signal → quantity or percent.
+	MinimumReclaim       map[string]string
+	MinimumReclaimSource string
+	// MergeDefaults adds every default hard threshold missing from a
+	// partial Hard map (mergeDefaultEvictionSettings).
+	MergeDefaults bool
+	// EnforceNodeAllocatable is --enforce-node-allocatable; "pods" derives
+	// allocatableMemory.available from each hard memory.available threshold.
+	EnforceNodeAllocatable []string
+}
