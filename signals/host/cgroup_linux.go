@@ -1,0 +1,168 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+)
+
+// containerd/cgroups lays out the controllers (cgroup1.NewMemory(mount).Path,
+// cgroup1.NewPids) and lists the cgroup2 root controllers. The figures
+// themselves are read by the strict readers of parse.go: the library's
+// parsers turn a negative value into 0 (cgroup1/utils.go and cgroup2/utils.go
+// parseUint), read an absent memory.stat key as 0, and on cgroup v2 log and
+// return 0 for a garbled single-value file, and a zero working set would
+// claim the node has all its memory free.
+
+// cgroupVersion is the cgroup hierarchy a mount holds.
+type cgroupVersion int
+
+const (
+	cgroupV1 cgroupVersion = 1
+	cgroupV2 cgroupVersion = 2
+)
+
+// unlimited is the smallest memory limit that means "no limit": cgroup v1
+// writes an unlimited memory.limit_in_bytes as about 1<<63 rounded down to a
+// page, and the kubelet treats anything above 1<<62 as unlimited.
+const unlimited = int64(1) << 62
+
+// cgroups reads memory and task figures of the cgroups under one mount.
+type cgroups struct {
+	mount    string
+	driver   string
+	kubepods cgroupName
+}
+
+func newCgroups(cfg Config) (*cgroups, error) {
+	root, err := rootCgroupName(cfg.CgroupRoot, cfg.CgroupDriver)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup root %q: %w", cfg.CgroupRoot, err)
+	}
+	return &cgroups{mount: cfg.CgroupMount, driver: cfg.CgroupDriver, kubepods: kubepodsName(root)}, nil
+}
+
+// version tells cgroup v1 from v2: v1 has a memory controller directory with
+// memory.usage_in_bytes; v2 lists memory in the root cgroup.controllers.
+func (c *cgroups) version() (cgroupVersion, error) {
+	probe := filepath.Join(cgroup1.NewMemory(c.mount).Path("/"), "memory.usage_in_bytes")
+	_, err := os.Stat(probe)
+	if err == nil {
+		return cgroupV1, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("stat %s: %w", probe, err)
+	}
+	m, err := cgroup2.Load("/", cgroup2.WithMountpoint(c.mount))
+	if err != nil {
+		return 0, fmt.Errorf("cgroup2 mount %s: %w", c.mount, err)
+	}
+	controllers, err := m.RootControllers()
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a cgroup v1 mount (no %s) nor a cgroup v2 mount: read %s: %w",
+			c.mount, probe, filepath.Join(c.mount, "cgroup.controllers"), err)
+	}
+	if !slices.Contains(controllers, "memory") {
+		return 0, fmt.Errorf("%s: cgroup v2 without the memory controller (cgroup.controllers lists %q)", c.mount, controllers)
+	}
+	return cgroupV2, nil
+}
+
+// memoryDir is the directory of name in the memory hierarchy.
+func (c *cgroups) memoryDir(v cgroupVersion, name cgroupName) string {
+	if v == cgroupV1 {
+		return cgroup1.NewMemory(c.mount).Path(name.path(c.driver))
+	}
+	return filepath.Join(c.mount, name.path(c.driver))
+}
+
+// pidsDir is the directory of name in the pids hierarchy.
+func (c *cgroups) pidsDir(v cgroupVersion, name cgroupName) string {
+	if v == cgroupV1 {
+		return cgroup1.NewPids(c.mount).Path(name.path(c.driver))
+	}
+	return filepath.Join(c.mount, name.path(c.driver))
+}
+
+// workingSet is usage minus inactive file pages of the cgroup in dir,
+// clamped at 0, as cAdvisor computes it. root says dir is the root cgroup,
+// which on cgroup v2 has no memory.current: its usage is anon + file from
+// memory.stat, as runc emulates it.
+func workingSet(v cgroupVersion, dir string, root bool) (int64, error) {
+	var usage, inactive int64
+	switch {
+	case v == cgroupV1:
+		u, err := readCount(filepath.Join(dir, "memory.usage_in_bytes"))
+		if err != nil {
+			return 0, err
+		}
+		st, err := readKeyed(filepath.Join(dir, "memory.stat"), "total_inactive_file")
+		if err != nil {
+			return 0, err
+		}
+		usage, inactive = u, st["total_inactive_file"]
+	case root:
+		stat := filepath.Join(dir, "memory.stat")
+		st, err := readKeyed(stat, "anon", "file", "inactive_file")
+		if err != nil {
+			return 0, err
+		}
+		u, err := add(st["anon"], st["file"])
+		if err != nil {
+			return 0, fmt.Errorf("%s: anon + file: %w", stat, err)
+		}
+		usage, inactive = u, st["inactive_file"]
+	default:
+		u, err := readCount(filepath.Join(dir, "memory.current"))
+		if err != nil {
+			return 0, err
+		}
+		st, err := readKeyed(filepath.Join(dir, "memory.stat"), "inactive_file")
+		if err != nil {
+			return 0, err
+		}
+		usage, inactive = u, st["inactive_file"]
+	}
+	return max(usage-inactive, 0), nil
+}
+
+// memoryLimit is the memory limit of the cgroup in dir; ok is false when it
+// has none (v1 memory.limit_in_bytes at or above 1<<62, v2 memory.max "max").
+func memoryLimit(v cgroupVersion, dir string) (limit int64, ok bool, err error) {
+	file := filepath.Join(dir, "memory.limit_in_bytes")
+	if v == cgroupV2 {
+		file = filepath.Join(dir, "memory.max")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, false, fmt.Errorf("read %s: %w", file, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if v == cgroupV2 && s == "max" {
+		return 0, false, nil
+	}
+	limit, err = parseCount(file, s)
+	if err != nil {
+		return 0, false, err
+	}
+	if limit >= unlimited {
+		return 0, false, nil
+	}
+	if limit == 0 {
+		return 0, false, fmt.Errorf("parse %s: memory limit is 0", file)
+	}
+	return limit, true, nil
+}
+
+// tasks is the number of tasks (threads) in the cgroup in the pids
+// hierarchy directory dir and its descendants: pids.current, on v1 and v2.
+func tasks(dir string) (int64, error) {
+	return readCount(filepath.Join(dir, "pids.current"))
+}

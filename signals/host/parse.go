@@ -1,0 +1,136 @@
+package host
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// The readers below are strict on purpose: a value that is missing, not a
+// number, negative or too large is an error naming the file and the value,
+// never a zero, so a garbled file can only make its signal missing.
+
+// readCount reads a file holding one non-negative integer, such as
+// memory.usage_in_bytes or pids.current.
+func readCount(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return parseCount(path, string(bytes.TrimSpace(b)))
+}
+
+// parseCount parses s, read from file, as a non-negative int64.
+func parseCount(file, s string) (int64, error) {
+	if s == "" {
+		return 0, fmt.Errorf("parse %s: empty value", file)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", file, err)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("parse %s: value %q is negative", file, s)
+	}
+	return v, nil
+}
+
+// readKeyed reads a file of "key value" lines (memory.stat) and returns the
+// values of the wanted keys. Every line must be well formed, and every wanted
+// key present.
+func readKeyed(path string, want ...string) (map[string]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	got := make(map[string]int64, len(want))
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		if text == "" {
+			continue
+		}
+		f := strings.Fields(text)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("parse %s: line %d %q is not \"key value\"", path, line, text)
+		}
+		v, err := parseCount(path, f[1])
+		if err != nil {
+			return nil, fmt.Errorf("%w (line %d, key %s)", err, line, f[0])
+		}
+		got[f[0]] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	for _, k := range want {
+		if _, ok := got[k]; !ok {
+			return nil, fmt.Errorf("parse %s: no %s line", path, k)
+		}
+	}
+	return got, nil
+}
+
+// readMemTotal reads MemTotal from a meminfo file, in bytes.
+func readMemTotal(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || f[0] != "MemTotal:" {
+			continue
+		}
+		if len(f) != 3 || f[2] != "kB" {
+			return 0, fmt.Errorf("parse %s: MemTotal line %q is not \"MemTotal: <n> kB\"", path, sc.Text())
+		}
+		kb, err := parseCount(path, f[1])
+		if err != nil {
+			return 0, err
+		}
+		if kb == 0 {
+			return 0, fmt.Errorf("parse %s: MemTotal is 0", path)
+		}
+		if kb > math.MaxInt64/1024 {
+			return 0, fmt.Errorf("parse %s: MemTotal %d kB overflows int64 bytes", path, kb)
+		}
+		return kb * 1024, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return 0, fmt.Errorf("parse %s: no MemTotal line", path)
+}
+
+// readTotalTasks reads the number of tasks on the system from a loadavg
+// file: the denominator of its fourth field ("0.00 0.01 0.05 1/234 5678").
+func readTotalTasks(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 5 {
+		return 0, fmt.Errorf("parse %s: %q does not have 5 fields", path, strings.TrimSpace(string(b)))
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	if !ok {
+		return 0, fmt.Errorf("parse %s: field 4 %q is not running/total", path, f[3])
+	}
+	return parseCount(path, total)
+}
+
+// add returns a + b for non-negative a and b, or an error when the sum
+// overflows int64 (only a garbled file can make it).
+func add(a, b int64) (int64, error) {
+	if a > math.MaxInt64-b {
+		return 0, fmt.Errorf("%d + %d overflows int64", a, b)
+	}
+	return a + b, nil
+}
