@@ -1,0 +1,50 @@
+package ranking
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/evictd/evictd/signals"
+)
+
+// benchNode builds n pods of mixed QoS, priority and DaemonSet ownership with
+// memory stats; one pod in 50 has none and one in 100 is static.
+func benchNode(n int) ([]Pod, map[string]signals.PodStats) {
+	pods := make([]Pod, n)
+	stats := make(map[string]signals.PodStats, n)
+	qos := []QOSClass{BestEffort, Burstable, Burstable, Guaranteed}
+	for i := range pods {
+		p := Pod{
+			Namespace: fmt.Sprintf("ns-%d", i%17),
+			Name:      fmt.Sprintf("pod-%d", i),
+			UID:       fmt.Sprintf("uid-%d", i),
+			QOS:       qos[i%len(qos)],
+			Priority:  int32(i%5) * 100,
+			DaemonSet: i%13 == 0,
+			Static:    i%100 == 0,
+		}
+		if p.QOS != BestEffort {
+			p.MemoryRequest = int64(64+i%512) * Mi
+		}
+		pods[i] = p
+		if i%50 != 0 {
+			stats[p.UID] = signals.PodStats{UID: p.UID, MemoryWorkingSet: signals.Int64(int64(i*7919%1024) * Mi)}
+		}
+	}
+	return pods, stats
+}
+
+func BenchmarkRank(b *testing.B) {
+	for _, n := range []int{110, 1000, 10000} {
+		pods, stats := benchNode(n)
+		b.Run(fmt.Sprintf("memory/pods=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				cands := Rank(signals.MemoryAvailable, signals.SingleFs, pods, stats)
+				if _, ok := FirstEvictable(cands); !ok {
+					b.Fatal("no evictable pod")
+				}
+			}
+		})
+	}
+}
