@@ -12,7 +12,10 @@ import (
 // signal's capacity when Quantity is nil.
 type Value struct {
 	Quantity *resource.Quantity
-	// Percentage is a fraction in (0, 1]: 0.1 means 10%.
+	// Percentage is a fraction of capacity: 0.1 means 10%. Parse yields
+	// thresholds in [0, 1] (0 only for spellings such as "-0%" or "0.0%",
+	// which the kubelet accepts and which are never met; the exact texts
+	// "0%" and "100%" yield no threshold) and minimum reclaims in (0, +Inf).
 	Percentage float32
 }
 
