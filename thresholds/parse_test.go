@@ -462,9 +462,9 @@ func TestParseAllocatable(t *testing.T) {
 			"allocatableMemory.available<500Mi from --eviction-hard is kept; allocatableMemory.available<100Mi is not derived from memory.available<100Mi for enforce-node-allocatable=pods",
 		},
 	}, {
-		name: "no memory threshold, nothing to derive",
-		s:    Settings{Hard: map[string]string{"memory.available": "0%", "nodefs.available": "5%"}, EnforceNodeAllocatable: []string{"pods"}},
-		want: []string{"nodefs.available<5% hard (--eviction-hard)"},
+		name:      "no memory threshold, nothing to derive",
+		s:         Settings{Hard: map[string]string{"memory.available": "0%", "nodefs.available": "5%"}, EnforceNodeAllocatable: []string{"pods"}},
+		want:      []string{"nodefs.available<5% hard (--eviction-hard)"},
 		wantNotes: []string{droppedNote("--eviction-hard", "nodefs.inodesFree<5%, imagefs.available<15%, imagefs.inodesFree<5%")},
 	}}
 	for _, tt := range tests {
