@@ -23,5 +23,8 @@ type Settings struct {
 	MergeDefaults bool
 	// EnforceNodeAllocatable is --enforce-node-allocatable; "pods" derives
 	// allocatableMemory.available from each hard memory.available threshold.
+	// Parse does not default it: nil or empty enforces nothing, so the
+	// config reader must fill in the kubelet's default, ["pods"], when the
+	// operator left the setting out.
 	EnforceNodeAllocatable []string
 }

@@ -129,6 +129,7 @@ func (t *Tracker) Evaluate(now time.Time, ths []Threshold, obs signals.Observati
 	ev := Evaluation{
 		FirstObservedAt: make(map[Key]time.Time, len(t.firstObservedAt)+1),
 		Pressure:        make(map[signals.Pressure]PressureState, len(pressures)),
+		Met:             make([]Threshold, 0, len(ths)),
 	}
 	for _, th := range ths {
 		o, ok := obs[th.Signal]
@@ -163,6 +164,10 @@ func (t *Tracker) Evaluate(now time.Time, ths []Threshold, obs signals.Observati
 		ev.Pressure[p] = t.updatePressure(p, now, ev.Met)
 	}
 
+	// Waiting, Actionable and Stale split Met: one array holds all three.
+	n := len(ev.Met)
+	split := make([]Threshold, 3*n)
+	ev.Waiting, ev.Actionable, ev.Stale = split[:0:n], split[n:n:2*n], split[2*n:2*n]
 	clear(t.graceMet)
 	for _, th := range ev.Met {
 		if !graceElapsed(th, ev.FirstObservedAt[th.Key()], now) {
