@@ -29,10 +29,11 @@ const (
 	cgroupV2 cgroupVersion = 2
 )
 
-// unlimited is the smallest memory limit that means "no limit": cgroup v1
+// unlimitedAbove is the largest memory limit that is a limit: cgroup v1
 // writes an unlimited memory.limit_in_bytes as about 1<<63 rounded down to a
-// page, and the kubelet treats anything above 1<<62 as unlimited.
-const unlimited = int64(1) << 62
+// page, and the kubelet (through cAdvisor) treats anything above 1<<62 as
+// unlimited.
+const unlimitedAbove = int64(1) << 62
 
 // cgroups reads memory and task figures of the cgroups under one mount.
 type cgroups struct {
@@ -134,7 +135,7 @@ func workingSet(v cgroupVersion, dir string, root bool) (int64, error) {
 }
 
 // memoryLimit is the memory limit of the cgroup in dir; ok is false when it
-// has none (v1 memory.limit_in_bytes at or above 1<<62, v2 memory.max "max").
+// has none (v1 memory.limit_in_bytes above 1<<62, v2 memory.max "max").
 func memoryLimit(v cgroupVersion, dir string) (limit int64, ok bool, err error) {
 	file := filepath.Join(dir, "memory.limit_in_bytes")
 	if v == cgroupV2 {
@@ -152,7 +153,7 @@ func memoryLimit(v cgroupVersion, dir string) (limit int64, ok bool, err error) 
 	if err != nil {
 		return 0, false, err
 	}
-	if limit >= unlimited {
+	if limit > unlimitedAbove {
 		return 0, false, nil
 	}
 	if limit == 0 {
