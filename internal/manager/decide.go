@@ -1,0 +1,169 @@
+package manager
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+// Outcome is what a pass decided to do.
+type Outcome string
+
+// The outcomes of a pass.
+const (
+	// OutcomeNone: no threshold calls for an eviction now.
+	OutcomeNone Outcome = "none"
+	// OutcomeEvict: a pod was chosen.
+	OutcomeEvict Outcome = "evict"
+	// OutcomeNoEvictablePod: a threshold calls for an eviction but every
+	// pod is critical, or there are no pods.
+	OutcomeNoEvictablePod Outcome = "none-evictable"
+)
+
+// hardEvictionGracePeriodSeconds is the grace period of a hard eviction, as
+// in the kubelet: short, but never 0, which the API server would read as a
+// forced deletion.
+const hardEvictionGracePeriodSeconds = 1
+
+// defaultTerminationGracePeriodSeconds is what the API server fills in for a
+// pod that sets none.
+const defaultTerminationGracePeriodSeconds = 30
+
+// Decision is the outcome of one pass, with everything needed to act on it
+// and to explain it.
+type Decision struct {
+	Time    time.Time `json:"time"`
+	Outcome Outcome   `json:"outcome"`
+	// Reason says why, in a sentence, for the decision log.
+	Reason string `json:"reason"`
+	// Signal, Threshold and Observation are the starved signal the pass
+	// acted on, when any threshold was actionable.
+	Signal      signals.Signal        `json:"signal,omitempty"`
+	Threshold   *thresholds.Threshold `json:"-"`
+	Observation *signals.Observation  `json:"observation,omitempty"`
+	Pod         *ranking.Pod          `json:"pod,omitempty"`
+	Hard        bool                  `json:"hard,omitempty"`
+	GracePeriod int64                 `json:"gracePeriodSeconds,omitempty"`
+	Message     string                `json:"message,omitempty"`
+	Annotations map[string]string     `json:"annotations,omitempty"`
+	Candidates  []ranking.Candidate   `json:"-"`
+	Evaluation  thresholds.Evaluation `json:"-"`
+}
+
+// DeciderConfig is what a Decider needs to know of the settings.
+type DeciderConfig struct {
+	Thresholds []thresholds.Threshold
+	// TransitionPeriod is --eviction-pressure-transition-period.
+	TransitionPeriod time.Duration
+	// MaxObservationAge drops thresholds whose observation is older (0 = off).
+	MaxObservationAge time.Duration
+	// MaxPodGracePeriodSeconds is --eviction-max-pod-grace-period; negative
+	// defers to the pod's own terminationGracePeriodSeconds.
+	MaxPodGracePeriodSeconds int64
+	// Layout is the node's filesystem layout; it decides the containerfs
+	// thresholds and which disk usage counts for which signal.
+	Layout signals.FsLayout
+}
+
+// Decider turns observations, pods and pod stats into a Decision. It holds
+// the state thresholds need from pass to pass and touches nothing outside
+// itself, so the loop and `evictd simulate` share it.
+type Decider struct {
+	cfg        DeciderConfig
+	thresholds []thresholds.Threshold
+	tracker    *thresholds.Tracker
+}
+
+// NewDecider returns a Decider with no history.
+func NewDecider(cfg DeciderConfig) *Decider {
+	return &Decider{
+		cfg:        cfg,
+		thresholds: thresholds.DeriveContainerFs(cfg.Thresholds, cfg.Layout),
+		tracker:    thresholds.NewTracker(cfg.TransitionPeriod, cfg.MaxObservationAge),
+	}
+}
+
+// Thresholds are the thresholds in force, containerfs ones included.
+func (d *Decider) Thresholds() []thresholds.Threshold { return d.thresholds }
+
+// Evaluate updates the thresholds' state with a new set of observations
+// without deciding on pods; Decide calls it, and the loop uses it alone when
+// it cannot list pods.
+func (d *Decider) Evaluate(now time.Time, obs signals.Observations) thresholds.Evaluation {
+	return d.tracker.Evaluate(now, d.thresholds, obs)
+}
+
+// Decide runs one pass's decision: evaluate thresholds, pick the starved
+// signal (memory first), rank the pods for it and choose the first one that
+// may be evicted.
+func (d *Decider) Decide(now time.Time, obs signals.Observations, pods []ranking.Pod, stats map[string]signals.PodStats) Decision {
+	ev := d.Evaluate(now, obs)
+	return d.decide(now, ev, obs, pods, stats)
+}
+
+func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Observations, pods []ranking.Pod, stats map[string]signals.PodStats) Decision {
+	dec := Decision{Time: now, Outcome: OutcomeNone, Evaluation: ev}
+	if len(ev.Actionable) == 0 {
+		dec.Reason = noActionReason(ev)
+		return dec
+	}
+	th := ev.Actionable[0]
+	o := obs[th.Signal]
+	dec.Signal, dec.Threshold, dec.Observation, dec.Hard = th.Signal, &th, &o, th.Hard()
+
+	dec.Candidates = ranking.Rank(th.Signal, d.cfg.Layout, pods, stats)
+	c, ok := ranking.FirstEvictable(dec.Candidates)
+	if !ok {
+		dec.Outcome = OutcomeNoEvictablePod
+		dec.Reason = fmt.Sprintf("%s is met (available %d < %d) but no pod may be evicted: %d pods, all critical or none",
+			thresholds.Format(th), o.Available, thresholds.Quantity(th.Value, o.Capacity), len(pods))
+		return dec
+	}
+	dec.Outcome = OutcomeEvict
+	dec.Pod = c.Pod
+	dec.GracePeriod = gracePeriod(th, c.Pod, d.cfg.MaxPodGracePeriodSeconds)
+	dec.Message, dec.Annotations = evictionMessage(th, o, c)
+	kind := "soft"
+	if th.Hard() {
+		kind = "hard"
+	}
+	dec.Reason = fmt.Sprintf("%s threshold %s met; %s ranks first (%s)", kind, thresholds.Format(th), c.Pod.Ref(), c.Key)
+	return dec
+}
+
+// noActionReason explains a pass that evicts nothing.
+func noActionReason(ev thresholds.Evaluation) string {
+	switch {
+	case len(ev.Stale) > 0:
+		return fmt.Sprintf("%s met but its observation is not fresh; waiting for a new one", thresholds.Format(ev.Stale[0]))
+	case len(ev.Waiting) > 0:
+		th := ev.Waiting[0]
+		return fmt.Sprintf("%s met since %s; waiting for its grace period %s",
+			thresholds.Format(th), ev.FirstObservedAt[th.Key()].Format(time.RFC3339), th.GracePeriod)
+	case len(ev.Reclaiming) > 0:
+		return fmt.Sprintf("%s held until minimum reclaim is reached", thresholds.Format(ev.Reclaiming[0]))
+	}
+	return "no threshold met"
+}
+
+// gracePeriod is the termination grace period an eviction gives the pod:
+// 1 s for hard thresholds; for soft ones the smaller of
+// --eviction-max-pod-grace-period and the pod's own, or the pod's own when
+// the flag is negative (as the kubelet's help text promises); never below 1.
+func gracePeriod(th thresholds.Threshold, pod *ranking.Pod, maxPodGrace int64) int64 {
+	if th.Hard() {
+		return hardEvictionGracePeriodSeconds
+	}
+	own := int64(defaultTerminationGracePeriodSeconds)
+	if pod.TerminationGracePeriodSeconds != nil {
+		own = *pod.TerminationGracePeriodSeconds
+	}
+	g := own
+	if maxPodGrace >= 0 && maxPodGrace < own {
+		g = maxPodGrace
+	}
+	return max(g, hardEvictionGracePeriodSeconds)
+}

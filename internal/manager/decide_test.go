@@ -1,0 +1,138 @@
+package manager
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+func i64(v int64) *int64 { return &v }
+
+func TestGracePeriod(t *testing.T) {
+	hard := thresholds.Threshold{Signal: signals.MemoryAvailable}
+	soft := thresholds.Threshold{Signal: signals.MemoryAvailable, Soft: true, GracePeriod: time.Minute}
+	for _, tc := range []struct {
+		name     string
+		th       thresholds.Threshold
+		maxGrace int64
+		own      *int64
+		want     int64
+	}{
+		{"hard ignores everything", hard, 600, i64(120), 1},
+		{"soft: max-pod-grace below the pod's", soft, 10, i64(120), 10},
+		{"soft: the pod's below max-pod-grace", soft, 600, i64(45), 45},
+		{"soft: pod sets none, API default 30", soft, 600, nil, 30},
+		{"soft: max-pod-grace 0 never gives 0", soft, 0, i64(120), 1},
+		{"soft: pod's own 0 never gives 0", soft, 600, i64(0), 1},
+		{"soft: negative max defers to the pod", soft, -1, i64(300), 300},
+		{"soft: negative max, pod sets none", soft, -1, nil, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &ranking.Pod{TerminationGracePeriodSeconds: tc.own}
+			if got := gracePeriod(tc.th, pod, tc.maxGrace); got != tc.want {
+				t.Errorf("got %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEvictionMessage(t *testing.T) {
+	th := thresholds.Threshold{Signal: signals.MemoryAvailable}
+	q, err := thresholds.Parse(thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th = q.Thresholds[0]
+	obs := signals.Observation{Signal: signals.MemoryAvailable, Available: 80 * mi, Capacity: 10240 * mi, Time: t0}
+	pod := &ranking.Pod{Namespace: "default", Name: "web", Containers: []ranking.Container{
+		{Name: "app", MemoryRequest: 128 * mi},
+		{Name: "sidecar", MemoryRequest: 64 * mi},
+	}}
+	st := &signals.PodStats{Containers: []signals.ContainerStats{
+		{Name: "app", MemoryWorkingSet: i64(600 * mi)},
+		{Name: "sidecar", MemoryWorkingSet: i64(10 * mi)},
+	}}
+	msg, ann := evictionMessage(th, obs, ranking.Candidate{Pod: pod, Stats: st})
+	want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. " +
+		"Container app was using 600Mi, request is 128Mi, has larger consumption of memory. "
+	if msg != want {
+		t.Errorf("message:\ngot  %q\nwant %q", msg, want)
+	}
+	for k, v := range map[string]string{"offending_containers": "app", "offending_containers_usage": "600Mi", "starved_resource": "memory"} {
+		if ann[k] != v {
+			t.Errorf("annotation %s: got %q, want %q", k, ann[k], v)
+		}
+	}
+
+	// A percentage threshold prints the quantity it stands for; inodes
+	// have no container lines.
+	q, err = thresholds.Parse(thresholds.Settings{Hard: map[string]string{"nodefs.inodesFree": "5%"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs = signals.Observation{Signal: signals.NodeFsInodesFree, Available: 3000, Capacity: 100000, Time: t0}
+	msg, ann = evictionMessage(q.Thresholds[0], obs, ranking.Candidate{Pod: pod, Stats: st})
+	if want := "The node was low on resource: inodes. Threshold quantity: 5k, available: 3k. "; msg != want {
+		t.Errorf("inode message:\ngot  %q\nwant %q", msg, want)
+	}
+	if ann["offending_containers"] != "" {
+		t.Errorf("inode eviction names containers %q, want none", ann["offending_containers"])
+	}
+}
+
+func TestDecide(t *testing.T) {
+	hard := func(t *testing.T, sig, v string) []thresholds.Threshold {
+		p, err := thresholds.Parse(thresholds.Settings{Hard: map[string]string{sig: v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Thresholds
+	}
+	memObs := func(avail int64) signals.Observations {
+		return signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: avail, Capacity: 10240 * mi, Time: t0}}
+	}
+	besteffort := ranking.Pod{Namespace: "default", Name: "be", UID: "be", QOS: ranking.BestEffort}
+	static := ranking.Pod{Namespace: "kube-system", Name: "etcd", UID: "etcd", QOS: ranking.BestEffort, Static: true}
+	usage := map[string]signals.PodStats{
+		"be":   {UID: "be", MemoryWorkingSet: i64(100 * mi)},
+		"etcd": {UID: "etcd", MemoryWorkingSet: i64(2000 * mi)},
+	}
+	for _, tc := range []struct {
+		name        string
+		ths         []thresholds.Threshold
+		obs         signals.Observations
+		pods        []ranking.Pod
+		wantOutcome Outcome
+		wantPod     string
+		wantReason  string
+	}{
+		{"nothing met", hard(t, "memory.available", "100Mi"), memObs(200 * mi), []ranking.Pod{besteffort}, OutcomeNone, "", "no threshold met"},
+		{"equal is not below", hard(t, "memory.available", "100Mi"), memObs(100 * mi), []ranking.Pod{besteffort}, OutcomeNone, "", "no threshold met"},
+		{"met: the critical pod is passed over", hard(t, "memory.available", "100Mi"), memObs(50 * mi), []ranking.Pod{static, besteffort}, OutcomeEvict, "be", "default/be ranks first"},
+		{"met: only critical pods", hard(t, "memory.available", "100Mi"), memObs(50 * mi), []ranking.Pod{static}, OutcomeNoEvictablePod, "", "no pod may be evicted"},
+		{"met: no pods", hard(t, "memory.available", "100Mi"), memObs(50 * mi), nil, OutcomeNoEvictablePod, "", "no pod may be evicted"},
+		{"signal not observed", hard(t, "pid.available", "100"), memObs(50 * mi), []ranking.Pod{besteffort}, OutcomeNone, "", "no threshold met"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDecider(DeciderConfig{Thresholds: tc.ths, TransitionPeriod: time.Minute})
+			dec := d.Decide(t0, tc.obs, tc.pods, usage)
+			if dec.Outcome != tc.wantOutcome {
+				t.Fatalf("outcome: got %s, want %s (reason %q)", dec.Outcome, tc.wantOutcome, dec.Reason)
+			}
+			var got string
+			if dec.Pod != nil {
+				got = dec.Pod.Name
+			}
+			if got != tc.wantPod {
+				t.Errorf("pod: got %q, want %q", got, tc.wantPod)
+			}
+			if !strings.Contains(dec.Reason, tc.wantReason) {
+				t.Errorf("reason: got %q, want it to contain %q", dec.Reason, tc.wantReason)
+			}
+		})
+	}
+}

@@ -1,0 +1,265 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+// PodSource lists the pods running on this node.
+type PodSource interface {
+	Pods(ctx context.Context) ([]ranking.Pod, error)
+}
+
+// PodStatsSource reads the usage of the given pods, keyed by pod UID. Pods
+// it could not measure are left out and rank first.
+type PodStatsSource interface {
+	PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error)
+}
+
+// Evicter carries out an eviction decision. It returns when the pod is
+// gone or a bounded wait has passed, so that the next pass sees the effect.
+type Evicter interface {
+	Evict(ctx context.Context, d Decision) error
+}
+
+// Config holds the loop's own settings.
+type Config struct {
+	// HousekeepingInterval is the time between two passes when nothing
+	// wakes the loop earlier (--housekeeping-interval, 10s by default).
+	HousekeepingInterval time.Duration
+	// DryRun decides and reports but acts on nothing.
+	DryRun  bool
+	Decider DeciderConfig
+}
+
+// Deps are the loop's connections to the world. Clock, Sources, Pods,
+// Stats and Metrics are required; a nil Evicter means evictd has no way
+// to act (standalone mode) and behaves as in dry-run.
+type Deps struct {
+	Clock   clock.WithTicker
+	Sources []signals.Source
+	Pods    PodSource
+	Stats   PodStatsSource
+	Evicter Evicter
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+	// AfterPass, when set, is called by the loop after each pass with the
+	// status it published (main uses it to tell systemd it is ready).
+	AfterPass func(*Status)
+}
+
+// Manager is evictd's loop. Run owns every piece of mutable state; other
+// goroutines only Wake it or read the Status it publishes.
+type Manager struct {
+	cfg     Config
+	deps    Deps
+	decider *Decider
+	wake    chan struct{}
+	status  atomic.Pointer[Status]
+
+	// Owned by Run.
+	lastReason string
+	pressures  map[signals.Pressure]bool
+}
+
+// New checks the configuration and returns a Manager ready to Run.
+func New(cfg Config, deps Deps) (*Manager, error) {
+	switch {
+	case cfg.HousekeepingInterval <= 0:
+		return nil, fmt.Errorf("housekeeping interval %s must be positive", cfg.HousekeepingInterval)
+	case deps.Clock == nil || deps.Pods == nil || deps.Stats == nil || deps.Metrics == nil || deps.Log == nil:
+		return nil, errors.New("manager: clock, pod source, pod stats source, metrics and logger are required")
+	}
+	if deps.Evicter == nil {
+		cfg.DryRun = true
+	}
+	return &Manager{
+		cfg:       cfg,
+		deps:      deps,
+		decider:   NewDecider(cfg.Decider),
+		wake:      make(chan struct{}, 1),
+		pressures: map[signals.Pressure]bool{},
+	}, nil
+}
+
+// Wake asks for a pass as soon as possible. It never blocks; wake-ups that
+// arrive while one is pending are merged, so a burst gives one pass.
+func (m *Manager) Wake() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Thresholds are the thresholds in force.
+func (m *Manager) Thresholds() []thresholds.Threshold { return m.decider.Thresholds() }
+
+// Status returns what the last pass saw and decided (nil before the first).
+func (m *Manager) Status() *Status { return m.status.Load() }
+
+// Ready reports an error until a pass has completed, and when the last one
+// is older than three housekeeping intervals (the loop is stuck).
+func (m *Manager) Ready() error {
+	st := m.status.Load()
+	if st == nil {
+		return errors.New("no pass has completed yet")
+	}
+	if age := m.deps.Clock.Since(st.Time); age > 3*m.cfg.HousekeepingInterval {
+		return fmt.Errorf("last pass was %s ago", age.Round(time.Second))
+	}
+	return nil
+}
+
+// Run makes a pass at once, then one per housekeeping interval and one per
+// wake-up, until ctx is done.
+func (m *Manager) Run(ctx context.Context) error {
+	ticker := m.deps.Clock.NewTicker(m.cfg.HousekeepingInterval)
+	defer ticker.Stop()
+	m.pass(ctx, "start")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+			m.pass(ctx, "tick")
+		case <-m.wake:
+			m.pass(ctx, "wake")
+		}
+	}
+}
+
+// pass is one observe → decide → act cycle.
+func (m *Manager) pass(ctx context.Context, trigger string) {
+	log, met := m.deps.Log, m.deps.Metrics
+	start := m.deps.Clock.Now()
+	met.IncPass(trigger)
+
+	obs, err := signals.Collect(ctx, start, m.deps.Sources)
+	if err != nil {
+		log.Warn("some signals could not be read; they cannot trigger an eviction", "err", err)
+	}
+	pods, err := m.deps.Pods.Pods(ctx)
+	if err != nil {
+		log.Warn("could not list pods", "err", err)
+	}
+	var stats map[string]signals.PodStats
+	if len(pods) > 0 {
+		stats, err = m.deps.Stats.PodStats(ctx, start, pods)
+		if err != nil {
+			log.Debug("some pod stats could not be read; those pods rank first", "err", err)
+		}
+	}
+
+	dec := m.decider.Decide(start, obs, pods, stats)
+	m.export(start, obs, dec)
+	m.logDecision(dec)
+	result := m.act(ctx, dec)
+
+	st := newStatus(start, trigger, m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result, len(pods))
+	m.status.Store(st)
+	met.ObservePass(m.deps.Clock.Since(start))
+	if m.deps.AfterPass != nil {
+		m.deps.AfterPass(st)
+	}
+}
+
+// act carries out an eviction decision, or reports what it would have done.
+func (m *Manager) act(ctx context.Context, dec Decision) string {
+	if dec.Outcome != OutcomeEvict {
+		m.deps.Metrics.IncDecision(dec.Signal, string(dec.Outcome))
+		return ""
+	}
+	log := m.deps.Log.With("signal", dec.Signal, "pod", dec.Pod.Ref(), "gracePeriodSeconds", dec.GracePeriod)
+	if m.cfg.DryRun {
+		m.deps.Metrics.IncDecision(dec.Signal, "dry-run")
+		m.deps.Metrics.IncEviction(dec.Signal, "dry-run")
+		log.Info("dry run: would evict", "message", dec.Message)
+		return "dry-run"
+	}
+	m.deps.Metrics.IncDecision(dec.Signal, string(dec.Outcome))
+	if err := m.deps.Evicter.Evict(ctx, dec); err != nil {
+		m.deps.Metrics.IncEviction(dec.Signal, "failed")
+		log.Error("eviction failed", "err", err)
+		return "failed: " + err.Error()
+	}
+	m.deps.Metrics.IncEviction(dec.Signal, "evicted")
+	log.Info("evicted", "message", dec.Message)
+	// The pod is gone: look again at once rather than a whole interval on.
+	m.Wake()
+	return "evicted"
+}
+
+// logDecision writes one Info line when the decision or its reason changes,
+// and a Debug line otherwise, so a steady node does not fill the journal.
+func (m *Manager) logDecision(dec Decision) {
+	log := m.deps.Log
+	for _, p := range []signals.Pressure{signals.MemoryPressure, signals.DiskPressure, signals.PIDPressure} {
+		active := dec.Evaluation.Pressure[p].Active
+		if active != m.pressures[p] {
+			log.Info("node pressure changed", "pressure", p, "active", active)
+			m.pressures[p] = active
+		}
+	}
+	if dec.Outcome == OutcomeNone && dec.Reason == m.lastReason {
+		log.Debug("decision", "outcome", dec.Outcome, "reason", dec.Reason)
+		return
+	}
+	m.lastReason = dec.Reason
+	args := []any{"outcome", dec.Outcome, "reason", dec.Reason}
+	if dec.Signal != "" {
+		args = append(args, "signal", dec.Signal)
+	}
+	if dec.Pod != nil {
+		args = append(args, "pod", dec.Pod.Ref(), "gracePeriodSeconds", dec.GracePeriod)
+	}
+	log.Info("decision", args...)
+}
+
+// export publishes the pass's observations, thresholds and pressures.
+func (m *Manager) export(now time.Time, obs signals.Observations, dec Decision) {
+	met := m.deps.Metrics
+	for _, s := range signals.All() {
+		o, ok := obs[s]
+		if !ok {
+			met.ForgetObservation(s)
+			continue
+		}
+		met.SetObservation(s, o.Available, o.Capacity)
+		met.SetObservationAge(s, now.Sub(o.Time).Seconds())
+	}
+	ev := dec.Evaluation
+	for _, th := range ev.Missing {
+		met.IncSignalError(th.Signal)
+	}
+	metNow := map[thresholds.Key]bool{}
+	for _, th := range ev.Met {
+		metNow[th.Key()] = true
+	}
+	for _, th := range m.decider.Thresholds() {
+		o, ok := obs[th.Signal]
+		if !ok {
+			continue
+		}
+		met.SetThreshold(th.Signal, kindOf(th.Soft), quantityOf(th, o), metNow[th.Key()])
+	}
+	for _, p := range []signals.Pressure{signals.MemoryPressure, signals.DiskPressure, signals.PIDPressure} {
+		met.SetPressure(p, ev.Pressure[p].Active)
+	}
+	if dec.Outcome == OutcomeEvict && dec.Observation != nil {
+		met.ObserveStatsAge(dec.Signal, now.Sub(dec.Observation.Time))
+		if first, ok := ev.FirstObservedAt[dec.Threshold.Key()]; ok {
+			met.ObserveDetectionLatency(dec.Signal, now.Sub(first))
+		}
+	}
+}

@@ -1,0 +1,351 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+const mi = int64(1) << 20
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// script is a memory source whose available amount the test sets; a pass
+// may be held inside it by the test.
+type script struct {
+	mu        sync.Mutex
+	available int64
+	hold      chan struct{} // when non-nil, Observe says so on entered and waits for hold to close
+	entered   chan struct{}
+}
+
+func (s *script) set(available int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.available = available
+}
+
+func (s *script) Observe(ctx context.Context, now time.Time) ([]signals.Observation, error) {
+	s.mu.Lock()
+	hold, entered, avail := s.hold, s.entered, s.available
+	s.mu.Unlock()
+	if hold != nil {
+		entered <- struct{}{}
+		<-hold
+	}
+	return []signals.Observation{{Signal: signals.MemoryAvailable, Available: avail, Capacity: 10240 * mi, Time: now}}, nil
+}
+
+type fixedPods []ranking.Pod
+
+func (p fixedPods) Pods(context.Context) ([]ranking.Pod, error) { return p, nil }
+
+type fixedStats map[string]signals.PodStats
+
+func (s fixedStats) PodStats(context.Context, time.Time, []ranking.Pod) (map[string]signals.PodStats, error) {
+	return s, nil
+}
+
+// recorder is an Evicter that remembers what it was asked to do and can be
+// told to fail.
+type recorder struct {
+	mu        sync.Mutex
+	decisions []Decision
+	err       error
+}
+
+func (r *recorder) Evict(_ context.Context, d Decision) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.decisions = append(r.decisions, d)
+	return r.err
+}
+
+func (r *recorder) evicted() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var names []string
+	for _, d := range r.decisions {
+		names = append(names, d.Pod.Name)
+	}
+	return names
+}
+
+type harness struct {
+	t      *testing.T
+	clock  *clocktesting.FakeClock
+	src    *script
+	ev     *recorder
+	reg    *prometheus.Registry
+	m      *Manager
+	passes chan *Status
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func mustParse(t *testing.T, s thresholds.Settings) []thresholds.Threshold {
+	t.Helper()
+	p, err := thresholds.Parse(s)
+	if err != nil {
+		t.Fatalf("parse thresholds: %v", err)
+	}
+	return p.Thresholds
+}
+
+func newHarness(t *testing.T, dryRun bool, ths []thresholds.Threshold) *harness {
+	t.Helper()
+	h := &harness{
+		t: t, clock: clocktesting.NewFakeClock(t0), src: &script{available: 4096 * mi},
+		ev: &recorder{}, reg: prometheus.NewRegistry(), passes: make(chan *Status, 16), done: make(chan error, 1),
+	}
+	hog := ranking.Pod{Namespace: "default", Name: "hog", UID: "u-hog", QOS: ranking.BestEffort}
+	calm := ranking.Pod{Namespace: "default", Name: "calm", UID: "u-calm", QOS: ranking.Burstable, MemoryRequest: 512 * mi}
+	stats := fixedStats{
+		"u-hog":  {UID: "u-hog", Time: t0, MemoryWorkingSet: signals.Int64(900 * mi)},
+		"u-calm": {UID: "u-calm", Time: t0, MemoryWorkingSet: signals.Int64(100 * mi)},
+	}
+	m, err := New(Config{
+		HousekeepingInterval: 10 * time.Second,
+		DryRun:               dryRun,
+		Decider:              DeciderConfig{Thresholds: ths, TransitionPeriod: 5 * time.Minute, MaxPodGracePeriodSeconds: 20},
+	}, Deps{
+		Clock: h.clock, Sources: []signals.Source{h.src}, Pods: fixedPods{hog, calm}, Stats: stats,
+		Evicter: h.ev, Metrics: metrics.New(h.reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		AfterPass: func(st *Status) { h.passes <- st },
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h.m = m
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- m.Run(ctx) }()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	h.cancel = nil
+	// Drain passes so a loop blocked on reporting one can see ctx.Done.
+	for {
+		select {
+		case err := <-h.done:
+			if err != nil {
+				h.t.Errorf("Run returned %v, want nil", err)
+			}
+			return
+		case <-h.passes:
+		}
+	}
+}
+
+// next waits for the loop's next pass. The timeout only turns a hang into
+// a failure; the loop is driven by the fake clock alone.
+func (h *harness) next(wantTrigger string) *Status {
+	h.t.Helper()
+	select {
+	case st := <-h.passes:
+		if st.Trigger != wantTrigger {
+			h.t.Fatalf("pass trigger: got %q, want %q", st.Trigger, wantTrigger)
+		}
+		return st
+	case <-time.After(10 * time.Second):
+		h.t.Fatalf("no pass (want trigger %q)", wantTrigger)
+		return nil
+	}
+}
+
+// tick advances the fake clock one housekeeping interval and waits for the
+// pass it causes.
+func (h *harness) tick() *Status {
+	h.t.Helper()
+	h.clock.Step(10 * time.Second)
+	return h.next("tick")
+}
+
+func TestLoopSoftThresholdWaitsForGraceThenEvicts(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{
+		Hard:            map[string]string{"memory.available": "100Mi"},
+		Soft:            map[string]string{"memory.available": "1Gi"},
+		SoftGracePeriod: map[string]string{"memory.available": "30s"},
+	})
+	h := newHarness(t, false, ths)
+
+	st := h.next("start")
+	if st.Decision.Outcome != OutcomeNone || st.Pressures["memory"] {
+		t.Fatalf("at start with 4Gi free: got outcome %s pressure %v, want none and no pressure", st.Decision.Outcome, st.Pressures["memory"])
+	}
+
+	h.src.set(800 * mi) // below the soft threshold only
+	for i, want := range []bool{false, false, false, true} {
+		st = h.tick()
+		if !st.Pressures["memory"] {
+			t.Fatalf("tick %d: memory pressure not set as soon as the soft threshold is met", i)
+		}
+		if got := st.Decision.Outcome == OutcomeEvict; got != want {
+			t.Fatalf("tick %d (%s after crossing): evict = %v, want %v (reason %q)", i, time.Duration(i)*10*time.Second, got, want, st.Decision.Reason)
+		}
+	}
+	if got := h.ev.evicted(); len(got) != 1 || got[0] != "hog" {
+		t.Fatalf("evicted %v, want [hog]", got)
+	}
+	d := h.ev.decisions[0]
+	if d.GracePeriod != 20 || d.Hard {
+		t.Errorf("soft eviction grace period: got %d (hard=%v), want 20 (min of max-pod-grace 20 and the default 30)", d.GracePeriod, d.Hard)
+	}
+	// A successful eviction wakes the loop for an immediate pass.
+	h.next("wake")
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "evicted")); got != 1 {
+		t.Errorf("evictd_evictions_total{result=evicted}: got %v, want 1", got)
+	}
+}
+
+func TestLoopHardThresholdEvictsAtOnceAndPressureOutlastsIt(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	h := newHarness(t, false, ths)
+	h.next("start")
+
+	h.src.set(50 * mi)
+	st := h.tick()
+	if st.Decision.Outcome != OutcomeEvict || st.Decision.GracePeriod != 1 || st.Decision.Pod.Name != "hog" {
+		t.Fatalf("hard threshold: got %s of %v with grace %d, want evict hog with grace 1", st.Decision.Outcome, st.Decision.Pod, st.Decision.GracePeriod)
+	}
+	h.next("wake")
+
+	// Relief: the condition stays for the transition period (5m), then clears.
+	h.src.set(4096 * mi)
+	for elapsed := 10 * time.Second; elapsed <= 5*time.Minute+10*time.Second; elapsed += 10 * time.Second {
+		st = h.tick()
+		want := elapsed < 5*time.Minute
+		if st.Pressures["memory"] != want {
+			t.Fatalf("%s after relief: memory pressure %v, want %v", elapsed, st.Pressures["memory"], want)
+		}
+	}
+	if n := len(h.ev.evicted()); n != 1 {
+		t.Errorf("evictions: got %d, want 1", n)
+	}
+}
+
+func TestLoopDryRunActsOnNothing(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	h := newHarness(t, true, ths)
+	h.next("start")
+	h.src.set(50 * mi)
+	st := h.tick()
+	if st.Decision.Outcome != OutcomeEvict || st.Result != "dry-run" {
+		t.Fatalf("dry run: got outcome %s result %q, want evict / dry-run", st.Decision.Outcome, st.Result)
+	}
+	if got := h.ev.evicted(); len(got) != 0 {
+		t.Fatalf("dry run called the evicter for %v", got)
+	}
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "dry-run")); got != 1 {
+		t.Errorf("evictd_evictions_total{result=dry-run}: got %v, want 1", got)
+	}
+}
+
+func TestLoopFailedEvictionIsCountedAndReported(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	h := newHarness(t, false, ths)
+	h.ev.err = errors.New("the API server said no")
+	h.next("start")
+	h.src.set(50 * mi)
+	st := h.tick()
+	if !strings.Contains(st.Result, "the API server said no") {
+		t.Fatalf("result: got %q, want the evicter's error", st.Result)
+	}
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "failed")); got != 1 {
+		t.Errorf("evictd_evictions_total{result=failed}: got %v, want 1", got)
+	}
+}
+
+func TestLoopBurstOfWakeUpsGivesOnePass(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	h := newHarness(t, false, ths)
+	h.next("start")
+
+	// Hold the next pass inside the source while wake-ups pile up.
+	release, entered := make(chan struct{}), make(chan struct{})
+	h.src.mu.Lock()
+	h.src.hold, h.src.entered = release, entered
+	h.src.mu.Unlock()
+	h.m.Wake()
+	<-entered // the first wake-up's pass is under way
+	for range 20 {
+		h.m.Wake()
+	}
+	h.src.mu.Lock()
+	h.src.hold = nil
+	h.src.mu.Unlock()
+	close(release)
+
+	h.next("wake")
+	// Any second wake pass would come before the tick's.
+	h.next("wake")
+	h.tick()
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_passes_total", "trigger", "wake")); got != 2 {
+		t.Errorf("wake passes: got %v, want 2 (one in progress when the burst came, one after)", got)
+	}
+}
+
+func TestReady(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{})
+	h := newHarness(t, false, ths)
+	h.next("start")
+	if err := h.m.Ready(); err != nil {
+		t.Fatalf("after the first pass: Ready() = %v, want nil", err)
+	}
+	h.stop()
+	h.clock.Step(31 * time.Second)
+	if err := h.m.Ready(); err == nil {
+		t.Fatal("31s after the last pass with a 10s interval: Ready() = nil, want an error")
+	}
+}
+
+// counter finds one series of a metric vector by its label pairs.
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := 0
+			for _, lp := range m.GetLabel() {
+				if want[lp.GetName()] == lp.GetValue() {
+					match++
+				}
+			}
+			if match == len(want) {
+				v := m.GetCounter().GetValue()
+				return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "found"}, func() float64 { return v })
+			}
+		}
+	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "missing"}, func() float64 { return 0 })
+}

@@ -1,0 +1,150 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// File is a snapshot as written on disk. Either Steps is set, or the
+// top-level Observations and Pods describe a single moment.
+type File struct {
+	// Args are evictd flags the scenario is meant to run with, such as
+	// "--eviction-hard=memory.available<500Mi"; flags on the command line
+	// override them.
+	Args []string `json:"args,omitempty"`
+	// Layout is the filesystem layout: single (default),
+	// dedicated-imagefs or split-imagefs.
+	Layout       string                     `json:"layout,omitempty"`
+	Observations map[string]ObservationJSON `json:"observations,omitempty"`
+	Pods         []PodJSON                  `json:"pods,omitempty"`
+	Steps        []StepJSON                 `json:"steps,omitempty"`
+}
+
+// StepJSON is the node at one moment of a sequence.
+type StepJSON struct {
+	// At is the time since the first step, as a Go duration ("30s").
+	At           string                     `json:"at"`
+	Observations map[string]ObservationJSON `json:"observations"`
+	// Pods replaces the previous step's pods when present; when absent the
+	// pods (and their usage) carry over.
+	Pods []PodJSON `json:"pods,omitempty"`
+}
+
+// ObservationJSON is one signal's reading.
+type ObservationJSON struct {
+	Available Quantity `json:"available"`
+	Capacity  Quantity `json:"capacity"`
+	// Age says how long before the step the reading was taken ("0s" by
+	// default); a reading older than the previous step's is stale.
+	Age string `json:"age,omitempty"`
+}
+
+// PodJSON is one pod of the node.
+type PodJSON struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	UID       string `json:"uid,omitempty"`
+	// QOS is Guaranteed, Burstable or BestEffort; computed from the
+	// containers' requests and limits when absent.
+	QOS       string `json:"qos,omitempty"`
+	Priority  int32  `json:"priority,omitempty"`
+	Static    bool   `json:"static,omitempty"`
+	Mirror    bool   `json:"mirror,omitempty"`
+	DaemonSet bool   `json:"daemonSet,omitempty"`
+	// Requests are the pod's effective requests; the sum of the
+	// containers' when absent.
+	Requests                      map[string]Quantity `json:"requests,omitempty"`
+	TerminationGracePeriodSeconds *int64              `json:"terminationGracePeriodSeconds,omitempty"`
+	LocalVolumes                  []string            `json:"localVolumes,omitempty"`
+	Containers                    []ContainerJSON     `json:"containers,omitempty"`
+	// Usage is the pod's measured usage; a pod without it has no stats.
+	Usage *PodUsageJSON `json:"usage,omitempty"`
+}
+
+// ContainerJSON is one container of a pod.
+type ContainerJSON struct {
+	Name     string              `json:"name"`
+	Requests map[string]Quantity `json:"requests,omitempty"`
+	Limits   map[string]Quantity `json:"limits,omitempty"`
+	Usage    *ContainerUsageJSON `json:"usage,omitempty"`
+}
+
+// ContainerUsageJSON is one container's measured usage.
+type ContainerUsageJSON struct {
+	Memory *Quantity    `json:"memory,omitempty"`
+	Rootfs *FsUsageJSON `json:"rootfs,omitempty"`
+	Logs   *FsUsageJSON `json:"logs,omitempty"`
+}
+
+// PodUsageJSON is a pod's measured usage.
+type PodUsageJSON struct {
+	// Memory is the pod's working set; the sum of the containers' when
+	// absent and all of them have one.
+	Memory    *Quantity              `json:"memory,omitempty"`
+	Processes *int64                 `json:"processes,omitempty"`
+	Volumes   map[string]FsUsageJSON `json:"volumes,omitempty"`
+}
+
+// FsUsageJSON is bytes and inodes on a filesystem.
+type FsUsageJSON struct {
+	Bytes  Quantity `json:"bytes"`
+	Inodes Quantity `json:"inodes,omitempty"`
+}
+
+// Quantity is a Kubernetes quantity written as a string ("600Mi") or a
+// plain JSON number of bytes or items.
+type Quantity struct {
+	Value int64
+	Set   bool
+}
+
+// UnmarshalJSON accepts "600Mi", "1.5Gi", "1000" or 1000.
+func (q *Quantity) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	var text string
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &text); err != nil {
+			return err
+		}
+	} else {
+		text = string(b)
+		if _, err := strconv.ParseFloat(text, 64); err != nil {
+			return fmt.Errorf("quantity %s is neither a string nor a number", text)
+		}
+	}
+	parsed, err := resource.ParseQuantity(text)
+	if err != nil {
+		return fmt.Errorf("quantity %q: %w", text, err)
+	}
+	if parsed.Sign() < 0 {
+		return fmt.Errorf("quantity %q is negative", text)
+	}
+	v, ok := parsed.AsInt64()
+	if !ok {
+		return fmt.Errorf("quantity %q does not fit in 64 bits as a whole number", text)
+	}
+	q.Value, q.Set = v, true
+	return nil
+}
+
+func parseDuration(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", field, err)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%s: %q is negative", field, s)
+	}
+	return d, nil
+}

@@ -1,0 +1,205 @@
+package snapshot
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+)
+
+// The resource names a snapshot's requests and limits may use.
+const (
+	resMemory           = "memory"
+	resCPU              = "cpu"
+	resEphemeralStorage = "ephemeral-storage"
+)
+
+func podsOf(field string, now time.Time, in []PodJSON) ([]ranking.Pod, map[string]signals.PodStats, error) {
+	pods := make([]ranking.Pod, 0, len(in))
+	stats := make(map[string]signals.PodStats, len(in))
+	seen := map[string]bool{}
+	for i, pj := range in {
+		f := fmt.Sprintf("%s.pods[%d]", field, i)
+		pod, st, err := podOf(f, now, pj)
+		if err != nil {
+			return nil, nil, err
+		}
+		if seen[pod.UID] {
+			return nil, nil, fmt.Errorf("%s: pod %s (uid %s) appears twice", f, pod.Ref(), pod.UID)
+		}
+		seen[pod.UID] = true
+		pods = append(pods, pod)
+		if st != nil {
+			stats[pod.UID] = *st
+		}
+	}
+	return pods, stats, nil
+}
+
+func podOf(f string, now time.Time, pj PodJSON) (ranking.Pod, *signals.PodStats, error) {
+	if pj.Name == "" {
+		return ranking.Pod{}, nil, fmt.Errorf("%s.name is required", f)
+	}
+	pod := ranking.Pod{
+		Namespace: pj.Namespace, Name: pj.Name, UID: pj.UID,
+		Priority: pj.Priority, Static: pj.Static, Mirror: pj.Mirror, DaemonSet: pj.DaemonSet,
+		TerminationGracePeriodSeconds: pj.TerminationGracePeriodSeconds,
+		LocalVolumes:                  pj.LocalVolumes,
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = "default"
+	}
+	if pod.UID == "" {
+		pod.UID = pod.Namespace + "/" + pod.Name
+	}
+	if g := pj.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		return pod, nil, fmt.Errorf("%s.terminationGracePeriodSeconds: %d is negative", f, *g)
+	}
+	for _, r := range []map[string]Quantity{pj.Requests} {
+		if err := checkResources(f+".requests", r); err != nil {
+			return pod, nil, err
+		}
+	}
+	seen := map[string]bool{}
+	for i, cj := range pj.Containers {
+		cf := fmt.Sprintf("%s.containers[%d]", f, i)
+		if cj.Name == "" {
+			return pod, nil, fmt.Errorf("%s.name is required", cf)
+		}
+		if seen[cj.Name] {
+			return pod, nil, fmt.Errorf("%s: container %q appears twice", cf, cj.Name)
+		}
+		seen[cj.Name] = true
+		if err := checkResources(cf+".requests", cj.Requests); err != nil {
+			return pod, nil, err
+		}
+		if err := checkResources(cf+".limits", cj.Limits); err != nil {
+			return pod, nil, err
+		}
+		pod.Containers = append(pod.Containers, ranking.Container{
+			Name:                    cj.Name,
+			MemoryRequest:           cj.Requests[resMemory].Value,
+			EphemeralStorageRequest: cj.Requests[resEphemeralStorage].Value,
+		})
+		pod.MemoryRequest += cj.Requests[resMemory].Value
+		pod.EphemeralStorageRequest += cj.Requests[resEphemeralStorage].Value
+	}
+	if q, ok := pj.Requests[resMemory]; ok {
+		pod.MemoryRequest = q.Value
+	}
+	if q, ok := pj.Requests[resEphemeralStorage]; ok {
+		pod.EphemeralStorageRequest = q.Value
+	}
+
+	switch ranking.QOSClass(pj.QOS) {
+	case ranking.Guaranteed, ranking.Burstable, ranking.BestEffort:
+		pod.QOS = ranking.QOSClass(pj.QOS)
+	case "":
+		pod.QOS = qosOf(pj)
+	default:
+		return pod, nil, fmt.Errorf("%s.qos: %q is not Guaranteed, Burstable or BestEffort", f, pj.QOS)
+	}
+
+	st, err := statsOf(f, now, pj)
+	return pod, st, err
+}
+
+func checkResources(f string, m map[string]Quantity) error {
+	for name := range m {
+		switch name {
+		case resMemory, resCPU, resEphemeralStorage:
+		default:
+			return fmt.Errorf("%s: unknown resource %q (want memory, cpu or ephemeral-storage)", f, name)
+		}
+	}
+	return nil
+}
+
+// qosOf classifies a pod from its containers as Kubernetes does: no
+// requests or limits anywhere is BestEffort; cpu and memory limits on every
+// container with requests equal to them is Guaranteed; anything else is
+// Burstable.
+func qosOf(pj PodJSON) ranking.QOSClass {
+	anything, guaranteed := false, len(pj.Containers) > 0
+	for _, c := range pj.Containers {
+		if len(c.Requests) > 0 || len(c.Limits) > 0 {
+			anything = true
+		}
+		for _, r := range []string{resCPU, resMemory} {
+			lim, ok := c.Limits[r]
+			if !ok {
+				guaranteed = false
+				continue
+			}
+			if req, ok := c.Requests[r]; ok && req.Value != lim.Value {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !anything:
+		return ranking.BestEffort
+	case guaranteed:
+		return ranking.Guaranteed
+	}
+	return ranking.Burstable
+}
+
+func statsOf(f string, now time.Time, pj PodJSON) (*signals.PodStats, error) {
+	hasContainerUsage := false
+	for _, c := range pj.Containers {
+		if c.Usage != nil {
+			hasContainerUsage = true
+		}
+	}
+	if pj.Usage == nil && !hasContainerUsage {
+		return nil, nil
+	}
+	st := &signals.PodStats{Time: now}
+	var sum int64
+	allMemory := len(pj.Containers) > 0
+	for _, c := range pj.Containers {
+		cs := signals.ContainerStats{Name: c.Name}
+		if u := c.Usage; u != nil {
+			if u.Memory != nil {
+				cs.MemoryWorkingSet = signals.Int64(u.Memory.Value)
+				sum += u.Memory.Value
+			}
+			cs.Rootfs = fsUsage(u.Rootfs)
+			cs.Logs = fsUsage(u.Logs)
+		}
+		if cs.MemoryWorkingSet == nil {
+			allMemory = false
+		}
+		st.Containers = append(st.Containers, cs)
+	}
+	if allMemory {
+		st.MemoryWorkingSet = signals.Int64(sum)
+	}
+	if u := pj.Usage; u != nil {
+		if u.Memory != nil {
+			st.MemoryWorkingSet = signals.Int64(u.Memory.Value)
+		}
+		if u.Processes != nil {
+			if *u.Processes < 0 {
+				return nil, fmt.Errorf("%s.usage.processes: %d is negative", f, *u.Processes)
+			}
+			st.Processes = signals.Int64(*u.Processes)
+		}
+		if len(u.Volumes) > 0 {
+			st.Volumes = make(map[string]signals.FsUsage, len(u.Volumes))
+			for name, v := range u.Volumes {
+				st.Volumes[name] = signals.FsUsage{Bytes: v.Bytes.Value, Inodes: v.Inodes.Value}
+			}
+		}
+	}
+	return st, nil
+}
+
+func fsUsage(u *FsUsageJSON) *signals.FsUsage {
+	if u == nil {
+		return nil
+	}
+	return &signals.FsUsage{Bytes: u.Bytes.Value, Inodes: u.Inodes.Value}
+}
