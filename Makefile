@@ -1,0 +1,60 @@
+# evictd — the two commands that matter on a fresh machine:
+#   make run    build and run the agent standalone on this host
+#   make test   run every test (as root, the real-cgroup tests too)
+
+GO       ?= go
+BIN      := bin/evictd
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+PREFIX   ?= /usr/local
+SYSCONF  ?= /etc
+UNITDIR  ?= /etc/systemd/system
+# Where `make run` serves /metrics, /healthz, /readyz and /status.
+RUN_ADDR ?= 127.0.0.1:9847
+RUN_ARGS ?=
+
+.PHONY: all build run test vet fmt-check bench install uninstall clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/evictd
+
+# Runs the agent on this host until Ctrl-C: it reads this machine's memory,
+# filesystems and PIDs, decides, and serves metrics; with no --kubeconfig it
+# evicts nothing.
+run: build
+	@echo "evictd: metrics on http://$(RUN_ADDR)/metrics, status with: $(BIN) status --metrics-bind-address $(RUN_ADDR)"
+	$(BIN) --metrics-bind-address $(RUN_ADDR) $(RUN_ARGS)
+
+test: vet fmt-check
+	$(GO) test -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+
+# Benchmarks of one full pass and of the pure stages, then the agent's idle
+# cost; figures go to docs/BENCHMARKS.md by hand, with these commands.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./internal/manager/ ./thresholds/ ./ranking/ | tee bench.out
+	./hack/idle-cost.sh $(BIN) 60 | tee -a bench.out
+
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/evictd
+	install -D -m 0644 systemd/evictd.service $(DESTDIR)$(UNITDIR)/evictd.service
+	@if [ -e $(DESTDIR)$(SYSCONF)/evictd/evictd.env ]; then \
+		echo "keeping existing $(DESTDIR)$(SYSCONF)/evictd/evictd.env"; \
+	else \
+		install -D -m 0644 systemd/evictd.env $(DESTDIR)$(SYSCONF)/evictd/evictd.env; \
+	fi
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/evictd $(DESTDIR)$(UNITDIR)/evictd.service
+
+clean:
+	rm -rf bin bench.out
