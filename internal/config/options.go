@@ -1,0 +1,149 @@
+package config
+
+import (
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Defaults that differ from the type's zero value. The kubelet's defaults
+// where the flag is the kubelet's, except kernel-memcg-notification.
+const (
+	defaultPressureTransitionPeriod  = 5 * time.Minute
+	defaultKernelMemcgNotification   = true // the kubelet's is false
+	defaultRootDir                   = "/var/lib/kubelet"
+	defaultCgroupRoot                = "/"
+	defaultCgroupDriver              = "cgroupfs"
+	defaultContainerRuntimeEndpoint  = "unix:///run/containerd/containerd.sock"
+	defaultMinimumImageTTL           = 2 * time.Minute
+	defaultNodeStatusUpdateFrequency = 10 * time.Second
+	defaultHousekeepingInterval      = 10 * time.Second
+	defaultMetricsBindAddress        = "127.0.0.1:9847"
+	defaultProcRoot                  = "/proc"
+	defaultCgroupMount               = "/sys/fs/cgroup"
+	defaultLogLevel                  = "info"
+)
+
+// defaultEnforceNodeAllocatable returns a fresh copy of the kubelet's default.
+func defaultEnforceNodeAllocatable() []string { return []string{"pods"} }
+
+// Options holds the values of evictd's flags as parsed, before the files are
+// read and precedence applied. Build it with NewFlagSet and turn it into a
+// Config with Complete.
+type Options struct {
+	evictionHard              map[string]string
+	evictionSoft              map[string]string
+	softGracePeriod           map[string]string
+	minimumReclaim            map[string]string
+	maxPodGracePeriod         int32
+	pressureTransitionPeriod  time.Duration
+	kernelMemcgNotification   bool
+	enforceNodeAllocatable    []string
+	systemReserved            map[string]string
+	kubeReserved              map[string]string
+	rootDir                   string
+	cgroupRoot                string
+	cgroupDriver              string
+	containerRuntimeEndpoint  string
+	imageServiceEndpoint      string
+	minimumImageTTL           time.Duration
+	kubeconfig                string
+	hostnameOverride          string
+	nodeStatusUpdateFrequency time.Duration
+
+	configFile           string
+	nodeConfigFile       string
+	mergeDefaults        bool
+	housekeepingInterval time.Duration
+	dryRun               bool
+	metricsBindAddress   string
+	imageFSPath          string
+	procRoot             string
+	cgroupMount          string
+	logLevel             string
+
+	// hostname is the node name when --hostname-override is not given;
+	// os.Hostname, replaceable in tests.
+	hostname func() (string, error)
+}
+
+// NewFlagSet returns a fresh FlagSet (ContinueOnError) holding all of
+// evictd's flags, and the Options they are parsed into.
+func NewFlagSet(name string) (*pflag.FlagSet, *Options) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	o := &Options{hostname: os.Hostname}
+	o.addKubeletFlags(fs)
+	o.addEvictdFlags(fs)
+	return fs, o
+}
+
+// addKubeletFlags registers the flags evictd shares with the kubelet, with
+// the kubelet's names, syntax and defaults. They are also the keys evictd
+// reads from node-config.yaml's kubeletArguments.
+func (o *Options) addKubeletFlags(fs *pflag.FlagSet) {
+	fs.Var(newPairMap(&o.evictionHard, "<", "signal<quantity"), "eviction-hard",
+		"Hard eviction thresholds: comma-separated signal<quantity pairs, the quantity a byte or inode or PID count (100Mi, 5k) or a percentage of capacity (10%), e.g. memory.available<1Gi,nodefs.available<10%. "+
+			"A map that leaves out a default signal drops that default unless --merge-default-eviction-settings is set; 0% or 100% disables a signal. "+
+			"(default memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%,imagefs.inodesFree<5%)")
+	fs.Var(newPairMap(&o.evictionSoft, "<", "signal<quantity"), "eviction-soft",
+		"Soft eviction thresholds: comma-separated signal<quantity pairs as for --eviction-hard; each needs a grace period in --eviction-soft-grace-period. (default none)")
+	fs.Var(newPairMap(&o.softGracePeriod, "=", "signal=duration"), "eviction-soft-grace-period",
+		"Grace period of each soft threshold: comma-separated signal=duration pairs, the duration in Go syntax (1m30s), e.g. memory.available=1m30s. (default none)")
+	fs.Var(newPairMap(&o.minimumReclaim, "=", "signal=quantity"), "eviction-minimum-reclaim",
+		"Minimum reclaim per signal: comma-separated signal=quantity pairs (quantity or percentage of capacity), how far past its threshold a signal must recover before pressure ends, e.g. memory.available=0Mi,nodefs.available=500Mi. (default none)")
+	fs.Int32Var(&o.maxPodGracePeriod, "eviction-max-pod-grace-period", 0,
+		"Maximum termination grace period, in seconds, for pods evicted by a soft threshold; a negative value defers to the pod's own terminationGracePeriodSeconds. (default 0)")
+	fs.DurationVar(&o.pressureTransitionPeriod, "eviction-pressure-transition-period", defaultPressureTransitionPeriod,
+		"How long, as a Go duration, a pressure condition stays set after its last threshold stops being met.")
+	fs.BoolVar(&o.kernelMemcgNotification, "kernel-memcg-notification", defaultKernelMemcgNotification,
+		"Start a pass as soon as the kernel reports that a memory threshold is crossed (memcg notification, cgroup v1) instead of waiting for the next housekeeping interval. Note: evictd's default is true, the kubelet's is false.")
+	fs.StringSliceVar(&o.enforceNodeAllocatable, "enforce-node-allocatable", defaultEnforceNodeAllocatable(),
+		"Comma-separated node allocatable enforcement levels: pods, system-reserved, kube-reserved, system-reserved-compressible, kube-reserved-compressible, or none; with pods, every hard memory.available threshold also yields an allocatableMemory.available threshold.")
+	fs.Var(newPairMap(&o.systemReserved, "=", "resource=quantity"), "system-reserved",
+		"Resources reserved for system daemons: comma-separated resource=quantity pairs for cpu (cores, 500m), memory (bytes, 1Gi), ephemeral-storage (bytes) and pid (count). (default none)")
+	fs.Var(newPairMap(&o.kubeReserved, "=", "resource=quantity"), "kube-reserved",
+		"Resources reserved for Kubernetes daemons: comma-separated resource=quantity pairs as for --system-reserved. (default none)")
+	fs.StringVar(&o.rootDir, "root-dir", defaultRootDir,
+		"Directory path of the kubelet's files; the filesystem holding it is nodefs.")
+	fs.StringVar(&o.cgroupRoot, "cgroup-root", defaultCgroupRoot,
+		"Cgroup path, relative to the cgroup mount, under which the kubelet creates the pods' cgroups (kubepods).")
+	fs.StringVar(&o.cgroupDriver, "cgroup-driver", defaultCgroupDriver,
+		"How the kubelet names pod cgroups: cgroupfs or systemd.")
+	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", defaultContainerRuntimeEndpoint,
+		"CRI runtime service endpoint, a unix socket URL.")
+	fs.StringVar(&o.imageServiceEndpoint, "image-service-endpoint", "",
+		"CRI image service endpoint, a unix socket URL. (default: the --container-runtime-endpoint)")
+	fs.DurationVar(&o.minimumImageTTL, "minimum-image-ttl-duration", defaultMinimumImageTTL,
+		"Minimum age, as a Go duration, of an unused image before reclaim may delete it.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
+		"Path of the kubeconfig file evictd uses to reach the API server, under its own identity. (default: in-cluster configuration)")
+	fs.StringVar(&o.hostnameOverride, "hostname-override", "",
+		"Name of this node, lowercased, as the kubelet registers it. (default: the machine's hostname, lowercased)")
+	fs.DurationVar(&o.nodeStatusUpdateFrequency, "node-status-update-frequency", defaultNodeStatusUpdateFrequency,
+		"How often, as a Go duration, evictd posts its node conditions.")
+}
+
+// addEvictdFlags registers the flags that are evictd's own.
+func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.configFile, "config", "",
+		"Path of a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to take the eviction settings from; flags given on the command line override it, and it overrides --node-config. (default none)")
+	fs.StringVar(&o.nodeConfigFile, "node-config", "",
+		"Path of an OpenShift node-config.yaml to take the kubeletArguments from; --config and flags given on the command line override it. (default none)")
+	fs.BoolVar(&o.mergeDefaults, "merge-default-eviction-settings", false,
+		"Add every default hard threshold that a partial --eviction-hard map leaves out (KubeletConfiguration mergeDefaultEvictionSettings). (default false)")
+	fs.DurationVar(&o.housekeepingInterval, "housekeeping-interval", defaultHousekeepingInterval,
+		"How often, as a Go duration, a pass observes the signals and decides; must be positive.")
+	fs.BoolVar(&o.dryRun, "dry-run", false,
+		"Decide and report everything but evict, reclaim, taint and post nothing. (default false)")
+	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", defaultMetricsBindAddress,
+		"host:port to serve /metrics, /healthz and /readyz on; an empty host means all interfaces.")
+	fs.StringVar(&o.imageFSPath, "imagefs-path", "",
+		`Directory path on the container runtime's image filesystem, when the CRI does not report it. (default "": ask the CRI)`)
+	fs.StringVar(&o.procRoot, "proc-root", defaultProcRoot,
+		"Directory path where procfs is mounted.")
+	fs.StringVar(&o.cgroupMount, "cgroup-mount", defaultCgroupMount,
+		"Directory path where the cgroup filesystem is mounted.")
+	fs.StringVar(&o.logLevel, "log-level", defaultLogLevel,
+		"Least severe log level written: debug, info, warn or error.")
+}

@@ -1,0 +1,94 @@
+package config
+
+import (
+	"errors"
+	"maps"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestParsePairs(t *testing.T) {
+	tests := []struct {
+		name, in, sep, want string
+		wantMap             map[string]string
+		wantErr             string
+	}{
+		{name: "langle pairs", in: "memory.available<1Gi,nodefs.available<10%", sep: "<", want: "signal<quantity",
+			wantMap: map[string]string{"memory.available": "1Gi", "nodefs.available": "10%"}},
+		{name: "spaces and blank entries", in: " memory.available < 1Gi , ,nodefs.available<10%,", sep: "<", want: "signal<quantity",
+			wantMap: map[string]string{"memory.available": "1Gi", "nodefs.available": "10%"}},
+		{name: "empty value gives empty map", in: "", sep: "<", want: "signal<quantity", wantMap: map[string]string{}},
+		{name: "repeated key keeps the last", in: "memory.available<1Gi,memory.available<2Gi", sep: "<", want: "signal<quantity",
+			wantMap: map[string]string{"memory.available": "2Gi"}},
+		{name: "equals pairs", in: "memory.available=1m30s", sep: "=", want: "signal=duration",
+			wantMap: map[string]string{"memory.available": "1m30s"}},
+		{name: "value may hold the separator", in: "a=b=c", sep: "=", want: "k=v",
+			wantMap: map[string]string{"a": "b=c"}},
+		{name: "equals where langle is wanted", in: "memory.available=1Gi", sep: "<", want: "signal<quantity",
+			wantErr: `malformed pair "memory.available=1Gi": want signal<quantity ("<" is the only separator)`},
+		{name: "greater-than", in: "memory.available>1Gi", sep: "<", want: "signal<quantity",
+			wantErr: `malformed pair "memory.available>1Gi": want signal<quantity ("<" is the only separator)`},
+		{name: "langle where equals is wanted", in: "memory.available<1m", sep: "=", want: "signal=duration",
+			wantErr: `malformed pair "memory.available<1m": want signal=duration`},
+		{name: "no key", in: "<1Gi", sep: "<", want: "signal<quantity",
+			wantErr: `malformed pair "<1Gi": empty name before "<", want signal<quantity`},
+		{name: "no value", in: "memory.available<", sep: "<", want: "signal<quantity",
+			wantErr: `malformed pair "memory.available<": empty value after "<", want signal<quantity`},
+		{name: "bare word", in: "memory", sep: "=", want: "resource=quantity",
+			wantErr: `malformed pair "memory": want resource=quantity`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parsePairs(tt.in, tt.sep, tt.want)
+			if errText(err) != tt.wantErr {
+				t.Fatalf("got error %q, want %q", errText(err), tt.wantErr)
+			}
+			if tt.wantErr == "" && !maps.Equal(got, tt.wantMap) {
+				t.Errorf("got %v, want %v", got, tt.wantMap)
+			}
+		})
+	}
+}
+
+func TestPairMapSet(t *testing.T) {
+	m := map[string]string{"default.signal": "1"}
+	v := newPairMap(&m, "<", "signal<quantity")
+	if got, want := v.String(), "default.signal<1"; got != want {
+		t.Fatalf("String before Set: got %q, want %q", got, want)
+	}
+	if err := v.Set("nodefs.available<10%"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Set("memory.available<1Gi"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"memory.available": "1Gi", "nodefs.available": "10%"}
+	if !maps.Equal(m, want) {
+		t.Errorf("after two Sets: got %v, want %v (the first Set replaces the default, the second adds)", m, want)
+	}
+	if got, want := v.String(), "memory.available<1Gi,nodefs.available<10%"; got != want {
+		t.Errorf("String: got %q, want %q", got, want)
+	}
+	if err := v.Set("bad"); err == nil {
+		t.Error("Set(bad): got no error, want one")
+	}
+	if got, want := v.Type(), "mapStringString"; got != want {
+		t.Errorf("Type: got %q, want %q", got, want)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+var errTest = errors.New("test error")
+
+func sortedLines(s string) string {
+	lines := strings.Split(s, "\n")
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,337 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/evictd/evictd/thresholds"
+)
+
+// Config is evictd's effective, validated configuration.
+type Config struct {
+	// Thresholds are the parsed eviction thresholds, hard and soft,
+	// including the defaults and derived allocatableMemory.available ones.
+	Thresholds []thresholds.Threshold
+	// Settings are the eviction maps as written, with where each came from.
+	Settings thresholds.Settings
+	// MaxPodGracePeriodSeconds caps a soft eviction's grace period, in
+	// seconds; negative defers to the pod's terminationGracePeriodSeconds.
+	// Default 0.
+	MaxPodGracePeriodSeconds int32
+	// PressureTransitionPeriod is how long a pressure condition stays after
+	// its thresholds clear. Default 5m.
+	PressureTransitionPeriod time.Duration
+	// KernelMemcgNotification wakes a pass on memcg threshold events.
+	// Default true (the kubelet's is false).
+	KernelMemcgNotification bool
+	// EnforceNodeAllocatable lists the enforcement levels. Default [pods].
+	EnforceNodeAllocatable []string
+	// SystemReserved and KubeReserved are the reservations by resource
+	// name (cpu, memory, ephemeral-storage, pid). Default none.
+	SystemReserved map[string]resource.Quantity
+	KubeReserved   map[string]resource.Quantity
+	// SystemReservedMemory and KubeReservedMemory are their memory, in
+	// bytes (0 when not reserved).
+	SystemReservedMemory int64
+	KubeReservedMemory   int64
+
+	// NodeName is --hostname-override or the machine's hostname, lowercased.
+	NodeName string
+	// RootDir is the kubelet's root directory (nodefs). Default /var/lib/kubelet.
+	RootDir string
+	// CgroupRoot is the pods' cgroup parent's root. Default "/".
+	CgroupRoot string
+	// CgroupDriver is "cgroupfs" (default) or "systemd".
+	CgroupDriver string
+	// ContainerRuntimeEndpoint is the CRI runtime socket URL. Default
+	// unix:///run/containerd/containerd.sock.
+	ContainerRuntimeEndpoint string
+	// ImageServiceEndpoint is the CRI image socket URL; the runtime
+	// endpoint unless set.
+	ImageServiceEndpoint string
+	// MinimumImageTTL is the minimum age of an image reclaim may delete.
+	// Default 2m.
+	MinimumImageTTL time.Duration
+	// Kubeconfig is evictd's own kubeconfig path; "" means in-cluster.
+	Kubeconfig string
+	// NodeStatusUpdateFrequency is how often conditions are posted.
+	// Default 10s.
+	NodeStatusUpdateFrequency time.Duration
+
+	// HousekeepingInterval is the time between passes. Default 10s.
+	HousekeepingInterval time.Duration
+	// DryRun decides and reports but acts on nothing.
+	DryRun bool
+	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
+	MetricsBindAddress string
+	// ImageFSPath is a path on the image filesystem; "" asks the CRI.
+	ImageFSPath string
+	// ProcRoot and CgroupMount are where procfs and cgroupfs are mounted.
+	// Defaults /proc and /sys/fs/cgroup.
+	ProcRoot    string
+	CgroupMount string
+	// LogLevel is the least severe level logged. Default info.
+	LogLevel slog.Level
+	// ConfigFile and NodeConfigFile are the files read, "" if none.
+	ConfigFile     string
+	NodeConfigFile string
+
+	// Sources names, by flag name, where each setting not left at its
+	// default came from: "--eviction-hard", "evictionHard in FILE",
+	// "kubeletArguments.eviction-hard in FILE".
+	Sources map[string]string
+	// Notes are sentences for the startup log.
+	Notes []string
+}
+
+// validate checks the merged options in one place, collecting every error,
+// then parses the eviction thresholds with thresholds.Parse, whose error
+// (the kubelet's text after the source's name) is returned as is.
+func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes []string) (*Config, error) {
+	src := func(flag string) string {
+		if s, ok := sources[flag]; ok {
+			return s
+		}
+		return "--" + flag
+	}
+	var errs []error
+	bad := func(flag, value, why string) {
+		errs = append(errs, fmt.Errorf("%s: invalid value %q: %s", src(flag), value, why))
+	}
+	c := &Config{
+		MaxPodGracePeriodSeconds:  o.maxPodGracePeriod,
+		PressureTransitionPeriod:  o.pressureTransitionPeriod,
+		KernelMemcgNotification:   o.kernelMemcgNotification,
+		EnforceNodeAllocatable:    slices.Clone(o.enforceNodeAllocatable),
+		RootDir:                   o.rootDir,
+		CgroupRoot:                o.cgroupRoot,
+		CgroupDriver:              o.cgroupDriver,
+		MinimumImageTTL:           o.minimumImageTTL,
+		Kubeconfig:                o.kubeconfig,
+		NodeStatusUpdateFrequency: o.nodeStatusUpdateFrequency,
+		HousekeepingInterval:      o.housekeepingInterval,
+		DryRun:                    o.dryRun,
+		MetricsBindAddress:        o.metricsBindAddress,
+		ImageFSPath:               o.imageFSPath,
+		ProcRoot:                  o.procRoot,
+		CgroupMount:               o.cgroupMount,
+		ConfigFile:                o.configFile,
+		NodeConfigFile:            o.nodeConfigFile,
+		Sources:                   sources,
+		Notes:                     notes,
+	}
+
+	for _, d := range []struct {
+		flag     string
+		v        time.Duration
+		positive bool
+	}{
+		{"eviction-pressure-transition-period", o.pressureTransitionPeriod, false},
+		{"minimum-image-ttl-duration", o.minimumImageTTL, false},
+		{"node-status-update-frequency", o.nodeStatusUpdateFrequency, true},
+		{"housekeeping-interval", o.housekeepingInterval, true},
+	} {
+		switch {
+		case d.v < 0:
+			bad(d.flag, d.v.String(), "must not be negative")
+		case d.v == 0 && d.positive:
+			bad(d.flag, d.v.String(), "must be positive")
+		}
+	}
+
+	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
+		bad("cgroup-driver", c.CgroupDriver, `must be "cgroupfs" or "systemd"`)
+	}
+	if c.CgroupRoot == "" {
+		c.CgroupRoot = "/"
+	}
+	if !strings.HasPrefix(c.CgroupRoot, "/") {
+		bad("cgroup-root", c.CgroupRoot, `must be a cgroup path starting with "/"`)
+	}
+	// enforce-node-allocatable is checked by thresholds.Parse, with the
+	// kubelet's texts.
+
+	var err error
+	if c.SystemReserved, c.SystemReservedMemory, err = parseReserved(o.systemReserved); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", src("system-reserved"), err))
+	}
+	if c.KubeReserved, c.KubeReservedMemory, err = parseReserved(o.kubeReserved); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", src("kube-reserved"), err))
+	}
+
+	for _, p := range []struct{ flag, v string }{
+		{"root-dir", o.rootDir}, {"proc-root", o.procRoot}, {"cgroup-mount", o.cgroupMount}, {"imagefs-path", o.imageFSPath},
+	} {
+		if p.v == "" && p.flag == "imagefs-path" {
+			continue
+		}
+		if !filepath.IsAbs(p.v) {
+			bad(p.flag, p.v, "must be an absolute directory path")
+		}
+	}
+
+	var note string
+	if c.ContainerRuntimeEndpoint, note, err = checkEndpoint(o.containerRuntimeEndpoint); err != nil {
+		bad("container-runtime-endpoint", o.containerRuntimeEndpoint, err.Error())
+	} else if note != "" {
+		c.Notes = append(c.Notes, src("container-runtime-endpoint")+note)
+	}
+	c.ImageServiceEndpoint = c.ContainerRuntimeEndpoint
+	if o.imageServiceEndpoint != "" {
+		if c.ImageServiceEndpoint, note, err = checkEndpoint(o.imageServiceEndpoint); err != nil {
+			bad("image-service-endpoint", o.imageServiceEndpoint, err.Error())
+		} else if note != "" {
+			c.Notes = append(c.Notes, src("image-service-endpoint")+note)
+		}
+	}
+
+	if err := checkHostPort(o.metricsBindAddress); err != nil {
+		bad("metrics-bind-address", o.metricsBindAddress, err.Error())
+	}
+	if c.LogLevel, err = parseLogLevel(o.logLevel); err != nil {
+		bad("log-level", o.logLevel, err.Error())
+	}
+	if c.NodeName, err = o.nodeName(); err != nil {
+		errs = append(errs, err)
+	} else if msgs := validation.IsDNS1123Subdomain(c.NodeName); len(msgs) > 0 {
+		name := src("hostname-override")
+		if o.hostnameOverride == "" {
+			name = "the machine's hostname (set --hostname-override)"
+		}
+		errs = append(errs, fmt.Errorf("%s: invalid node name %q: %s", name, c.NodeName, strings.Join(msgs, "; ")))
+	}
+	if nf != nil && nf.nodeName != "" && strings.ToLower(strings.TrimSpace(nf.nodeName)) != c.NodeName {
+		c.Notes = append(c.Notes, fmt.Sprintf("%s sets nodeName %q but evictd watches node %q; set --hostname-override if the kubelet registers this node as %q.",
+			nf.path, nf.nodeName, c.NodeName, nf.nodeName))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+
+	src2 := func(flag string) string { return sources[flag] }
+	c.Settings = thresholds.Settings{
+		Hard:                   maps.Clone(o.evictionHard),
+		HardSource:             src2("eviction-hard"),
+		Soft:                   maps.Clone(o.evictionSoft),
+		SoftSource:             src2("eviction-soft"),
+		SoftGracePeriod:        maps.Clone(o.softGracePeriod),
+		SoftGracePeriodSource:  src2("eviction-soft-grace-period"),
+		MinimumReclaim:         maps.Clone(o.minimumReclaim),
+		MinimumReclaimSource:   src2("eviction-minimum-reclaim"),
+		MergeDefaults:          o.mergeDefaults,
+		EnforceNodeAllocatable: slices.Clone(o.enforceNodeAllocatable),
+	}
+	parsed, err := thresholds.Parse(c.Settings)
+	if err != nil {
+		return nil, err
+	}
+	c.Thresholds = parsed.Thresholds
+	c.Notes = append(c.Notes, parsed.Notes...)
+	return c, nil
+}
+
+// parseReserved parses a --system-reserved or --kube-reserved map with the
+// kubelet's rules: only cpu, memory, ephemeral-storage and pid, each a
+// non-negative quantity. It also returns the memory in bytes.
+func parseReserved(m map[string]string) (map[string]resource.Quantity, int64, error) {
+	if len(m) == 0 {
+		return nil, 0, nil
+	}
+	out := make(map[string]resource.Quantity, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		switch k {
+		case "cpu", "memory", "ephemeral-storage", "pid":
+		default:
+			return nil, 0, fmt.Errorf("invalid value %q: cannot reserve %q resource, want cpu, memory, ephemeral-storage or pid", k+"="+v, k)
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, 0, fmt.Errorf("invalid value %q: %w", k+"="+v, err)
+		}
+		if q.Sign() < 0 {
+			return nil, 0, fmt.Errorf("invalid value %q: resource quantity for %q cannot be negative", k+"="+v, k)
+		}
+		out[k] = q
+	}
+	mem := out["memory"]
+	return out, mem.Value(), nil
+}
+
+// checkEndpoint accepts a CRI endpoint as the kubelet does on Linux: a
+// unix:///path URL, or a bare absolute path taken as one (with a note).
+func checkEndpoint(ep string) (string, string, error) {
+	if strings.HasPrefix(ep, "/") {
+		return "unix://" + ep, fmt.Sprintf(" %q has no scheme: using unix://%s.", ep, ep), nil
+	}
+	u, err := url.Parse(ep)
+	if err != nil {
+		return "", "", err
+	}
+	if u.Scheme != "unix" || u.Host != "" || !strings.HasPrefix(u.Path, "/") {
+		return "", "", fmt.Errorf("want a unix socket URL such as %s", defaultContainerRuntimeEndpoint)
+	}
+	return ep, "", nil
+}
+
+// checkHostPort accepts host:port with a numeric port; the host may be empty.
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port: %w", err)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("bad host %q", host)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, errors.New("want debug, info, warn or error")
+}
+
+// nodeName is --hostname-override or the machine's hostname, trimmed and
+// lowercased as the kubelet does.
+func (o *Options) nodeName() (string, error) {
+	name := o.hostnameOverride
+	if name == "" {
+		if o.hostname == nil {
+			return "", errors.New("no --hostname-override and no way to read the hostname")
+		}
+		h, err := o.hostname()
+		if err != nil {
+			return "", fmt.Errorf("read hostname (set --hostname-override): %w", err)
+		}
+		name = h
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name == "" {
+		return "", errors.New("empty node name: set --hostname-override")
+	}
+	return name, nil
+}
