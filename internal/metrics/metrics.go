@@ -1,0 +1,379 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/evictd/evictd/signals"
+)
+
+// Threshold kinds, the values of the kind label.
+const (
+	KindHard = "hard"
+	KindSoft = "soft"
+)
+
+// Decision outcomes, the values of evictd_decisions_total's outcome label.
+const (
+	OutcomeEvict             = "evict"
+	OutcomeDryRun            = "dry-run"
+	OutcomeNoneEvictable     = "none-evictable"
+	OutcomeReclaimSufficient = "reclaim-sufficient"
+	OutcomeError             = "error"
+)
+
+// Eviction results, the values of evictd_evictions_total's result label.
+const (
+	ResultEvicted    = "evicted"
+	ResultPDBBlocked = "pdb-blocked"
+	ResultFailed     = "failed"
+	ResultDryRun     = "dry-run"
+)
+
+// Pass triggers, the values of evictd_passes_total's trigger label.
+const (
+	TriggerTick = "tick"
+	TriggerWake = "wake"
+)
+
+// Histogram buckets, in seconds.
+var (
+	// A pass reads a few files and lists pods: from 100µs on an idle
+	// fixture to seconds when the API server or the runtime is slow.
+	passBuckets = []float64{
+		0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+		0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+	}
+	// Observations are normally taken in the pass that decides on them
+	// (milliseconds); older ones mean cached or stuck stats, up to a few
+	// housekeeping intervals (10s each by default).
+	statsAgeBuckets = []float64{
+		0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 60,
+	}
+	// Hard thresholds act within a pass or a wake-up (milliseconds to one
+	// housekeeping interval); soft ones wait out their grace period, which
+	// operators set in minutes.
+	detectionBuckets = []float64{
+		0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800,
+	}
+)
+
+// Metrics holds every evictd_* collector. Its methods are safe for
+// concurrent use, and are no-ops on a nil *Metrics so that code paths without
+// metrics (evictd simulate, tests) need no special case.
+type Metrics struct {
+	available *prometheus.GaugeVec
+	capacity  *prometheus.GaugeVec
+	obsAge    *prometheus.GaugeVec
+	sigErrors *prometheus.CounterVec
+	threshold *prometheus.GaugeVec
+	thrMet    *prometheus.GaugeVec
+	pressure  *prometheus.GaugeVec
+	decisions *prometheus.CounterVec
+	evictions *prometheus.CounterVec
+	passDur   prometheus.Histogram
+	passes    *prometheus.CounterVec
+	statsAge  *prometheus.HistogramVec
+	detection *prometheus.HistogramVec
+	buildInfo *prometheus.GaugeVec
+
+	// err holds what New could not register.
+	err error
+}
+
+// New creates evictd's metrics and registers them on reg, never on the
+// global registry. A nil reg registers nothing (the metrics still work,
+// unexported). If a collector of the same name and labels is already on reg
+// (New called twice on one registry), the existing one is shared; any other
+// registration failure is kept for Err, and that metric goes unexported.
+func New(reg prometheus.Registerer) *Metrics {
+	// Available and capacity are one pair of families for every signal,
+	// in the signal's own unit: bytes for memory.* and *fs.available, a
+	// count for *.inodesFree and pid.available. Splitting them by unit
+	// (…_bytes vs a unitless pair) would break the one comparison these
+	// series exist for: evictd_signal_available against evictd_threshold,
+	// matched on signal, which is itself one family because a threshold is
+	// "signal < quantity" in that same unit. The signal label fixes the unit
+	// (see the HELP text), so no unit suffix is attached and a sum across
+	// signals is meaningless, as it would be anyway.
+	m := &Metrics{
+		available: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "evictd_signal_available",
+			Help: "Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.",
+		}, []string{"signal"}),
+		capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "evictd_signal_capacity",
+			Help: "Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.",
+		}, []string{"signal"}),
+		obsAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "evictd_signal_observation_age_seconds",
+			Help: "Age of the signal's last observation when the last pass used it.",
+		}, []string{"signal"}),
+		sigErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_signal_errors_total",
+			Help: "Passes in which the signal could not be read (it could then trigger no eviction).",
+		}, []string{"signal"}),
+		threshold: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "evictd_threshold",
+			Help: "Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it.",
+		}, []string{"signal", "kind"}),
+		thrMet: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "evictd_threshold_met",
+			Help: "1 if the threshold was met at the last pass (minimum reclaim included), else 0.",
+		}, []string{"signal", "kind"}),
+		pressure: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "evictd_node_pressure",
+			Help: "1 while evictd reports the node under this kind of pressure (condition state, after the transition period), else 0.",
+		}, []string{"pressure"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_decisions_total",
+			Help: "Eviction decisions taken, by starved signal and outcome.",
+		}, []string{"signal", "outcome"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_evictions_total",
+			Help: "Pod evictions attempted, by starved signal and result.",
+		}, []string{"signal", "result"}),
+		passDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "evictd_pass_duration_seconds",
+			Help:    "Duration of one pass of the loop: observe, decide, act.",
+			Buckets: passBuckets,
+		}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_passes_total",
+			Help: "Passes of the loop, by what started them: the housekeeping tick or a wake-up (notifier, after an eviction).",
+		}, []string{"trigger"}),
+		statsAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "evictd_stats_age_seconds",
+			Help:    "Time between the observation an eviction decision was based on and the decision.",
+			Buckets: statsAgeBuckets,
+		}, []string{"signal"}),
+		detection: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "evictd_detection_latency_seconds",
+			Help:    "Time from a threshold first being observed met to the eviction decision it led to.",
+			Buckets: detectionBuckets,
+		}, []string{"signal"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "evictd_build_info",
+			Help: "Always 1; the labels say which evictd build is running.",
+		}, []string{"version", "goversion"}),
+	}
+	m.initCounters()
+	m.SetVersion(mainVersion())
+	if reg != nil {
+		m.register(reg)
+	}
+	return m
+}
+
+// Err reports the collectors New could not register, or nil.
+func (m *Metrics) Err() error {
+	if m == nil {
+		return nil
+	}
+	return m.err
+}
+
+// register puts every collector on reg, sharing collectors already there.
+func (m *Metrics) register(reg prometheus.Registerer) {
+	var errs []error
+	m.available = registerOrShare(reg, m.available, &errs)
+	m.capacity = registerOrShare(reg, m.capacity, &errs)
+	m.obsAge = registerOrShare(reg, m.obsAge, &errs)
+	m.sigErrors = registerOrShare(reg, m.sigErrors, &errs)
+	m.threshold = registerOrShare(reg, m.threshold, &errs)
+	m.thrMet = registerOrShare(reg, m.thrMet, &errs)
+	m.pressure = registerOrShare(reg, m.pressure, &errs)
+	m.decisions = registerOrShare(reg, m.decisions, &errs)
+	m.evictions = registerOrShare(reg, m.evictions, &errs)
+	m.passDur = registerOrShare(reg, m.passDur, &errs)
+	m.passes = registerOrShare(reg, m.passes, &errs)
+	m.statsAge = registerOrShare(reg, m.statsAge, &errs)
+	m.detection = registerOrShare(reg, m.detection, &errs)
+	m.buildInfo = registerOrShare(reg, m.buildInfo, &errs)
+	m.err = errors.Join(errs...)
+}
+
+// registerOrShare registers c, or returns the identical collector already
+// registered; any other failure is appended to errs and c is kept, working
+// but unexported.
+func registerOrShare[C prometheus.Collector](reg prometheus.Registerer, c C, errs *[]error) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	*errs = append(*errs, fmt.Errorf("register evictd metrics: %w", err))
+	return c
+}
+
+// initCounters creates the counter series the loop can increment, at 0, so
+// that rate() and increase() see the first event instead of a new series.
+func (m *Metrics) initCounters() {
+	outcomes := []string{OutcomeEvict, OutcomeDryRun, OutcomeNoneEvictable, OutcomeReclaimSufficient, OutcomeError}
+	results := []string{ResultEvicted, ResultPDBBlocked, ResultFailed, ResultDryRun}
+	for _, s := range signals.All() {
+		m.sigErrors.WithLabelValues(string(s))
+		for _, o := range outcomes {
+			m.decisions.WithLabelValues(string(s), o)
+		}
+		for _, r := range results {
+			m.evictions.WithLabelValues(string(s), r)
+		}
+	}
+	m.passes.WithLabelValues(TriggerTick)
+	m.passes.WithLabelValues(TriggerWake)
+}
+
+// mainVersion is the module version the binary was built from, as the Go
+// toolchain stamped it ("(devel)" for a plain local build).
+func mainVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "unknown"
+}
+
+// SetVersion replaces evictd_build_info's version label, for a version set at
+// link time (-ldflags -X) rather than stamped by the Go toolchain.
+func (m *Metrics) SetVersion(version string) {
+	if m == nil {
+		return
+	}
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+}
+
+// SetObservation exports the last reading of sig.
+func (m *Metrics) SetObservation(sig signals.Signal, available, capacity int64) {
+	if m == nil {
+		return
+	}
+	m.available.WithLabelValues(string(sig)).Set(float64(available))
+	m.capacity.WithLabelValues(string(sig)).Set(float64(capacity))
+}
+
+// ForgetObservation deletes every series that came from sig's last reading
+// (available, capacity, observation age, thresholds and whether they are
+// met), for a signal that could not be read this pass: an old value must not
+// look current. Counters and histograms keep their history.
+func (m *Metrics) ForgetObservation(sig signals.Signal) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"signal": string(sig)}
+	m.available.Delete(l)
+	m.capacity.Delete(l)
+	m.obsAge.Delete(l)
+	m.threshold.DeletePartialMatch(l)
+	m.thrMet.DeletePartialMatch(l)
+}
+
+// SetObservationAge exports how old sig's observation was when a pass used it.
+func (m *Metrics) SetObservationAge(sig signals.Signal, seconds float64) {
+	if m == nil {
+		return
+	}
+	m.obsAge.WithLabelValues(string(sig)).Set(seconds)
+}
+
+// IncSignalError counts a pass in which sig could not be read.
+func (m *Metrics) IncSignalError(sig signals.Signal) {
+	if m == nil {
+		return
+	}
+	m.sigErrors.WithLabelValues(string(sig)).Inc()
+}
+
+// SetThreshold exports a threshold of sig (kind is KindHard or KindSoft) as
+// an absolute quantity in sig's unit, and whether it is met.
+func (m *Metrics) SetThreshold(sig signals.Signal, kind string, value int64, met bool) {
+	if m == nil {
+		return
+	}
+	m.threshold.WithLabelValues(string(sig), kind).Set(float64(value))
+	m.thrMet.WithLabelValues(string(sig), kind).Set(boolToFloat(met))
+}
+
+// SetPressure exports whether the node is under pressure p.
+func (m *Metrics) SetPressure(p signals.Pressure, active bool) {
+	if m == nil {
+		return
+	}
+	m.pressure.WithLabelValues(string(p)).Set(boolToFloat(active))
+}
+
+// IncDecision counts a decision about sig with its outcome (Outcome…).
+func (m *Metrics) IncDecision(sig signals.Signal, outcome string) {
+	if m == nil {
+		return
+	}
+	m.decisions.WithLabelValues(string(sig), outcome).Inc()
+}
+
+// IncEviction counts an eviction for sig with its result (Result…).
+func (m *Metrics) IncEviction(sig signals.Signal, result string) {
+	if m == nil {
+		return
+	}
+	m.evictions.WithLabelValues(string(sig), result).Inc()
+}
+
+// ObservePass records how long a pass took.
+func (m *Metrics) ObservePass(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.passDur.Observe(seconds(d))
+}
+
+// IncPass counts a pass started by trigger (TriggerTick or TriggerWake).
+func (m *Metrics) IncPass(trigger string) {
+	if m == nil {
+		return
+	}
+	m.passes.WithLabelValues(trigger).Inc()
+}
+
+// ObserveStatsAge records how old the observation behind a decision about
+// sig was.
+func (m *Metrics) ObserveStatsAge(sig signals.Signal, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.statsAge.WithLabelValues(string(sig)).Observe(seconds(d))
+}
+
+// ObserveDetectionLatency records the time from sig's threshold first being
+// observed met to the decision.
+func (m *Metrics) ObserveDetectionLatency(sig signals.Signal, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.detection.WithLabelValues(string(sig)).Observe(seconds(d))
+}
+
+// seconds converts d for a histogram. A negative duration (a clock stepped
+// back between two readings) counts as 0 rather than lowering the sum.
+func seconds(d time.Duration) float64 {
+	if d < 0 {
+		return 0
+	}
+	return d.Seconds()
+}
+
+func boolToFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,331 @@
+package metrics
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/evictd/evictd/signals"
+)
+
+// TestMethods checks each method's effect against the exposition text it
+// must produce. Counters are created at 0 for every signal, so for them the
+// one series the method touched is collected, not the whole family.
+func TestMethods(t *testing.T) {
+	tests := []struct {
+		name    string
+		do      func(m *Metrics)
+		collect func(m *Metrics) prometheus.Collector
+		want    string
+	}{
+		{
+			name: "SetObservation",
+			do: func(m *Metrics) {
+				m.SetObservation(signals.MemoryAvailable, 80<<20, 16<<30)
+				m.SetObservation(signals.PIDAvailable, 4000, 4194304)
+				// A later reading replaces the earlier one.
+				m.SetObservation(signals.PIDAvailable, 3990, 4194304)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.available, m.capacity) },
+			want: `
+# HELP evictd_signal_available Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# TYPE evictd_signal_available gauge
+evictd_signal_available{signal="memory.available"} 8.388608e+07
+evictd_signal_available{signal="pid.available"} 3990
+# HELP evictd_signal_capacity Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# TYPE evictd_signal_capacity gauge
+evictd_signal_capacity{signal="memory.available"} 1.7179869184e+10
+evictd_signal_capacity{signal="pid.available"} 4.194304e+06
+`,
+		},
+		{
+			name: "ForgetObservation deletes everything read from the signal",
+			do: func(m *Metrics) {
+				for _, s := range []signals.Signal{signals.MemoryAvailable, signals.NodeFsAvailable} {
+					m.SetObservation(s, 100, 1000)
+					m.SetObservationAge(s, 0.5)
+					m.SetThreshold(s, KindHard, 10, false)
+					m.SetThreshold(s, KindSoft, 20, true)
+				}
+				m.ForgetObservation(signals.NodeFsAvailable)
+				// Forgetting a signal never observed is harmless.
+				m.ForgetObservation(signals.PIDAvailable)
+			},
+			collect: func(m *Metrics) prometheus.Collector {
+				return collectors(m.available, m.capacity, m.obsAge, m.threshold, m.thrMet)
+			},
+			want: `
+# HELP evictd_signal_available Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# TYPE evictd_signal_available gauge
+evictd_signal_available{signal="memory.available"} 100
+# HELP evictd_signal_capacity Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# TYPE evictd_signal_capacity gauge
+evictd_signal_capacity{signal="memory.available"} 1000
+# HELP evictd_signal_observation_age_seconds Age of the signal's last observation when the last pass used it.
+# TYPE evictd_signal_observation_age_seconds gauge
+evictd_signal_observation_age_seconds{signal="memory.available"} 0.5
+# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it.
+# TYPE evictd_threshold gauge
+evictd_threshold{kind="hard",signal="memory.available"} 10
+evictd_threshold{kind="soft",signal="memory.available"} 20
+# HELP evictd_threshold_met 1 if the threshold was met at the last pass (minimum reclaim included), else 0.
+# TYPE evictd_threshold_met gauge
+evictd_threshold_met{kind="hard",signal="memory.available"} 0
+evictd_threshold_met{kind="soft",signal="memory.available"} 1
+`,
+		},
+		{
+			name: "SetObservationAge",
+			do: func(m *Metrics) {
+				m.SetObservationAge(signals.ImageFsAvailable, 12.25)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.obsAge },
+			want: `
+# HELP evictd_signal_observation_age_seconds Age of the signal's last observation when the last pass used it.
+# TYPE evictd_signal_observation_age_seconds gauge
+evictd_signal_observation_age_seconds{signal="imagefs.available"} 12.25
+`,
+		},
+		{
+			name: "IncSignalError",
+			do: func(m *Metrics) {
+				m.IncSignalError(signals.NodeFsInodesFree)
+				m.IncSignalError(signals.NodeFsInodesFree)
+			},
+			collect: func(m *Metrics) prometheus.Collector {
+				return m.sigErrors.WithLabelValues(string(signals.NodeFsInodesFree))
+			},
+			want: `
+# HELP evictd_signal_errors_total Passes in which the signal could not be read (it could then trigger no eviction).
+# TYPE evictd_signal_errors_total counter
+evictd_signal_errors_total{signal="nodefs.inodesFree"} 2
+`,
+		},
+		{
+			name: "SetThreshold",
+			do: func(m *Metrics) {
+				m.SetThreshold(signals.MemoryAvailable, KindHard, 100<<20, true)
+				m.SetThreshold(signals.NodeFsInodesFree, KindSoft, 50000, false)
+				m.SetThreshold(signals.NodeFsInodesFree, KindSoft, 50000, true)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.threshold, m.thrMet) },
+			want: `
+# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it.
+# TYPE evictd_threshold gauge
+evictd_threshold{kind="hard",signal="memory.available"} 1.048576e+08
+evictd_threshold{kind="soft",signal="nodefs.inodesFree"} 50000
+# HELP evictd_threshold_met 1 if the threshold was met at the last pass (minimum reclaim included), else 0.
+# TYPE evictd_threshold_met gauge
+evictd_threshold_met{kind="hard",signal="memory.available"} 1
+evictd_threshold_met{kind="soft",signal="nodefs.inodesFree"} 1
+`,
+		},
+		{
+			name: "SetPressure",
+			do: func(m *Metrics) {
+				m.SetPressure(signals.MemoryPressure, true)
+				m.SetPressure(signals.DiskPressure, true)
+				m.SetPressure(signals.DiskPressure, false)
+				m.SetPressure(signals.PIDPressure, false)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.pressure },
+			want: `
+# HELP evictd_node_pressure 1 while evictd reports the node under this kind of pressure (condition state, after the transition period), else 0.
+# TYPE evictd_node_pressure gauge
+evictd_node_pressure{pressure="disk"} 0
+evictd_node_pressure{pressure="memory"} 1
+evictd_node_pressure{pressure="pid"} 0
+`,
+		},
+		{
+			name: "IncDecision",
+			do: func(m *Metrics) {
+				m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
+				m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
+				m.IncDecision(signals.MemoryAvailable, OutcomeDryRun)
+			},
+			collect: func(m *Metrics) prometheus.Collector {
+				return collectors(
+					m.decisions.WithLabelValues(string(signals.MemoryAvailable), OutcomeEvict),
+					m.decisions.WithLabelValues(string(signals.MemoryAvailable), OutcomeDryRun),
+					m.decisions.WithLabelValues(string(signals.MemoryAvailable), OutcomeError),
+				)
+			},
+			want: `
+# HELP evictd_decisions_total Eviction decisions taken, by starved signal and outcome.
+# TYPE evictd_decisions_total counter
+evictd_decisions_total{outcome="dry-run",signal="memory.available"} 1
+evictd_decisions_total{outcome="error",signal="memory.available"} 0
+evictd_decisions_total{outcome="evict",signal="memory.available"} 2
+`,
+		},
+		{
+			name: "IncEviction",
+			do: func(m *Metrics) {
+				m.IncEviction(signals.NodeFsAvailable, ResultPDBBlocked)
+				m.IncEviction(signals.NodeFsAvailable, ResultEvicted)
+			},
+			collect: func(m *Metrics) prometheus.Collector {
+				return collectors(
+					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), ResultPDBBlocked),
+					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), ResultEvicted),
+				)
+			},
+			want: `
+# HELP evictd_evictions_total Pod evictions attempted, by starved signal and result.
+# TYPE evictd_evictions_total counter
+evictd_evictions_total{result="evicted",signal="nodefs.available"} 1
+evictd_evictions_total{result="pdb-blocked",signal="nodefs.available"} 1
+`,
+		},
+		{
+			name: "ObservePass",
+			do: func(m *Metrics) {
+				m.ObservePass(150 * time.Microsecond)
+				m.ObservePass(30 * time.Millisecond)
+				m.ObservePass(20 * time.Second)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.passDur },
+			want: `
+# HELP evictd_pass_duration_seconds Duration of one pass of the loop: observe, decide, act.
+# TYPE evictd_pass_duration_seconds histogram
+evictd_pass_duration_seconds_bucket{le="0.0001"} 0
+evictd_pass_duration_seconds_bucket{le="0.00025"} 1
+evictd_pass_duration_seconds_bucket{le="0.0005"} 1
+evictd_pass_duration_seconds_bucket{le="0.001"} 1
+evictd_pass_duration_seconds_bucket{le="0.0025"} 1
+evictd_pass_duration_seconds_bucket{le="0.005"} 1
+evictd_pass_duration_seconds_bucket{le="0.01"} 1
+evictd_pass_duration_seconds_bucket{le="0.025"} 1
+evictd_pass_duration_seconds_bucket{le="0.05"} 2
+evictd_pass_duration_seconds_bucket{le="0.1"} 2
+evictd_pass_duration_seconds_bucket{le="0.25"} 2
+evictd_pass_duration_seconds_bucket{le="0.5"} 2
+evictd_pass_duration_seconds_bucket{le="1"} 2
+evictd_pass_duration_seconds_bucket{le="2.5"} 2
+evictd_pass_duration_seconds_bucket{le="5"} 2
+evictd_pass_duration_seconds_bucket{le="10"} 2
+evictd_pass_duration_seconds_bucket{le="+Inf"} 3
+evictd_pass_duration_seconds_sum 20.03015
+evictd_pass_duration_seconds_count 3
+`,
+		},
+		{
+			name: "IncPass",
+			do: func(m *Metrics) {
+				m.IncPass(TriggerTick)
+				m.IncPass(TriggerTick)
+				m.IncPass(TriggerWake)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.passes },
+			want: `
+# HELP evictd_passes_total Passes of the loop, by what started them: the housekeeping tick or a wake-up (notifier, after an eviction).
+# TYPE evictd_passes_total counter
+evictd_passes_total{trigger="tick"} 2
+evictd_passes_total{trigger="wake"} 1
+`,
+		},
+		{
+			name: "ObserveStatsAge, a negative age counts as 0",
+			do: func(m *Metrics) {
+				m.ObserveStatsAge(signals.MemoryAvailable, 3*time.Millisecond)
+				m.ObserveStatsAge(signals.MemoryAvailable, -time.Second)
+				m.ObserveStatsAge(signals.MemoryAvailable, 15*time.Second)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.statsAge },
+			want: `
+# HELP evictd_stats_age_seconds Time between the observation an eviction decision was based on and the decision.
+# TYPE evictd_stats_age_seconds histogram
+evictd_stats_age_seconds_bucket{signal="memory.available",le="0.001"} 1
+evictd_stats_age_seconds_bucket{signal="memory.available",le="0.005"} 2
+evictd_stats_age_seconds_bucket{signal="memory.available",le="0.01"} 2
+evictd_stats_age_seconds_bucket{signal="memory.available",le="0.05"} 2
+evictd_stats_age_seconds_bucket{signal="memory.available",le="0.1"} 2
+evictd_stats_age_seconds_bucket{signal="memory.available",le="0.5"} 2
+evictd_stats_age_seconds_bucket{signal="memory.available",le="1"} 2
+evictd_stats_age_seconds_bucket{signal="memory.available",le="2.5"} 2
+evictd_stats_age_seconds_bucket{signal="memory.available",le="5"} 2
+evictd_stats_age_seconds_bucket{signal="memory.available",le="10"} 2
+evictd_stats_age_seconds_bucket{signal="memory.available",le="20"} 3
+evictd_stats_age_seconds_bucket{signal="memory.available",le="30"} 3
+evictd_stats_age_seconds_bucket{signal="memory.available",le="60"} 3
+evictd_stats_age_seconds_bucket{signal="memory.available",le="+Inf"} 3
+evictd_stats_age_seconds_sum{signal="memory.available"} 15.003
+evictd_stats_age_seconds_count{signal="memory.available"} 3
+`,
+		},
+		{
+			name: "ObserveDetectionLatency",
+			do: func(m *Metrics) {
+				m.ObserveDetectionLatency(signals.PIDAvailable, 400*time.Millisecond)
+				m.ObserveDetectionLatency(signals.PIDAvailable, 90*time.Second)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.detection },
+			want: `
+# HELP evictd_detection_latency_seconds Time from a threshold first being observed met to the eviction decision it led to.
+# TYPE evictd_detection_latency_seconds histogram
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="0.001"} 0
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="0.01"} 0
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="0.1"} 0
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="0.5"} 1
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="1"} 1
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="2.5"} 1
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="5"} 1
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="10"} 1
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="20"} 1
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="30"} 1
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="60"} 1
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="120"} 2
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="300"} 2
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="600"} 2
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="1800"} 2
+evictd_detection_latency_seconds_bucket{signal="pid.available",le="+Inf"} 2
+evictd_detection_latency_seconds_sum{signal="pid.available"} 90.4
+evictd_detection_latency_seconds_count{signal="pid.available"} 2
+`,
+		},
+		{
+			name: "SetVersion",
+			do: func(m *Metrics) {
+				m.SetVersion("v0.1.0")
+				m.SetVersion("v0.2.0") // replaces, never adds a second series
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.buildInfo },
+			want: `
+# HELP evictd_build_info Always 1; the labels say which evictd build is running.
+# TYPE evictd_build_info gauge
+evictd_build_info{goversion="` + runtime.Version() + `",version="v0.2.0"} 1
+`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New(prometheus.NewRegistry())
+			tt.do(m)
+			if err := testutil.CollectAndCompare(tt.collect(m), strings.NewReader(tt.want)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// collectors joins several collectors into one for CollectAndCompare.
+type multiCollector []prometheus.Collector
+
+func collectors(cs ...prometheus.Collector) prometheus.Collector { return multiCollector(cs) }
+
+func (mc multiCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range mc {
+		c.Describe(ch)
+	}
+}
+
+func (mc multiCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range mc {
+		c.Collect(ch)
+	}
+}

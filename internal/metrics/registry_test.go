@@ -1,0 +1,194 @@
+package metrics
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/evictd/evictd/signals"
+)
+
+// TestCountersStartAtZero checks that every counter series the loop can
+// increment exists, at 0, before the first event.
+func TestCountersStartAtZero(t *testing.T) {
+	m := New(prometheus.NewRegistry())
+	n := len(signals.All())
+	tests := []struct {
+		name string
+		c    prometheus.Collector
+		want int
+	}{
+		{"evictd_signal_errors_total", m.sigErrors, n},
+		{"evictd_decisions_total", m.decisions, n * 5},
+		{"evictd_evictions_total", m.evictions, n * 4},
+		{"evictd_passes_total", m.passes, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := testutil.CollectAndCount(tt.c, tt.name); got != tt.want {
+				t.Errorf("got %d series, want %d", got, tt.want)
+			}
+			if got := sumOf(t, tt.c); got != 0 {
+				t.Errorf("got sum %v, want 0", got)
+			}
+		})
+	}
+}
+
+// allNames is every metric family evictd exports.
+var allNames = []string{
+	"evictd_build_info",
+	"evictd_decisions_total",
+	"evictd_detection_latency_seconds",
+	"evictd_evictions_total",
+	"evictd_node_pressure",
+	"evictd_pass_duration_seconds",
+	"evictd_passes_total",
+	"evictd_signal_available",
+	"evictd_signal_capacity",
+	"evictd_signal_errors_total",
+	"evictd_signal_observation_age_seconds",
+	"evictd_stats_age_seconds",
+	"evictd_threshold",
+	"evictd_threshold_met",
+}
+
+// exerciseAll gives every family at least one series.
+func exerciseAll(m *Metrics) {
+	m.SetObservation(signals.MemoryAvailable, 1, 2)
+	m.SetObservationAge(signals.MemoryAvailable, 1)
+	m.IncSignalError(signals.MemoryAvailable)
+	m.SetThreshold(signals.MemoryAvailable, KindHard, 1, true)
+	m.SetPressure(signals.MemoryPressure, true)
+	m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
+	m.IncEviction(signals.MemoryAvailable, ResultEvicted)
+	m.ObservePass(time.Millisecond)
+	m.IncPass(TriggerTick)
+	m.ObserveStatsAge(signals.MemoryAvailable, time.Millisecond)
+	m.ObserveDetectionLatency(signals.MemoryAvailable, time.Millisecond)
+}
+
+// TestLint runs every family through promtool's naming rules.
+func TestLint(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := New(reg)
+	if err := m.Err(); err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	exerciseAll(m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		got = append(got, mf.GetName())
+	}
+	if !slices.Equal(got, allNames) {
+		t.Fatalf("got families %v, want %v", got, allNames)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatalf("lint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestLintCatchesBadNames makes sure the lint above is able to fail.
+func TestLintCatchesBadNames(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "evictd_pass_duration_ms", Help: "x"})
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatalf("lint: %v", err)
+	}
+	if len(problems) == 0 {
+		t.Error("got no problems for evictd_pass_duration_ms, want some")
+	}
+}
+
+func TestNewTwiceSharesCollectors(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, b := New(reg), New(reg)
+	if err := errorsOf(a, b); err != "" {
+		t.Fatalf("New twice on one registry: %s", err)
+	}
+	a.IncPass(TriggerTick)
+	b.IncPass(TriggerTick)
+	if got := testutil.ToFloat64(a.passes.WithLabelValues(TriggerTick)); got != 2 {
+		t.Errorf("got %v tick passes, want 2", got)
+	}
+}
+
+func TestNewReportsConflicts(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "evictd_threshold", Help: "someone else's"}))
+	m := New(reg)
+	if m.Err() == nil || !strings.Contains(m.Err().Error(), "evictd_threshold") {
+		t.Fatalf("got Err() = %v, want a conflict naming evictd_threshold", m.Err())
+	}
+	// The other metrics are still registered and working.
+	m.SetPressure(signals.PIDPressure, true)
+	if got, err := testutil.GatherAndCount(reg, "evictd_node_pressure"); err != nil || got != 1 {
+		t.Errorf("got %d evictd_node_pressure series (err %v), want 1", got, err)
+	}
+}
+
+func TestNilIsNoOp(t *testing.T) {
+	var m *Metrics
+	exerciseAll(m)
+	m.ForgetObservation(signals.MemoryAvailable)
+	m.SetVersion("v1")
+	if err := m.Err(); err != nil {
+		t.Errorf("got %v, want nil", err)
+	}
+	// And a nil registry gives working, unregistered metrics.
+	m = New(nil)
+	exerciseAll(m)
+	if got := testutil.ToFloat64(m.passes.WithLabelValues(TriggerTick)); got != 1 {
+		t.Errorf("got %v tick passes, want 1", got)
+	}
+}
+
+func errorsOf(ms ...*Metrics) string {
+	var s []string
+	for _, m := range ms {
+		if err := m.Err(); err != nil {
+			s = append(s, err.Error())
+		}
+	}
+	return strings.Join(s, "; ")
+}
+
+// sumOf adds up the values of every counter or gauge series c collects.
+func sumOf(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	var total float64
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Errorf("write %s: %v", m.Desc(), err)
+			continue
+		}
+		total += pb.GetCounter().GetValue() + pb.GetGauge().GetValue()
+	}
+	return total
+}

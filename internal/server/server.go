@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Timeouts of the HTTP server. A scrape of evictd's few hundred series takes
+// milliseconds; the limits only stop a stuck or slow client from holding a
+// connection (and a goroutine) of a process that must stay small.
+const (
+	readHeaderTimeout = 5 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 60 * time.Second
+	// metricsTimeout bounds one gather; it answers 503 rather than hang.
+	metricsTimeout = 10 * time.Second
+	// shutdownTimeout bounds the graceful shutdown after ctx is done; open
+	// connections are closed after it.
+	shutdownTimeout = 5 * time.Second
+)
+
+// Server serves /metrics, /healthz, /readyz and /status on one address.
+type Server struct {
+	addr string
+	log  *slog.Logger
+	srv  *http.Server
+
+	mu sync.Mutex
+	ln net.Listener
+}
+
+// New builds a server for addr (host:port; port 0 picks a free port) that
+// exports reg on /metrics, answers /readyz with ready (nil means ready; a nil
+// func means always ready) and /status with status() as JSON (a nil func
+// answers 404). It registers promhttp's own scrape metrics on reg.
+func New(addr string, reg *prometheus.Registry, ready func() error, status func() any, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{addr: addr, log: log.With("component", "http")}
+
+	mux := http.NewServeMux()
+	if reg != nil {
+		mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+			// A collector that fails must not blank every other metric:
+			// serve what was gathered, log the error and count it in
+			// promhttp_metric_handler_errors_total.
+			ErrorHandling: promhttp.ContinueOnError,
+			ErrorLog:      errorLog{s.log},
+			Registry:      reg,
+			Timeout:       metricsTimeout,
+		})))
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeText(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil {
+			if err := ready(); err != nil {
+				writeText(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+				return
+			}
+		}
+		writeText(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		if status == nil {
+			writeText(w, http.StatusNotFound, "no status available")
+			return
+		}
+		body, err := json.MarshalIndent(status(), "", "  ")
+		if err != nil {
+			s.log.Error("encode /status", "err", err)
+			writeText(w, http.StatusInternalServerError, "encode status: "+err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(append(body, '\n'))
+	})
+
+	s.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: readHeaderTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	return s
+}
+
+// Listen binds the address without serving yet, so that the caller (or a
+// test using port 0) can learn Addr before Run. Run calls it if needed.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s for metrics and health endpoints: %w", s.addr, err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the address the server is bound to once listening (with the real
+// port when the configured one was 0), else the configured address.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.addr
+}
+
+// Run listens (unless Listen already did) and serves until ctx is done, then
+// shuts down gracefully, waiting at most a few seconds for open requests. It
+// returns nil after a clean shutdown, or the error that stopped serving.
+// A Server runs once.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	addr := ln.Addr().String()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.srv.Serve(ln) }()
+	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr)
+
+	select {
+	case err := <-serveErr:
+		// Serve never returns nil; ErrServerClosed only after Shutdown,
+		// which nothing else calls.
+		return fmt.Errorf("serve http on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+
+	// ctx is already done: shut down on a fresh deadline.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	if err != nil {
+		// Requests still running after the deadline: cut them off.
+		err = errors.Join(err, s.srv.Close())
+		return fmt.Errorf("shut down http server on %s: %w", addr, err)
+	}
+	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http on %s: %w", addr, err)
+	}
+	s.log.Info("http server stopped", "addr", addr)
+	return nil
+}
+
+// writeText writes a plain-text body with its status code.
+func writeText(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = fmt.Fprintln(w, msg)
+}
+
+// errorLog adapts slog to promhttp's Println logger.
+type errorLog struct{ log *slog.Logger }
+
+func (l errorLog) Println(v ...any) {
+	l.log.Error("serve /metrics", "err", strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
+}

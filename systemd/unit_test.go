@@ -1,0 +1,208 @@
+package systemd
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	unitFile = "evictd.service"
+	// installedBinary is where `make install` puts evictd; ExecStart names it.
+	installedBinary = "/usr/local/bin/evictd"
+)
+
+// unitSettings parses a unit file into section → key → values, in order.
+// It handles what evictd.service uses: sections, comments, Key=Value lines.
+func unitSettings(t *testing.T, path string) map[string]map[string][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("open unit: %v", err)
+	}
+	defer f.Close()
+	out := map[string]map[string][]string{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			section = strings.Trim(line, "[]")
+			out[section] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || section == "" {
+				t.Fatalf("%s:%d: not a Key=Value line in a section: %q", path, n, line)
+			}
+			out[section][k] = append(out[section][k], v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read unit: %v", err)
+	}
+	return out
+}
+
+// TestUnitSettings checks the settings evictd depends on: notify protocol,
+// watchdog, restarts, the agent's own protection, and a sandbox that still
+// lets it read the node and reach the runtime and the API server.
+func TestUnitSettings(t *testing.T) {
+	u := unitSettings(t, unitFile)
+	tests := []struct {
+		section, key string
+		want         []string
+	}{
+		{"Unit", "Wants", []string{"containerd.service", "network-online.target"}},
+		{"Unit", "After", []string{"containerd.service", "kubelet.service", "network-online.target"}},
+		{"Unit", "StartLimitIntervalSec", []string{"0"}},
+		{"Service", "Type", []string{"notify"}},
+		{"Service", "NotifyAccess", []string{"main"}},
+		{"Service", "EnvironmentFile", []string{"-/etc/evictd/evictd.env"}},
+		{"Service", "ExecStart", []string{installedBinary + " $EVICTD_ARGS"}},
+		{"Service", "WatchdogSec", []string{"30s"}},
+		{"Service", "Restart", []string{"always"}},
+		{"Service", "RestartSec", []string{"2s"}},
+		{"Service", "OOMScoreAdjust", []string{"-999"}},
+		{"Service", "CapabilityBoundingSet", []string{"CAP_DAC_READ_SEARCH"}},
+		{"Service", "ProtectSystem", []string{"strict"}},
+		{"Service", "ProtectHome", []string{"true"}},
+		{"Service", "PrivateTmp", []string{"true"}},
+		{"Service", "NoNewPrivileges", []string{"true"}},
+		{"Service", "ProtectControlGroups", []string{"true"}},
+		{"Service", "ReadWritePaths", []string{"-/sys/fs/cgroup/memory"}},
+		{"Service", "RestrictAddressFamilies", []string{"AF_UNIX AF_INET AF_INET6 AF_NETLINK"}},
+		{"Service", "MemoryDenyWriteExecute", []string{"true"}},
+		{"Service", "SystemCallArchitectures", []string{"native"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.section+"/"+tt.key, func(t *testing.T) {
+			got := u[tt.section][tt.key]
+			for _, want := range tt.want {
+				if !slices.Contains(got, want) {
+					t.Errorf("got %s=%q, want %q among them", tt.key, got, want)
+				}
+			}
+		})
+	}
+	// kubelet is ordered against, never pulled in or bound to: restarting
+	// the kubelet must not restart evictd.
+	for _, k := range []string{"Wants", "Requires", "BindsTo", "PartOf", "Requisite"} {
+		if slices.Contains(u["Unit"][k], "kubelet.service") {
+			t.Errorf("got %s=kubelet.service, want evictd independent of the kubelet's lifecycle", k)
+		}
+	}
+	// Settings left out on purpose (see the unit's comments).
+	for _, k := range []string{"User", "DynamicUser", "ProtectProc", "ProcSubset", "PrivateDevices", "PrivateNetwork", "SecureBits"} {
+		if v, ok := u["Service"][k]; ok {
+			t.Errorf("got %s=%q, want it unset", k, v)
+		}
+	}
+}
+
+// verifiable copies the unit into a temp dir with ExecStart pointing at a
+// binary that exists here, since systemd-analyze verify checks it.
+func verifiable(t *testing.T, extra string) string {
+	t.Helper()
+	data, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatalf("read unit: %v", err)
+	}
+	stand := "/bin/true"
+	if _, err := os.Stat(stand); err != nil {
+		if stand, err = os.Executable(); err != nil {
+			t.Fatalf("find an executable for ExecStart: %v", err)
+		}
+	}
+	re := regexp.MustCompile(`(?m)^ExecStart=` + regexp.QuoteMeta(installedBinary) + ` `)
+	if n := len(re.FindAllIndex(data, -1)); n != 1 {
+		t.Fatalf("got %d ExecStart=%s lines, want 1", n, installedBinary)
+	}
+	text := re.ReplaceAllLiteralString(string(data), "ExecStart="+stand+" ")
+	text = strings.Replace(text, "[Service]\n", "[Service]\n"+extra, 1)
+	path := filepath.Join(t.TempDir(), unitFile)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatalf("write unit copy: %v", err)
+	}
+	return path
+}
+
+func systemdAnalyze(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	return p
+}
+
+// verify runs systemd-analyze verify on the unit at path and returns the
+// problems it reports about it. verify exits 0 after mere warnings (an
+// unknown key, a malformed value), so its output is read too.
+func verify(t *testing.T, analyze, path string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, analyze, "verify", "--man=no", path).CombinedOutput()
+	var problems []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		switch {
+		case line == "":
+		case strings.Contains(line, path) || strings.Contains(line, unitFile):
+			problems = append(problems, line)
+		default:
+			t.Logf("systemd-analyze verify (not about the unit): %s", line)
+		}
+	}
+	if err != nil && len(problems) == 0 {
+		problems = append(problems, "systemd-analyze verify: "+err.Error())
+	}
+	return problems
+}
+
+func TestUnitVerifies(t *testing.T) {
+	analyze := systemdAnalyze(t)
+	if problems := verify(t, analyze, verifiable(t, "")); len(problems) > 0 {
+		t.Errorf("got problems, want none:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// TestVerifyCatchesMistakes makes sure the check above can fail.
+func TestVerifyCatchesMistakes(t *testing.T) {
+	analyze := systemdAnalyze(t)
+	for _, bad := range []string{"WatchdogSec=thirty\n", "Frobnicate=yes\n"} {
+		if problems := verify(t, analyze, verifiable(t, bad)); len(problems) == 0 {
+			t.Errorf("got no problems with %q added, want some", strings.TrimSpace(bad))
+		}
+	}
+}
+
+// TestUnitSecurity logs systemd's exposure review of the unit; it fails only
+// if the review cannot read the unit, never on the score.
+func TestUnitSecurity(t *testing.T) {
+	analyze := systemdAnalyze(t)
+	path := verifiable(t, "")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, analyze, "security", "--offline=yes", path).CombinedOutput()
+	text := string(out)
+	if err != nil && (strings.Contains(text, "unrecognized option") || strings.Contains(text, "Unknown command")) {
+		t.Skipf("this systemd-analyze cannot review offline: %s", strings.TrimSpace(text))
+	}
+	if err != nil {
+		t.Fatalf("systemd-analyze security --offline=yes: %v\n%s", err, text)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "✗") || strings.Contains(line, "Overall exposure") {
+			t.Log(strings.TrimRight(line, " "))
+		}
+	}
+}
