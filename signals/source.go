@@ -48,3 +48,23 @@ func Collect(ctx context.Context, now time.Time, sources []Source) (Observations
 	}
 	return obs, errors.Join(errs...)
 }
+
+// DeriveContainerFs fills the containerfs.* signals, when no source observed
+// them, from the filesystem that holds the containers' writable layers, as
+// the kubelet does: imagefs when the image filesystem is the same as or
+// dedicated for the containers, nodefs when the layout splits images off.
+func DeriveContainerFs(obs Observations, layout FsLayout) {
+	from := map[Signal]Signal{ContainerFsAvailable: ImageFsAvailable, ContainerFsInodesFree: ImageFsInodesFree}
+	if layout == SplitImageFs {
+		from = map[Signal]Signal{ContainerFsAvailable: NodeFsAvailable, ContainerFsInodesFree: NodeFsInodesFree}
+	}
+	for to, src := range from {
+		if _, ok := obs[to]; ok {
+			continue
+		}
+		if o, ok := obs[src]; ok {
+			o.Signal = to
+			obs[to] = o
+		}
+	}
+}

@@ -69,8 +69,10 @@ type Manager struct {
 	status  atomic.Pointer[Status]
 
 	// Owned by Run.
-	lastReason string
-	pressures  map[signals.Pressure]bool
+	lastReason  string
+	lastObsErr  string
+	lastPodsErr string
+	pressures   map[signals.Pressure]bool
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -146,13 +148,10 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	met.IncPass(trigger)
 
 	obs, err := signals.Collect(ctx, start, m.deps.Sources)
-	if err != nil {
-		log.Warn("some signals could not be read; they cannot trigger an eviction", "err", err)
-	}
+	m.warnOnChange(&m.lastObsErr, err, "some signals could not be read; they cannot trigger an eviction")
+	signals.DeriveContainerFs(obs, m.cfg.Decider.Layout)
 	pods, err := m.deps.Pods.Pods(ctx)
-	if err != nil {
-		log.Warn("could not list pods", "err", err)
-	}
+	m.warnOnChange(&m.lastPodsErr, err, "could not list pods")
 	var stats map[string]signals.PodStats
 	if len(pods) > 0 {
 		stats, err = m.deps.Stats.PodStats(ctx, start, pods)
@@ -174,10 +173,29 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	}
 }
 
+// warnOnChange logs err at Warn when it differs from the last one seen at
+// this place, at Debug when it repeats, and at Info when it clears, so that a
+// signal missing for hours is said once and not every pass.
+func (m *Manager) warnOnChange(last *string, err error, msg string) {
+	switch {
+	case err == nil && *last != "":
+		m.deps.Log.Info(msg+": resolved", "was", *last)
+		*last = ""
+	case err == nil:
+	case err.Error() != *last:
+		m.deps.Log.Warn(msg, "err", err)
+		*last = err.Error()
+	default:
+		m.deps.Log.Debug(msg, "err", err)
+	}
+}
+
 // act carries out an eviction decision, or reports what it would have done.
 func (m *Manager) act(ctx context.Context, dec Decision) string {
 	if dec.Outcome != OutcomeEvict {
-		m.deps.Metrics.IncDecision(dec.Signal, string(dec.Outcome))
+		if dec.Signal != "" {
+			m.deps.Metrics.IncDecision(dec.Signal, string(dec.Outcome))
+		}
 		return ""
 	}
 	log := m.deps.Log.With("signal", dec.Signal, "pod", dec.Pod.Ref(), "gracePeriodSeconds", dec.GracePeriod)

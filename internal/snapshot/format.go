@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -127,11 +128,11 @@ func (q *Quantity) UnmarshalJSON(b []byte) error {
 	if parsed.Sign() < 0 {
 		return fmt.Errorf("quantity %q is negative", text)
 	}
-	v, ok := parsed.AsInt64()
-	if !ok {
-		return fmt.Errorf("quantity %q does not fit in 64 bits as a whole number", text)
+	if f := parsed.AsApproximateFloat64(); f >= math.MaxInt64 {
+		return fmt.Errorf("quantity %q is too large", text)
 	}
-	q.Value, q.Set = v, true
+	// Value rounds a fraction of a byte or an item up, as Kubernetes does.
+	q.Value, q.Set = parsed.Value(), true
 	return nil
 }
 

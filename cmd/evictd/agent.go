@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/internal/server"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
+	"github.com/evictd/evictd/systemd"
+)
+
+// loadConfig parses flags into a validated configuration, printing usage or
+// the error; ok is false when the caller should exit with code.
+func loadConfig(name string, args []string, stderr io.Writer, extra func(*pflag.FlagSet)) (cfg *config.Config, code int, ok bool) {
+	fs, opts := config.NewFlagSet(name)
+	fs.SetOutput(stderr)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, 0, false
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return nil, 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
+		return nil, 2, false
+	}
+	cfg, err := opts.Complete(fs)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return nil, 1, false
+	}
+	return cfg, 0, true
+}
+
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func hostConfig(cfg *config.Config) host.Config {
+	return host.Config{
+		ProcRoot:       cfg.ProcRoot,
+		CgroupMount:    cfg.CgroupMount,
+		CgroupRoot:     cfg.CgroupRoot,
+		CgroupDriver:   cfg.CgroupDriver,
+		KubeletRootDir: cfg.RootDir,
+		ImageFsPath:    cfg.ImageFSPath,
+		ReservedMemory: cfg.SystemReservedMemory + cfg.KubeReservedMemory,
+	}
+}
+
+func deciderConfig(cfg *config.Config, layout signals.FsLayout) manager.DeciderConfig {
+	return manager.DeciderConfig{
+		Thresholds:               cfg.Thresholds,
+		TransitionPeriod:         cfg.PressureTransitionPeriod,
+		MaxObservationAge:        2 * cfg.HousekeepingInterval,
+		MaxPodGracePeriodSeconds: int64(cfg.MaxPodGracePeriodSeconds),
+		Layout:                   layout,
+	}
+}
+
+// agent runs evictd until SIGINT or SIGTERM.
+func agent(args []string, stdout, stderr io.Writer) int {
+	cfg, code, ok := loadConfig("evictd", args, stderr, nil)
+	if !ok {
+		return code
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	for _, note := range cfg.Notes {
+		log.Info(note)
+	}
+
+	hc := hostConfig(cfg)
+	sources, err := host.Sources(hc)
+	if err != nil {
+		log.Error("cannot set up the node's signals", "err", err)
+		return 1
+	}
+	layout, err := layoutOf(hc)
+	if err != nil {
+		log.Error("cannot tell the node's filesystem layout", "err", err)
+		return 1
+	}
+
+	reg := prometheus.NewRegistry()
+	if err := registerProcessMetrics(reg); err != nil {
+		log.Error("cannot register process metrics", "err", err)
+		return 1
+	}
+	met := metrics.New(reg)
+	met.SetVersion(version)
+	if err := met.Err(); err != nil {
+		log.Error("cannot register metrics", "err", err)
+		return 1
+	}
+
+	if cfg.Kubeconfig == "" {
+		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
+	} else {
+		log.Warn("this build has no API server client yet: --kubeconfig is noted but evictd observes, decides and exports metrics only", "kubeconfig", cfg.Kubeconfig)
+	}
+	if cfg.DryRun {
+		log.Info("dry run: decisions are reported, never acted on")
+	}
+
+	statsReader, err := host.NewPodStatsReader(hc)
+	if err != nil {
+		log.Error("cannot read pod cgroups", "err", err)
+		return 1
+	}
+	var readyOnce sync.Once
+	m, err := manager.New(manager.Config{
+		HousekeepingInterval: cfg.HousekeepingInterval,
+		DryRun:               cfg.DryRun,
+		Decider:              deciderConfig(cfg, layout),
+	}, manager.Deps{
+		Clock:   clock.RealClock{},
+		Sources: sources,
+		Pods:    cgroupPods{hc},
+		Stats:   cgroupStats{statsReader},
+		Metrics: met,
+		Log:     log,
+		AfterPass: func(*manager.Status) {
+			readyOnce.Do(func() {
+				if err := systemd.Ready(); err != nil {
+					log.Warn("cannot notify systemd", "err", err)
+				}
+			})
+		},
+	})
+	if err != nil {
+		log.Error("cannot start the loop", "err", err)
+		return 1
+	}
+	log.Info("evictd starting", "version", version, "thresholds", len(m.Thresholds()), "layout", layout.String(),
+		"housekeepingInterval", cfg.HousekeepingInterval, "metrics", cfg.MetricsBindAddress)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv := server.New(cfg.MetricsBindAddress, reg, m.Ready, func() any { return m.Status() }, log)
+
+	errc := make(chan error, 3)
+	go func() { errc <- srv.Run(ctx) }()
+	go func() { errc <- m.Run(ctx) }()
+	go func() { errc <- systemd.Watchdog(ctx, func() bool { return m.Ready() == nil }, log) }()
+
+	var first error
+	for range 3 {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			stop() // one part failed: bring the others down
+		}
+	}
+	if err := systemd.Stopping(); err != nil {
+		log.Warn("cannot notify systemd", "err", err)
+	}
+	if first != nil {
+		log.Error("evictd stopped", "err", first)
+		return 1
+	}
+	log.Info("evictd stopped")
+	return 0
+}
+
+func registerProcessMetrics(reg *prometheus.Registry) error {
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// statusTimeout bounds how long `evictd status` waits for the agent.
+const statusTimeout = 5 * time.Second

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestPureStagesImportNoSystem keeps the deciding stages pure: thresholds,
+// ranking and the signal vocabulary must not reach the file system, the
+// container runtime or the API server, directly or through a dependency.
+func TestPureStagesImportNoSystem(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	// Banned anywhere in the transitive dependencies.
+	bannedDeps := []string{
+		"k8s.io/client-go", "k8s.io/cri-api", "k8s.io/cri-client", "google.golang.org/grpc",
+		"github.com/containerd/", "github.com/google/cadvisor", "github.com/opencontainers/",
+		"github.com/evictd/evictd/signals/host", "github.com/evictd/evictd/internal/",
+	}
+	// Banned as direct imports: the packages through which code touches files.
+	bannedDirect := []string{"os", "os/exec", "io/fs", "io/ioutil", "syscall", "path/filepath", "golang.org/x/sys/unix", "net", "net/http"}
+
+	for _, pkg := range []string{
+		"github.com/evictd/evictd/signals",
+		"github.com/evictd/evictd/thresholds",
+		"github.com/evictd/evictd/ranking",
+	} {
+		t.Run(pkg, func(t *testing.T) {
+			out, err := exec.Command(goBin, "list", "-json", pkg).Output()
+			if err != nil {
+				t.Fatalf("go list %s: %v", pkg, err)
+			}
+			var info struct {
+				Imports []string
+				Deps    []string
+			}
+			if err := json.Unmarshal(out, &info); err != nil {
+				t.Fatalf("decode go list output: %v", err)
+			}
+			if len(info.Deps) == 0 {
+				t.Fatalf("go list reported no dependencies for %s", pkg)
+			}
+			for _, imp := range info.Imports {
+				for _, b := range bannedDirect {
+					if imp == b {
+						t.Errorf("%s imports %s directly", pkg, imp)
+					}
+				}
+			}
+			for _, dep := range info.Deps {
+				for _, b := range bannedDeps {
+					if strings.HasPrefix(dep, b) {
+						t.Errorf("%s depends on %s", pkg, dep)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/snapshot"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+// simulate replays a snapshot through the same decision code the agent
+// runs and prints, step by step, what evictd would do.
+func simulate(args []string, stdout, stderr io.Writer) int {
+	// A first look at the arguments finds the snapshot, whose own flags
+	// then come before the command line's, so the command line wins.
+	pre := pflag.NewFlagSet("evictd simulate", pflag.ContinueOnError)
+	pre.ParseErrorsAllowlist.UnknownFlags = true
+	pre.SetOutput(io.Discard)
+	path := pre.String("snapshot", "", "")
+	_ = pre.Parse(args)
+	if *path == "" {
+		fmt.Fprintln(stderr, "evictd simulate: --snapshot FILE is required")
+		return 2
+	}
+	sc, err := snapshot.ReadFile(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
+		return 1
+	}
+
+	var output string
+	cfg, code, ok := loadConfig("evictd simulate", append(append([]string{}, sc.Args...), args...), stderr, func(fs *pflag.FlagSet) {
+		fs.String("snapshot", "", "JSON node snapshot to replay (format: docs/SNAPSHOT.md).")
+		fs.StringVar(&output, "output", "text", "Output format: text or json.")
+	})
+	if !ok {
+		return code
+	}
+	if output != "text" && output != "json" {
+		fmt.Fprintf(stderr, "evictd simulate: --output %q: want text or json\n", output)
+		return 2
+	}
+
+	d := manager.NewDecider(deciderConfig(cfg, sc.Layout))
+	var results []stepResult
+	for _, step := range sc.Steps {
+		dec := d.Decide(step.Time, step.Observations, step.Pods, step.Stats)
+		results = append(results, newStepResult(step, dec, d.Thresholds()))
+	}
+	if output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	for _, note := range cfg.Notes {
+		fmt.Fprintf(stdout, "note: %s\n", note)
+	}
+	for i, r := range results {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		r.write(stdout)
+	}
+	return 0
+}
+
+// stepResult is what simulate reports of one step.
+type stepResult struct {
+	At           string            `json:"at"`
+	Observations []obsResult       `json:"observations"`
+	Thresholds   []thResult        `json:"thresholds"`
+	Pressures    []string          `json:"pressures"`
+	Signal       string            `json:"signal,omitempty"`
+	Ranking      []candResult      `json:"ranking,omitempty"`
+	Outcome      string            `json:"outcome"`
+	Reason       string            `json:"reason"`
+	Victim       string            `json:"victim,omitempty"`
+	GracePeriod  int64             `json:"gracePeriodSeconds,omitempty"`
+	Message      string            `json:"message,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+}
+
+type obsResult struct {
+	Signal    string `json:"signal"`
+	Available int64  `json:"available"`
+	Capacity  int64  `json:"capacity"`
+}
+
+type thResult struct {
+	Threshold string `json:"threshold"`
+	Kind      string `json:"kind"`
+	State     string `json:"state"`
+}
+
+type candResult struct {
+	Pod      string `json:"pod"`
+	QOS      string `json:"qos"`
+	Priority int32  `json:"priority"`
+	Usage    string `json:"usage"`
+	Request  string `json:"request"`
+	Key      string `json:"key"`
+	Skip     string `json:"skip,omitempty"`
+}
+
+func newStepResult(step snapshot.Step, dec manager.Decision, ths []thresholds.Threshold) stepResult {
+	r := stepResult{At: "+" + step.At.String(), Outcome: string(dec.Outcome), Reason: dec.Reason, Signal: string(dec.Signal)}
+	for _, s := range signals.All() {
+		if o, ok := step.Observations[s]; ok {
+			r.Observations = append(r.Observations, obsResult{Signal: string(s), Available: o.Available, Capacity: o.Capacity})
+		}
+	}
+	ev := dec.Evaluation
+	state := map[thresholds.Key]string{}
+	for _, th := range ev.Met {
+		state[th.Key()] = "met"
+	}
+	for _, th := range ev.Waiting {
+		state[th.Key()] = fmt.Sprintf("met since +%s, grace %s not over", ev.FirstObservedAt[th.Key()].Sub(snapshot.Epoch), th.GracePeriod)
+	}
+	for _, th := range ev.Stale {
+		state[th.Key()] = "met, observation stale"
+	}
+	for _, th := range ev.Actionable {
+		state[th.Key()] = "met, acting"
+	}
+	for _, th := range ev.Missing {
+		state[th.Key()] = "no observation"
+	}
+	for _, th := range ths {
+		st := state[th.Key()]
+		if st == "" {
+			st = "not met"
+		}
+		kind := "hard"
+		if th.Soft {
+			kind = "soft"
+		}
+		r.Thresholds = append(r.Thresholds, thResult{Threshold: thresholds.Format(th), Kind: kind, State: st})
+	}
+	for p, ps := range ev.Pressure {
+		if ps.Active {
+			r.Pressures = append(r.Pressures, string(p))
+		}
+	}
+	sort.Strings(r.Pressures)
+	res := dec.Signal.Resource()
+	for _, c := range dec.Candidates {
+		usage := "no stats"
+		if c.HasStats {
+			usage = human(c.Usage, res)
+		}
+		r.Ranking = append(r.Ranking, candResult{
+			Pod: c.Pod.Ref(), QOS: string(c.Pod.QOS), Priority: c.Pod.Priority,
+			Usage: usage, Request: human(c.Request, res), Key: c.Key, Skip: c.Skip,
+		})
+	}
+	if dec.Pod != nil {
+		r.Victim, r.GracePeriod, r.Message, r.Annotations = dec.Pod.Ref(), dec.GracePeriod, dec.Message, dec.Annotations
+	}
+	return r
+}
+
+func (r stepResult) write(w io.Writer) {
+	fmt.Fprintf(w, "== at %s\n", r.At)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "observations:")
+	for _, o := range r.Observations {
+		res := signals.Signal(o.Signal).Resource()
+		fmt.Fprintf(tw, "  %s\t%s of %s\n", o.Signal, human(o.Available, res), human(o.Capacity, res))
+	}
+	fmt.Fprintln(tw, "thresholds:")
+	for _, t := range r.Thresholds {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Threshold, t.Kind, t.State)
+	}
+	_ = tw.Flush()
+	if len(r.Pressures) == 0 {
+		fmt.Fprintln(w, "pressure: none")
+	} else {
+		fmt.Fprintf(w, "pressure: %s\n", strings.Join(r.Pressures, ", "))
+	}
+	if len(r.Ranking) > 0 {
+		fmt.Fprintf(w, "ranking for %s:\n", r.Signal)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  #\tpod\tqos\tpriority\tusage\trequest\tdeciding key")
+		for i, c := range r.Ranking {
+			key := c.Key
+			if c.Skip != "" {
+				key += " — skipped: " + c.Skip
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", i+1, c.Pod, c.QOS, c.Priority, c.Usage, c.Request, key)
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintf(w, "decision: %s — %s\n", r.Outcome, r.Reason)
+	if r.Victim != "" {
+		fmt.Fprintf(w, "evict: %s with a grace period of %ds\n", r.Victim, r.GracePeriod)
+		fmt.Fprintf(w, "event: Warning Evicted %q\n", r.Message)
+	}
+}
+
+// human prints an amount for a person: bytes with binary suffixes and two
+// decimals, counts as they are.
+func human(v int64, res signals.Resource) string {
+	if res != signals.ResourceMemory && res != signals.ResourceEphemeralStorage {
+		return fmt.Sprint(v)
+	}
+	const unit = 1024
+	if v < unit && v > -unit {
+		return fmt.Sprintf("%d", v)
+	}
+	f, suffix := float64(v), ""
+	for _, s := range []string{"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"} {
+		if f < unit && f > -unit {
+			break
+		}
+		f /= unit
+		suffix = s
+	}
+	q := resource.NewQuantity(v, resource.BinarySI)
+	if q.String() == fmt.Sprintf("%.0f%s", f, suffix) {
+		return q.String()
+	}
+	return fmt.Sprintf("%.2f%s", f, suffix)
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
+)
+
+// cgroupPods is the pod source of standalone mode: with no API server, the
+// pods are the pod cgroups under kubepods, known by UID and QoS class only.
+type cgroupPods struct{ cfg host.Config }
+
+func (p cgroupPods) Pods(context.Context) ([]ranking.Pod, error) { return host.DiscoverPods(p.cfg) }
+
+// cgroupStats reads pod usage from the pod cgroups.
+type cgroupStats struct{ r *host.PodStatsReader }
+
+func (s cgroupStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
+	return s.r.Read(ctx, pods, now)
+}
+
+// layoutOf tells whether the image filesystem is dedicated; without
+// --imagefs-path evictd knows of no image filesystem yet and treats the node
+// as one filesystem.
+func layoutOf(cfg host.Config) (signals.FsLayout, error) {
+	if cfg.ImageFsPath == "" {
+		return signals.SingleFs, nil
+	}
+	return host.NewFilesystems().Layout(cfg.KubeletRootDir, cfg.ImageFsPath)
+}
