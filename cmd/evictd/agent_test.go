@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startAgent runs the real agent as a child process (this test binary in
+// evictd's place) and stops it by PID when the test ends.
+func startAgent(t *testing.T, env []string, args ...string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "EVICTD_TEST_MAIN=1"), env...)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start agent: %v", err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
+	return cmd, &logs
+}
+
+// waitHTTP polls url until it answers 200 or the deadline passes.
+func waitHTTP(t *testing.T, url string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return string(body)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer 200 in time (last error %v)", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAgentNotifiesSystemd runs the agent with NOTIFY_SOCKET pointing at a
+// socket the test listens on, and sees READY=1, watchdog pings and, on
+// SIGTERM, STOPPING=1 and a clean exit.
+func TestAgentNotifiesSystemd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatalf("listen on %s: %v", sock, err)
+	}
+	defer conn.Close()
+
+	addr := freeAddr(t)
+	cmd, _ := startAgent(t, []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=400000"},
+		"--metrics-bind-address", addr, "--root-dir", t.TempDir(), "--housekeeping-interval", "1s")
+
+	got := map[string]int{}
+	buf := make([]byte, 4096)
+	deadline := time.Now().Add(20 * time.Second)
+	for got["READY=1"] == 0 || got["WATCHDOG=1"] < 2 {
+		_ = conn.SetReadDeadline(deadline)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("waiting for READY=1 and two watchdog pings, got %v: %v", got, err)
+		}
+		for _, line := range strings.Split(string(buf[:n]), "\n") {
+			if line != "" {
+				got[line]++
+			}
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for got["STOPPING=1"] == 0 {
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no STOPPING=1 after SIGTERM (got %v): %v", got, err)
+		}
+		got[strings.TrimSpace(string(buf[:n]))]++
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("agent exit after SIGTERM: %v, want status 0", err)
+	}
+}
+
+// TestAgentReportsThisHost checks that standalone evictd exports this
+// machine's real memory, filesystem, inode and PID figures, compared with
+// what the test reads itself from /proc, the memory cgroup and statfs.
+func TestAgentReportsThisHost(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.usage_in_bytes"); err != nil {
+		t.Skip("needs the cgroup v1 memory controller at /sys/fs/cgroup/memory")
+	}
+	rootDir := t.TempDir()
+	addr := freeAddr(t)
+	startAgent(t, nil, "--metrics-bind-address", addr, "--root-dir", rootDir)
+	waitHTTP(t, "http://"+addr+"/readyz")
+	metrics := parseMetrics(t, waitHTTP(t, "http://"+addr+"/metrics"))
+
+	// Memory: capacity is MemTotal exactly; available is MemTotal minus the
+	// root cgroup's working set, which moves a little between reads.
+	memTotal := 1024 * procField(t, "/proc/meminfo", "MemTotal:")
+	usage := readInt(t, "/sys/fs/cgroup/memory/memory.usage_in_bytes")
+	inactive := procField(t, "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file")
+	wantAvail := memTotal - (usage - inactive)
+	expect(t, metrics, `evictd_signal_capacity{signal="memory.available"}`, float64(memTotal), 0)
+	expect(t, metrics, `evictd_signal_available{signal="memory.available"}`, float64(wantAvail), 0.03)
+
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(rootDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, metrics, `evictd_signal_capacity{signal="nodefs.available"}`, float64(st.Blocks)*float64(st.Bsize), 0.001)
+	expect(t, metrics, `evictd_signal_available{signal="nodefs.available"}`, float64(st.Bavail)*float64(st.Bsize), 0.03)
+	if st.Files > 0 {
+		expect(t, metrics, `evictd_signal_capacity{signal="nodefs.inodesFree"}`, float64(st.Files), 0.001)
+		expect(t, metrics, `evictd_signal_available{signal="nodefs.inodesFree"}`, float64(st.Ffree), 0.03)
+	}
+
+	pidCap := min(readInt(t, "/proc/sys/kernel/pid_max"), readInt(t, "/proc/sys/kernel/threads-max"))
+	loadavg, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := strconv.ParseInt(strings.SplitN(strings.Fields(string(loadavg))[3], "/", 2)[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, metrics, `evictd_signal_capacity{signal="pid.available"}`, float64(pidCap), 0)
+	expect(t, metrics, `evictd_signal_available{signal="pid.available"}`, float64(pidCap-tasks), 0.03)
+}
+
+func expect(t *testing.T, metrics map[string]float64, series string, want, tolerance float64) {
+	t.Helper()
+	got, ok := metrics[series]
+	if !ok {
+		t.Errorf("%s: not exported", series)
+		return
+	}
+	if diff := got - want; diff > tolerance*want || -diff > tolerance*want {
+		t.Errorf("%s: got %.0f, want %.0f within %.1f%%", series, got, want, 100*tolerance)
+	}
+}
+
+func parseMetrics(t *testing.T, text string) map[string]float64 {
+	t.Helper()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		m[line[:i]] = v
+	}
+	return m
+}
+
+func readInt(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
+
+// procField reads "key value" or "key: value kB" style files.
+func procField(t *testing.T, path, key string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == key {
+			v, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatalf("%s %s: %v", path, key, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("%s has no %s", path, key)
+	return 0
+}

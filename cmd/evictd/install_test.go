@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestMakeInstall runs `make install` into a scratch root twice and checks
+// that the binary, unit and environment file land where systemd expects
+// them, and that an operator's edited environment file is never overwritten.
+func TestMakeInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	makeBin, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make on PATH")
+	}
+	root := t.TempDir()
+	install := func() {
+		t.Helper()
+		cmd := exec.Command(makeBin, "-C", filepath.Join("..", ".."), "install", "DESTDIR="+root)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make install: %v\n%s", err, out)
+		}
+	}
+	install()
+	for path, mode := range map[string]os.FileMode{
+		"usr/local/bin/evictd":              0o755,
+		"etc/systemd/system/evictd.service": 0o644,
+		"etc/evictd/evictd.env":             0o644,
+	} {
+		fi, err := os.Stat(filepath.Join(root, path))
+		if err != nil {
+			t.Errorf("not installed: %v", err)
+			continue
+		}
+		if fi.Mode().Perm() != mode {
+			t.Errorf("%s: mode %v, want %v", path, fi.Mode().Perm(), mode)
+		}
+	}
+
+	env := filepath.Join(root, "etc/evictd/evictd.env")
+	edited := []byte("EVICTD_ARGS=--eviction-hard=memory.available<1Gi\n")
+	if err := os.WriteFile(env, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	install()
+	got, err := os.ReadFile(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(edited) {
+		t.Errorf("second make install overwrote the operator's env file:\ngot  %q\nwant %q", got, edited)
+	}
+}

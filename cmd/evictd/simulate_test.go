@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// simulated runs `evictd simulate --output json` on a snapshot.
+func simulated(t *testing.T, path string, extra ...string) []stepResult {
+	t.Helper()
+	out, errOut, code := runCmd(append([]string{"simulate", "--snapshot", path, "--output", "json"}, extra...)...)
+	if code != 0 {
+		t.Fatalf("simulate %s: exit %d: %s", path, code, errOut)
+	}
+	var steps []stepResult
+	if err := json.Unmarshal([]byte(out), &steps); err != nil {
+		t.Fatalf("simulate %s: output is not JSON: %v\n%s", path, err, out)
+	}
+	return steps
+}
+
+func TestSimulateExamples(t *testing.T) {
+	type want struct {
+		outcome, victim string
+		grace           int64
+		pressure        bool
+	}
+	none := want{outcome: "none"}
+	waiting := want{outcome: "none", pressure: true}
+	for _, tc := range []struct {
+		file  string
+		extra []string
+		steps []want
+	}{
+		// Seed: a 10Gi node, 2Gi system-reserved, hard <.5Gi, soft <1Gi for
+		// 30s. The soft threshold waits its grace period, then the biggest
+		// BestEffort consumer goes with min(max-pod-grace 60, its own 30);
+		// the hard threshold then evicts the Burstable pod over its request
+		// at once; the static etcd pod and the Guaranteed db are never chosen.
+		{"seed-10gi-system-reserved.json", nil, []want{
+			none, waiting, waiting,
+			{outcome: "evict", victim: "default/batch", grace: 30, pressure: true},
+			{outcome: "evict", victim: "default/web", grace: 1, pressure: true},
+		}},
+		// Seed: soft threshold with a 30s grace period; a dip above the
+		// threshold resets the timer, the condition is held through it.
+		{"seed-soft-grace-30s.json", nil, []want{
+			waiting, {outcome: "none", pressure: true}, waiting, waiting,
+			{outcome: "evict", victim: "default/reporter", grace: 1, pressure: true},
+		}},
+		{"besteffort-biggest-first.json", nil, []want{{outcome: "evict", victim: "default/largest", grace: 1, pressure: true}}},
+		{"burstable-relative-to-request.json", nil, []want{{outcome: "evict", victim: "default/small-over-request", grace: 1, pressure: true}}},
+		{"only-guaranteed-left.json", nil, []want{{outcome: "evict", victim: "default/reports", grace: 1, pressure: true}}},
+		{"disk-dedicated-imagefs.json", nil, []want{{outcome: "evict", victim: "default/scratch-writer", grace: 1, pressure: true}}},
+		{"pid-pressure.json", nil, []want{{outcome: "evict", victim: "default/fork-bomb", grace: 1, pressure: true}}},
+		// The command line overrides the snapshot's flags.
+		{"besteffort-biggest-first.json", []string{"--eviction-hard=memory.available<100Mi"}, []want{none}},
+	} {
+		t.Run(tc.file+strings.Join(tc.extra, " "), func(t *testing.T) {
+			steps := simulated(t, filepath.Join("..", "..", "examples", tc.file), tc.extra...)
+			if len(steps) != len(tc.steps) {
+				t.Fatalf("steps: got %d, want %d", len(steps), len(tc.steps))
+			}
+			for i, w := range tc.steps {
+				s := steps[i]
+				if s.Outcome != w.outcome || s.Victim != w.victim || s.GracePeriod != w.grace {
+					t.Errorf("step %d (%s): got %s %q grace %d, want %s %q grace %d (reason %q)",
+						i, s.At, s.Outcome, s.Victim, s.GracePeriod, w.outcome, w.victim, w.grace, s.Reason)
+				}
+				if got := len(s.Pressures) > 0; got != w.pressure {
+					t.Errorf("step %d (%s): pressure %v, want %v", i, s.At, s.Pressures, w.pressure)
+				}
+				if s.Victim != "" && !strings.HasPrefix(s.Message, "The node was low on resource: ") {
+					t.Errorf("step %d: message %q is not in the kubelet's form", i, s.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestSimulateSoftGraceUsesPodsOwnWhenMaxIsNegative(t *testing.T) {
+	steps := simulated(t, filepath.Join("..", "..", "examples", "seed-10gi-system-reserved.json"), "--eviction-max-pod-grace-period=-1")
+	if got := steps[3].GracePeriod; got != 30 {
+		t.Errorf("negative max-pod-grace: got grace %d, want the pod's own 30", got)
+	}
+}
+
+func TestSimulateRejectsBadSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"not json", `{`, "decode"},
+		{"unknown field", `{"observations": {}, "podz": []}`, `unknown field "podz"`},
+		{"unknown signal", `{"observations": {"memory.free": {"available": "1Gi", "capacity": "2Gi"}}}`, "unsupported eviction signal memory.free"},
+		{"negative quantity", `{"observations": {"memory.available": {"available": "-1Gi", "capacity": "2Gi"}}}`, `quantity "-1Gi" is negative`},
+		{"available above capacity", `{"observations": {"memory.available": {"available": "3Gi", "capacity": "2Gi"}}}`, "more than capacity"},
+		{"zero capacity", `{"observations": {"pid.available": {"available": 0, "capacity": 0}}}`, "capacity 0 is not positive"},
+		{"garbage quantity", `{"observations": {"memory.available": {"available": "lots", "capacity": "2Gi"}}}`, `quantity "lots"`},
+		{"bad qos", `{"observations": {}, "pods": [{"name": "a", "qos": "Premium"}]}`, `"Premium" is not Guaranteed, Burstable or BestEffort`},
+		{"pod without name", `{"observations": {}, "pods": [{"qos": "BestEffort"}]}`, "pods[0].name is required"},
+		{"duplicate pod", `{"observations": {}, "pods": [{"name": "a"}, {"name": "a"}]}`, "appears twice"},
+		{"steps out of order", `{"steps": [{"at": "10s", "observations": {}}, {"at": "5s", "observations": {}}]}`, "is not after"},
+		{"bad layout", `{"layout": "zfs", "observations": {}}`, `layout "zfs"`},
+		{"bad flag in args", `{"args": ["--eviction-hard=memory.available<1Gb"], "observations": {}}`, "--eviction-hard"},
+		{"unknown resource", `{"observations": {}, "pods": [{"name": "a", "requests": {"gpu": "1"}}]}`, `unknown resource "gpu"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+			if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := runCmd("simulate", "--snapshot", path)
+			if code == 0 {
+				t.Fatalf("exit 0, want an error; stdout:\n%s", out)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr: got %q, want it to contain %q", errOut, tc.want)
+			}
+			if strings.Contains(out, "evict:") {
+				t.Errorf("bad input led to an eviction decision:\n%s", out)
+			}
+		})
+	}
+}
