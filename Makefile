@@ -11,6 +11,9 @@ SYSCONF  ?= /etc
 UNITDIR  ?= /etc/systemd/system
 # Where `make run` serves /metrics, /healthz, /readyz and /status.
 RUN_ADDR ?= 127.0.0.1:9847
+# nodefs is the filesystem of the kubelet's root dir; on a machine without a
+# kubelet, /var/lib stands in for it.
+RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
 .PHONY: all build run test vet fmt-check bench install uninstall clean
@@ -25,7 +28,7 @@ build:
 # evicts nothing.
 run: build
 	@echo "evictd: metrics on http://$(RUN_ADDR)/metrics, status with: $(BIN) status --metrics-bind-address $(RUN_ADDR)"
-	$(BIN) --metrics-bind-address $(RUN_ADDR) $(RUN_ARGS)
+	$(BIN) --metrics-bind-address $(RUN_ADDR) --root-dir $(RUN_ROOT_DIR) $(RUN_ARGS)
 
 test: vet fmt-check
 	$(GO) test -count=1 ./...

@@ -121,6 +121,9 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")
 	}
+	if cfg.KernelMemcgNotification {
+		log.Info("kernel memcg notifications are not implemented in this build; passes run every housekeeping interval", "interval", cfg.HousekeepingInterval)
+	}
 
 	statsReader, err := host.NewPodStatsReader(hc)
 	if err != nil {

@@ -117,7 +117,7 @@ func (o *Options) addKubeletFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.minimumImageTTL, "minimum-image-ttl-duration", defaultMinimumImageTTL,
 		"Minimum age, as a Go duration, of an unused image before reclaim may delete it.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
-		"Path of the kubeconfig file evictd uses to reach the API server, under its own identity. (default: in-cluster configuration)")
+		"Path of the kubeconfig file evictd uses to reach the API server, under its own identity. (default none: standalone, evictd observes and decides but acts on nothing)")
 	fs.StringVar(&o.hostnameOverride, "hostname-override", "",
 		"Name of this node, lowercased, as the kubelet registers it. (default: the machine's hostname, lowercased)")
 	fs.DurationVar(&o.nodeStatusUpdateFrequency, "node-status-update-frequency", defaultNodeStatusUpdateFrequency,
@@ -139,7 +139,7 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", defaultMetricsBindAddress,
 		"host:port to serve /metrics, /healthz and /readyz on; an empty host means all interfaces.")
 	fs.StringVar(&o.imageFSPath, "imagefs-path", "",
-		`Directory path on the container runtime's image filesystem, when the CRI does not report it. (default "": ask the CRI)`)
+		`Directory path on the container runtime's image filesystem, the filesystem imagefs.* signals observe. (default "": imagefs not observed)`)
 	fs.StringVar(&o.procRoot, "proc-root", defaultProcRoot,
 		"Directory path where procfs is mounted.")
 	fs.StringVar(&o.cgroupMount, "cgroup-mount", defaultCgroupMount,
