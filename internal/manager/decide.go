@@ -51,6 +51,43 @@ type Decision struct {
 	Annotations map[string]string     `json:"annotations,omitempty"`
 	Candidates  []ranking.Candidate   `json:"-"`
 	Evaluation  thresholds.Evaluation `json:"-"`
+	// Fallbacks are the next evictable pods in rank order, for a soft
+	// threshold only: when a PodDisruptionBudget refuses the eviction of
+	// Pod, the loop moves on to them. A hard threshold puts the node first
+	// and has none.
+	Fallbacks []Eviction `json:"-"`
+}
+
+// Eviction is one pod to evict and how.
+type Eviction struct {
+	Pod         *ranking.Pod
+	GracePeriod int64
+	// Message is the Evicted event's text and the DisruptionTarget
+	// condition's message, in the kubelet's words.
+	Message     string
+	Annotations map[string]string
+}
+
+// Request is what an Evicter is asked to do.
+type Request struct {
+	Signal signals.Signal
+	// Hard says the node comes first: if the Eviction API refuses, the
+	// Evicter deletes the pod with the same grace period.
+	Hard bool
+	Eviction
+}
+
+// Requests lists the evictions to try, in order: the chosen pod, then the
+// fallbacks. Empty unless the outcome is OutcomeEvict.
+func (d Decision) Requests() []Request {
+	if d.Outcome != OutcomeEvict {
+		return nil
+	}
+	reqs := []Request{{Signal: d.Signal, Hard: d.Hard, Eviction: Eviction{Pod: d.Pod, GracePeriod: d.GracePeriod, Message: d.Message, Annotations: d.Annotations}}}
+	for _, e := range d.Fallbacks {
+		reqs = append(reqs, Request{Signal: d.Signal, Hard: d.Hard, Eviction: e})
+	}
+	return reqs
 }
 
 // DeciderConfig is what a Decider needs to know of the settings.
@@ -123,15 +160,30 @@ func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Ob
 		return dec
 	}
 	dec.Outcome = OutcomeEvict
-	dec.Pod = c.Pod
-	dec.GracePeriod = gracePeriod(th, c.Pod, d.cfg.MaxPodGracePeriodSeconds)
-	dec.Message, dec.Annotations = evictionMessage(th, o, c)
-	kind := "soft"
-	if th.Hard() {
-		kind = "hard"
+	e := d.eviction(th, o, c)
+	dec.Pod, dec.GracePeriod, dec.Message, dec.Annotations = e.Pod, e.GracePeriod, e.Message, e.Annotations
+	kind := "hard"
+	if !th.Hard() {
+		kind = "soft"
+		first := true
+		for _, next := range dec.Candidates {
+			if next.Skip != "" {
+				continue
+			}
+			if first { // the chosen pod
+				first = false
+				continue
+			}
+			dec.Fallbacks = append(dec.Fallbacks, d.eviction(th, o, next))
+		}
 	}
 	dec.Reason = fmt.Sprintf("%s threshold %s met; %s ranks first (%s)", kind, thresholds.Format(th), c.Pod.Ref(), c.Key)
 	return dec
+}
+
+func (d *Decider) eviction(th thresholds.Threshold, o signals.Observation, c ranking.Candidate) Eviction {
+	msg, ann := evictionMessage(th, o, c)
+	return Eviction{Pod: c.Pod, GracePeriod: gracePeriod(th, c.Pod, d.cfg.MaxPodGracePeriodSeconds), Message: msg, Annotations: ann}
 }
 
 // noActionReason explains a pass that evicts nothing.

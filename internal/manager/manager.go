@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,10 +28,23 @@ type PodStatsSource interface {
 	PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error)
 }
 
-// Evicter carries out an eviction decision. It returns when the pod is
-// gone or a bounded wait has passed, so that the next pass sees the effect.
+// Evicter carries out one eviction. It returns when the pod is gone or a
+// bounded wait has passed, so that the next pass sees the effect. An error
+// that wraps ErrDisruptionBudget means a PodDisruptionBudget refused it.
 type Evicter interface {
-	Evict(ctx context.Context, d Decision) error
+	Evict(ctx context.Context, r Request) error
+}
+
+// ErrDisruptionBudget is wrapped by an Evicter's error when the API server
+// refused an eviction because of a PodDisruptionBudget.
+var ErrDisruptionBudget = errors.New("eviction refused by a PodDisruptionBudget")
+
+// StatusPublisher receives the node's pressure after every pass. Publish
+// must not block: the publisher keeps the latest report and writes it on
+// its own schedule (at once on a transition, as a heartbeat otherwise),
+// retrying while the API server is away.
+type StatusPublisher interface {
+	Publish(now time.Time, pressures []PressureReport)
 }
 
 // Config holds the loop's own settings.
@@ -52,6 +66,8 @@ type Deps struct {
 	Pods    PodSource
 	Stats   PodStatsSource
 	Evicter Evicter
+	// Status, when set, is told the node's pressures after every pass.
+	Status  StatusPublisher
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
 	// AfterPass, when set, is called by the loop after each pass with the
@@ -163,6 +179,9 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	dec := m.decider.Decide(start, obs, pods, stats)
 	m.export(start, obs, dec)
 	m.logDecision(dec)
+	if m.deps.Status != nil {
+		m.deps.Status.Publish(start, pressureReports(dec.Evaluation, obs))
+	}
 	result := m.act(ctx, dec)
 
 	st := newStatus(start, trigger, m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result, len(pods))
@@ -191,31 +210,47 @@ func (m *Manager) warnOnChange(last *string, err error, msg string) {
 }
 
 // act carries out an eviction decision, or reports what it would have done.
+// For a soft threshold a PodDisruptionBudget refusal moves on to the next
+// pod in rank order; a hard threshold has no fallbacks, because its Evicter
+// puts the node first. At most one pod is evicted per pass.
 func (m *Manager) act(ctx context.Context, dec Decision) string {
+	met := m.deps.Metrics
 	if dec.Outcome != OutcomeEvict {
 		if dec.Signal != "" {
-			m.deps.Metrics.IncDecision(dec.Signal, string(dec.Outcome))
+			met.IncDecision(dec.Signal, string(dec.Outcome))
 		}
 		return ""
 	}
-	log := m.deps.Log.With("signal", dec.Signal, "pod", dec.Pod.Ref(), "gracePeriodSeconds", dec.GracePeriod)
 	if m.cfg.DryRun {
-		m.deps.Metrics.IncDecision(dec.Signal, "dry-run")
-		m.deps.Metrics.IncEviction(dec.Signal, "dry-run")
-		log.Info("dry run: would evict", "message", dec.Message)
+		met.IncDecision(dec.Signal, "dry-run")
+		met.IncEviction(dec.Signal, "dry-run")
+		m.deps.Log.Info("dry run: would evict", "signal", dec.Signal, "pod", dec.Pod.Ref(),
+			"gracePeriodSeconds", dec.GracePeriod, "message", dec.Message)
 		return "dry-run"
 	}
-	m.deps.Metrics.IncDecision(dec.Signal, string(dec.Outcome))
-	if err := m.deps.Evicter.Evict(ctx, dec); err != nil {
-		m.deps.Metrics.IncEviction(dec.Signal, "failed")
-		log.Error("eviction failed", "err", err)
-		return "failed: " + err.Error()
+	met.IncDecision(dec.Signal, string(dec.Outcome))
+	var results []string
+	for _, req := range dec.Requests() {
+		log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
+		err := m.deps.Evicter.Evict(ctx, req)
+		switch {
+		case err == nil:
+			met.IncEviction(req.Signal, "evicted")
+			log.Info("evicted", "message", req.Message)
+			// The pod is gone: look again at once rather than an interval on.
+			m.Wake()
+			return strings.Join(append(results, "evicted "+req.Pod.Ref()), "; ")
+		case errors.Is(err, ErrDisruptionBudget):
+			met.IncEviction(req.Signal, "pdb-blocked")
+			log.Info("a PodDisruptionBudget refused the eviction; trying the next pod", "err", err)
+			results = append(results, "pdb-blocked "+req.Pod.Ref())
+		default:
+			met.IncEviction(req.Signal, "failed")
+			log.Error("eviction failed", "err", err)
+			return strings.Join(append(results, "failed "+req.Pod.Ref()+": "+err.Error()), "; ")
+		}
 	}
-	m.deps.Metrics.IncEviction(dec.Signal, "evicted")
-	log.Info("evicted", "message", dec.Message)
-	// The pod is gone: look again at once rather than a whole interval on.
-	m.Wake()
-	return "evicted"
+	return strings.Join(append(results, "no pod could be evicted"), "; ")
 }
 
 // logDecision writes one Info line when the decision or its reason changes,

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -61,17 +62,21 @@ func (s fixedStats) PodStats(context.Context, time.Time, []ranking.Pod) (map[str
 }
 
 // recorder is an Evicter that remembers what it was asked to do and can be
-// told to fail.
+// told to fail, for all pods or for some.
 type recorder struct {
-	mu        sync.Mutex
-	decisions []Decision
-	err       error
+	mu       sync.Mutex
+	requests []Request
+	err      error
+	errFor   map[string]error
 }
 
-func (r *recorder) Evict(_ context.Context, d Decision) error {
+func (r *recorder) Evict(_ context.Context, req Request) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.decisions = append(r.decisions, d)
+	r.requests = append(r.requests, req)
+	if err, ok := r.errFor[req.Pod.Name]; ok {
+		return err
+	}
 	return r.err
 }
 
@@ -79,8 +84,8 @@ func (r *recorder) evicted() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var names []string
-	for _, d := range r.decisions {
-		names = append(names, d.Pod.Name)
+	for _, req := range r.requests {
+		names = append(names, req.Pod.Name)
 	}
 	return names
 }
@@ -90,6 +95,7 @@ type harness struct {
 	clock  *clocktesting.FakeClock
 	src    *script
 	ev     *recorder
+	pub    *publisher
 	reg    *prometheus.Registry
 	m      *Manager
 	passes chan *Status
@@ -110,7 +116,7 @@ func newHarness(t *testing.T, dryRun bool, ths []thresholds.Threshold) *harness 
 	t.Helper()
 	h := &harness{
 		t: t, clock: clocktesting.NewFakeClock(t0), src: &script{available: 4096 * mi},
-		ev: &recorder{}, reg: prometheus.NewRegistry(), passes: make(chan *Status, 16), done: make(chan error, 1),
+		ev: &recorder{}, pub: &publisher{}, reg: prometheus.NewRegistry(), passes: make(chan *Status, 16), done: make(chan error, 1),
 	}
 	hog := ranking.Pod{Namespace: "default", Name: "hog", UID: "u-hog", QOS: ranking.BestEffort}
 	calm := ranking.Pod{Namespace: "default", Name: "calm", UID: "u-calm", QOS: ranking.Burstable, MemoryRequest: 512 * mi}
@@ -124,7 +130,7 @@ func newHarness(t *testing.T, dryRun bool, ths []thresholds.Threshold) *harness 
 		Decider:              DeciderConfig{Thresholds: ths, TransitionPeriod: 5 * time.Minute, MaxPodGracePeriodSeconds: 20},
 	}, Deps{
 		Clock: h.clock, Sources: []signals.Source{h.src}, Pods: fixedPods{hog, calm}, Stats: stats,
-		Evicter: h.ev, Metrics: metrics.New(h.reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Evicter: h.ev, Status: h.pub, Metrics: metrics.New(h.reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AfterPass: func(st *Status) { h.passes <- st },
 	})
 	if err != nil {
@@ -207,7 +213,7 @@ func TestLoopSoftThresholdWaitsForGraceThenEvicts(t *testing.T) {
 	if got := h.ev.evicted(); len(got) != 1 || got[0] != "hog" {
 		t.Fatalf("evicted %v, want [hog]", got)
 	}
-	d := h.ev.decisions[0]
+	d := h.ev.requests[0]
 	if d.GracePeriod != 20 || d.Hard {
 		t.Errorf("soft eviction grace period: got %d (hard=%v), want 20 (min of max-pod-grace 20 and the default 30)", d.GracePeriod, d.Hard)
 	}
@@ -242,6 +248,80 @@ func TestLoopHardThresholdEvictsAtOnceAndPressureOutlastsIt(t *testing.T) {
 	if n := len(h.ev.evicted()); n != 1 {
 		t.Errorf("evictions: got %d, want 1", n)
 	}
+}
+
+func TestLoopSoftEvictionMovesOnWhenABudgetRefuses(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{
+		Soft:            map[string]string{"memory.available": "1Gi"},
+		SoftGracePeriod: map[string]string{"memory.available": "10s"},
+	})
+	h := newHarness(t, false, ths)
+	h.ev.errFor = map[string]error{"hog": fmt.Errorf("evict default/hog: %w", ErrDisruptionBudget)}
+	h.next("start")
+	h.src.set(800 * mi)
+	h.tick()       // met, grace starts
+	st := h.tick() // grace over
+	if got, want := strings.Join(h.ev.evicted(), ","), "hog,calm"; got != want {
+		t.Fatalf("eviction attempts: got %s, want %s", got, want)
+	}
+	if want := "pdb-blocked default/hog; evicted default/calm"; st.Result != want {
+		t.Errorf("result: got %q, want %q", st.Result, want)
+	}
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "pdb-blocked")); got != 1 {
+		t.Errorf("evictd_evictions_total{result=pdb-blocked}: got %v, want 1", got)
+	}
+}
+
+func TestLoopHardEvictionHasNoFallback(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	h := newHarness(t, false, ths)
+	h.ev.errFor = map[string]error{"hog": fmt.Errorf("evict default/hog: %w", ErrDisruptionBudget)}
+	h.next("start")
+	h.src.set(50 * mi)
+	h.tick()
+	if got := strings.Join(h.ev.evicted(), ","); got != "hog" {
+		t.Fatalf("eviction attempts: got %s, want only hog (the Evicter deletes on refusal for hard thresholds)", got)
+	}
+}
+
+func TestLoopPublishesPressure(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	h := newHarness(t, true, ths)
+	h.next("start")
+	h.src.set(50 * mi)
+	h.tick()
+	got := h.pub.last()
+	if len(got) != 3 {
+		t.Fatalf("published %d reports, want 3", len(got))
+	}
+	mem := got[0]
+	if mem.Pressure != signals.MemoryPressure || !mem.Active || !mem.Changed || !mem.Since.Equal(t0.Add(10*time.Second)) {
+		t.Errorf("memory report: got %+v, want active, changed, since %s", mem, t0.Add(10*time.Second))
+	}
+	if want := "threshold memory.available<100Mi is met: available 50Mi of 10Gi"; mem.Message != want {
+		t.Errorf("memory message: got %q, want %q", mem.Message, want)
+	}
+	if got[1].Active || got[2].Active {
+		t.Errorf("disk/pid reports active: %+v %+v", got[1], got[2])
+	}
+}
+
+// publisher records the reports it is given.
+type publisher struct {
+	mu      sync.Mutex
+	reports [][]PressureReport
+}
+
+func (p *publisher) Publish(_ time.Time, r []PressureReport) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reports = append(p.reports, r)
+}
+
+func (p *publisher) last() []PressureReport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reports[len(p.reports)-1]
 }
 
 func TestLoopDryRunActsOnNothing(t *testing.T) {

@@ -1,0 +1,51 @@
+package manager
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+// PressureReport is what evictd's node condition for one kind of pressure
+// says after a pass.
+type PressureReport struct {
+	Pressure signals.Pressure
+	Active   bool
+	// Since is when Active last changed (the condition's
+	// lastTransitionTime); zero if the pressure was never active.
+	Since time.Time
+	// Changed is true on the pass where Active changed.
+	Changed bool
+	// Message names the threshold and the observed value behind the state.
+	Message string
+}
+
+// Pressures are the three kinds, in the order evictd reports them.
+var Pressures = []signals.Pressure{signals.MemoryPressure, signals.DiskPressure, signals.PIDPressure}
+
+// pressureReports turns a pass's evaluation into the three reports.
+func pressureReports(ev thresholds.Evaluation, obs signals.Observations) []PressureReport {
+	reports := make([]PressureReport, 0, len(Pressures))
+	for _, p := range Pressures {
+		ps := ev.Pressure[p]
+		r := PressureReport{Pressure: p, Active: ps.Active, Since: ps.Since, Changed: ps.Changed}
+		r.Message = fmt.Sprintf("no %s threshold is met", p)
+		for _, th := range ev.Met {
+			if th.Signal.Pressure() != p {
+				continue
+			}
+			o := obs[th.Signal]
+			r.Message = fmt.Sprintf("threshold %s is met: available %s of %s",
+				thresholds.Format(th), quantity(o.Available, th.Signal.Resource()), quantity(o.Capacity, th.Signal.Resource()))
+			break
+		}
+		if ps.Active && r.Message == fmt.Sprintf("no %s threshold is met", p) {
+			r.Message = fmt.Sprintf("no %s threshold is met since %s; the condition holds for the transition period",
+				p, ps.LastObservedAt.UTC().Format(time.RFC3339))
+		}
+		reports = append(reports, r)
+	}
+	return reports
+}
