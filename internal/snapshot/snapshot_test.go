@@ -1,0 +1,71 @@
+package snapshot
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+)
+
+func TestQOSFromContainers(t *testing.T) {
+	q := func(v int64) Quantity { return Quantity{Value: v, Set: true} }
+	full := map[string]Quantity{"cpu": q(1), "memory": q(100)}
+	for _, tc := range []struct {
+		name string
+		pod  PodJSON
+		want ranking.QOSClass
+	}{
+		{"no containers", PodJSON{}, ranking.BestEffort},
+		{"no resources", PodJSON{Containers: []ContainerJSON{{Name: "a"}}}, ranking.BestEffort},
+		{"limits equal requests", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: full, Limits: full}}}, ranking.Guaranteed},
+		{"limits only (requests default to them)", PodJSON{Containers: []ContainerJSON{{Name: "a", Limits: full}}}, ranking.Guaranteed},
+		{"request below limit", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: map[string]Quantity{"cpu": q(1), "memory": q(50)}, Limits: full}}}, ranking.Burstable},
+		{"memory limit only", PodJSON{Containers: []ContainerJSON{{Name: "a", Limits: map[string]Quantity{"memory": q(100)}}}}, ranking.Burstable},
+		{"one container without limits", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: full, Limits: full}, {Name: "b"}}}, ranking.Burstable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := qosOf(tc.pod); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadSumsContainers(t *testing.T) {
+	sc, err := Read(strings.NewReader(`{
+	  "observations": {"memory.available": {"available": "1Gi", "capacity": "4Gi", "age": "5s"}},
+	  "pods": [
+	    {"name": "a", "containers": [
+	      {"name": "x", "requests": {"memory": "100Mi", "ephemeral-storage": "1Gi"}, "usage": {"memory": "300Mi", "rootfs": {"bytes": "1Mi", "inodes": 5}}},
+	      {"name": "y", "requests": {"memory": "50Mi"}, "usage": {"memory": "0.5Gi"}}
+	    ]},
+	    {"name": "b", "requests": {"memory": "1Gi"}, "containers": [{"name": "z", "requests": {"memory": "10Mi"}}]},
+	    {"name": "c", "qos": "BestEffort"}
+	  ]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := sc.Steps[0]
+	const mi = 1 << 20
+	if got := step.Observations[signals.MemoryAvailable]; got.Available != 1024*mi || !got.Time.Equal(Epoch.Add(-5e9)) {
+		t.Errorf("observation: got %+v, want 1Gi taken 5s before the epoch", got)
+	}
+	a, b := step.Pods[0], step.Pods[1]
+	if a.MemoryRequest != 150*mi || a.EphemeralStorageRequest != 1024*mi || a.QOS != ranking.Burstable {
+		t.Errorf("pod a: got request %d/%d qos %s, want 150Mi/1Gi Burstable", a.MemoryRequest, a.EphemeralStorageRequest, a.QOS)
+	}
+	if b.MemoryRequest != 1024*mi {
+		t.Errorf("pod b: the pod-level request should win, got %d", b.MemoryRequest)
+	}
+	st, ok := step.Stats["default/a"]
+	if !ok || st.MemoryWorkingSet == nil || *st.MemoryWorkingSet != 812*mi {
+		t.Errorf("pod a usage: got %+v, want the containers' sum 812Mi", st)
+	}
+	if _, ok := step.Stats["default/c"]; ok {
+		t.Errorf("pod c has no usage and must have no stats")
+	}
+	if _, ok := step.Stats["default/b"]; ok {
+		t.Errorf("pod b has no usage and must have no stats")
+	}
+}
