@@ -76,6 +76,7 @@ type Metrics struct {
 	pressure  *prometheus.GaugeVec
 	decisions *prometheus.CounterVec
 	evictions *prometheus.CounterVec
+	apiErrors *prometheus.CounterVec
 	passDur   prometheus.Histogram
 	passes    *prometheus.CounterVec
 	statsAge  *prometheus.HistogramVec
@@ -138,6 +139,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_evictions_total",
 			Help: "Pod evictions attempted, by starved signal and result.",
 		}, []string{"signal", "result"}),
+		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_api_errors_total",
+			Help: "Requests to the API server that failed, by verb (e.g. patch-node-status, update-node, evict, delete-pod, patch-pod-status).",
+		}, []string{"verb"}),
 		passDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "evictd_pass_duration_seconds",
 			Help:    "Duration of one pass of the loop: observe, decide, act.",
@@ -190,6 +195,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.pressure = registerOrShare(reg, m.pressure, &errs)
 	m.decisions = registerOrShare(reg, m.decisions, &errs)
 	m.evictions = registerOrShare(reg, m.evictions, &errs)
+	m.apiErrors = registerOrShare(reg, m.apiErrors, &errs)
 	m.passDur = registerOrShare(reg, m.passDur, &errs)
 	m.passes = registerOrShare(reg, m.passes, &errs)
 	m.statsAge = registerOrShare(reg, m.statsAge, &errs)
@@ -326,6 +332,14 @@ func (m *Metrics) IncEviction(sig signals.Signal, result string) {
 		return
 	}
 	m.evictions.WithLabelValues(string(sig), result).Inc()
+}
+
+// IncAPIError counts a failed request to the API server.
+func (m *Metrics) IncAPIError(verb string) {
+	if m == nil {
+		return
+	}
+	m.apiErrors.WithLabelValues(verb).Inc()
 }
 
 // ObservePass records how long a pass took.

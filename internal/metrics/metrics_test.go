@@ -164,6 +164,21 @@ evictd_decisions_total{outcome="evict",signal="memory.available"} 2
 `,
 		},
 		{
+			name: "IncAPIError",
+			do: func(m *Metrics) {
+				m.IncAPIError("evict")
+				m.IncAPIError("evict")
+				m.IncAPIError("patch-node-status")
+			},
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.apiErrors) },
+			want: `
+# HELP evictd_api_errors_total Requests to the API server that failed, by verb (e.g. patch-node-status, update-node, evict, delete-pod, patch-pod-status).
+# TYPE evictd_api_errors_total counter
+evictd_api_errors_total{verb="evict"} 2
+evictd_api_errors_total{verb="patch-node-status"} 1
+`,
+		},
+		{
 			name: "IncEviction",
 			do: func(m *Metrics) {
 				m.IncEviction(signals.NodeFsAvailable, ResultPDBBlocked)
