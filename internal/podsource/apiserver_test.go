@@ -1,0 +1,411 @@
+package podsource
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/ranking"
+)
+
+const (
+	thisNode  = "node-a"
+	otherNode = "node-b"
+)
+
+// testLog sends the Source's log lines to t.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestSourceAgainstAPIServer runs the Source against a real kube-apiserver
+// under evictd's own identity (deploy/rbac.yaml, a TokenRequest token): it
+// lists only this node's active pods, converted as the kubelet sees them,
+// with their PodDisruptionBudgets; keeps answering while the API server is
+// down; and catches up when it returns.
+func TestSourceAgainstAPIServer(t *testing.T) {
+	c := testcluster.StartForTest(t, testcluster.Options{})
+	ctx := t.Context()
+	admin, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatalf("admin client: %v", err)
+	}
+
+	created, err := createManifest(ctx, admin, "../../deploy/rbac.yaml")
+	if err != nil {
+		t.Fatalf("apply deploy/rbac.yaml: %v", err)
+	}
+	t.Logf("deploy/rbac.yaml: created %s", strings.Join(created, ", "))
+	token, err := serviceAccountToken(ctx, admin, "kube-system", "evictd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evictd, err := kubernetes.NewForConfig(c.TokenConfig(token))
+	if err != nil {
+		t.Fatalf("evictd client: %v", err)
+	}
+	// The token is evictd's, not an admin's.
+	if _, err := evictd.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("evictd listing secrets: err = %v, want Forbidden", err)
+	}
+
+	submitted := createWorld(t, ctx, admin)
+
+	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	src := New(evictd, thisNode, 0, log)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+
+	begin := time.Now()
+	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := src.WaitForSync(syncCtx); err != nil {
+		t.Fatalf("WaitForSync: %v", err)
+	}
+	t.Logf("caches synced in %s", time.Since(begin).Round(time.Millisecond))
+
+	pods, err := src.Pods(ctx)
+	if err != nil {
+		t.Fatalf("Pods: %v", err)
+	}
+	checkPods(t, ctx, admin, pods)
+	checkDefaultsAsAPIServer(t, ctx, admin, submitted)
+	checkPDBs(t, src, pods)
+
+	// The API server goes away: the cache still answers.
+	begin = time.Now()
+	if err := c.StopAPIServer(); err != nil {
+		t.Fatalf("StopAPIServer: %v", err)
+	}
+	t.Logf("kube-apiserver stopped in %s", time.Since(begin).Round(time.Millisecond))
+	if _, err := admin.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{}); err == nil {
+		t.Fatalf("the API server still answers after StopAPIServer")
+	}
+	during, err := src.Pods(ctx)
+	if err != nil {
+		t.Fatalf("Pods while the API server is down: %v", err)
+	}
+	if !reflect.DeepEqual(during, pods) {
+		t.Errorf("Pods while the API server is down =\n%+v\nwant what it said before\n%+v", during, pods)
+	}
+	if got := src.PDBs("shop", "web"); !reflect.DeepEqual(got, []string{"all", "web"}) {
+		t.Errorf("PDBs(shop/web) while the API server is down = %q", got)
+	}
+
+	begin = time.Now()
+	if err := c.StartAPIServer(); err != nil {
+		t.Fatalf("StartAPIServer: %v", err)
+	}
+	t.Logf("kube-apiserver ready again in %s", time.Since(begin).Round(time.Millisecond))
+
+	// Changes after the return reach the cache: a new pod appears, a pod
+	// being deleted (no kubelet confirms it) leaves the list.
+	late := newPod("shop", "late", thisNode, func(p *v1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = rl("memory", "32Mi")
+	})
+	create(t, ctx, admin, late)
+	if err := admin.CoreV1().Pods("shop").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete shop/web: %v", err)
+	}
+	begin = time.Now()
+	var after []ranking.Pod
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		after, err = src.Pods(ctx)
+		return err == nil && slices.Contains(refs(after), "shop/late") && !slices.Contains(refs(after), "shop/web"), err
+	})
+	if err != nil {
+		t.Fatalf("waiting for shop/late to appear and shop/web to go: %v; last list %q", err, refs(after))
+	}
+	t.Logf("new pod seen and deleted pod gone %s after the API server's return", time.Since(begin).Round(time.Millisecond))
+	i := slices.Index(refs(after), "shop/late")
+	if got := after[i]; got.MemoryRequest != 32*mi || got.QOS != ranking.Burstable {
+		t.Errorf("shop/late = %+v, want a 32Mi Burstable pod", got)
+	}
+	if got := src.PDBs("shop", "late"); !reflect.DeepEqual(got, []string{"all"}) {
+		t.Errorf("PDBs(shop/late) = %q, want [all]", got)
+	}
+}
+
+// newPod is a pod bound to node, with one container "app" and no
+// ServiceAccount token (no controller manager runs to make one).
+func newPod(ns, name, node string, mutate ...func(*v1.Pod)) *v1.Pod {
+	no := false
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.PodSpec{
+			NodeName:                     node,
+			AutomountServiceAccountToken: &no,
+			Containers:                   []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func create(t *testing.T, ctx context.Context, client kubernetes.Interface, pod *v1.Pod) *v1.Pod {
+	t.Helper()
+	got, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	return got
+}
+
+// createWorld makes the nodes, namespaces, RuntimeClass, PDBs and pods the
+// test lists, and returns the pods as submitted (before the API server's
+// defaults), by namespace/name.
+func createWorld(t *testing.T, ctx context.Context, admin kubernetes.Interface) map[string]*v1.Pod {
+	t.Helper()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("create %s: %v", what, err)
+		}
+	}
+	for _, n := range []string{thisNode, otherNode} {
+		_, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		must("node "+n, err)
+	}
+	for _, ns := range []string{"shop", "other"} {
+		_, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		must("namespace "+ns, err)
+		_, err = admin.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+		must("ServiceAccount "+ns+"/default", err)
+	}
+	_, err := admin.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "sandboxed"},
+		Handler:    "runsc",
+		Overhead:   &nodev1.Overhead{PodFixed: rl("cpu", "100m", "memory", "64Mi")},
+	}, metav1.CreateOptions{})
+	must("RuntimeClass sandboxed", err)
+
+	one := intstr.FromInt32(1)
+	for _, pdb := range []*policyv1.PodDisruptionBudget{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "all"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nothing"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one}},
+	} {
+		_, err := admin.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Create(ctx, pdb, metav1.CreateOptions{})
+		must("PodDisruptionBudget "+pdb.Name, err)
+	}
+
+	always := v1.ContainerRestartPolicyAlways
+	grace := int64(45)
+	sandboxed := "sandboxed"
+	pods := []*v1.Pod{
+		newPod("shop", "web", thisNode, func(p *v1.Pod) {
+			p.Labels = map[string]string{"app": "web"}
+			p.Spec.Containers[0].Resources.Limits = rl("cpu", "500m", "memory", "256Mi", "ephemeral-storage", "1Gi")
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox", Resources: v1.ResourceRequirements{Limits: rl("cpu", "1", "memory", "512Mi")}}}
+		}),
+		newPod("shop", "api", thisNode, func(p *v1.Pod) {
+			p.Labels = map[string]string{"app": "api"}
+			p.Spec.RuntimeClassName = &sandboxed
+			p.Spec.TerminationGracePeriodSeconds = &grace
+			p.Spec.Containers[0].Resources.Requests = rl("memory", "100Mi", "ephemeral-storage", "2Gi")
+			p.Spec.InitContainers = []v1.Container{
+				{Name: "proxy", Image: "envoy", RestartPolicy: &always, Resources: v1.ResourceRequirements{Requests: rl("memory", "50Mi")}},
+				{Name: "migrate", Image: "busybox", Resources: v1.ResourceRequirements{Requests: rl("memory", "400Mi")}},
+			}
+		}),
+		newPod("shop", "pod-level", thisNode, func(p *v1.Pod) {
+			p.Spec.Resources = &v1.ResourceRequirements{Requests: rl("memory", "300Mi"), Limits: rl("cpu", "1", "memory", "1Gi")}
+			p.Spec.Containers[0].Resources.Requests = rl("memory", "100Mi", "ephemeral-storage", "1Gi")
+		}),
+		newPod("shop", "daemon", thisNode, func(p *v1.Pod) {
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "5f0c7a8e-0000-4000-8000-000000000001", Controller: &yes}}
+		}),
+		newPod("shop", "replica", thisNode, func(p *v1.Pod) {
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d4f", UID: "5f0c7a8e-0000-4000-8000-000000000002", Controller: &yes}}
+		}),
+		newPod("shop", "critical", thisNode, func(p *v1.Pod) { p.Spec.PriorityClassName = "system-node-critical" }),
+		newPod("shop", "mirror", thisNode, func(p *v1.Pod) {
+			p.Annotations = map[string]string{configMirrorAnnotation: "0123abcd", configSourceAnnotation: "file"}
+		}),
+		newPod("shop", "volumes", thisNode, func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{
+				{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+				{Name: "shm", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+				{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}}}},
+				{Name: "creds", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}},
+				{Name: "podinfo", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}},
+				{Name: "bundle", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{}}}},
+				{Name: "logs", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/var/log"}}},
+			}
+		}),
+		newPod("other", "web", thisNode, func(p *v1.Pod) { p.Labels = map[string]string{"app": "web"} }),
+		newPod("shop", "elsewhere", otherNode, func(p *v1.Pod) { p.Labels = map[string]string{"app": "web"} }),
+		newPod("shop", "finished", thisNode),
+		newPod("shop", "leaving", thisNode),
+	}
+	submitted := map[string]*v1.Pod{}
+	for _, p := range pods {
+		submitted[p.Namespace+"/"+p.Name] = p.DeepCopy()
+		got := create(t, ctx, admin, p)
+		switch p.Name {
+		case "finished":
+			got.Status.Phase = v1.PodSucceeded
+			_, err := admin.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+			must("status of shop/finished", err)
+		case "leaving":
+			// Bound to a node and not confirmed by a kubelet: it stays,
+			// with deletionTimestamp set, for its grace period.
+			must("deletion of shop/leaving", admin.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}))
+		}
+	}
+	return submitted
+}
+
+// checkPods compares the Source's answer with the pods as written by hand.
+func checkPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, got []ranking.Pod) {
+	t.Helper()
+	grace30, grace45 := int64(30), int64(45)
+	c := func(name string, memory, disk int64) ranking.Container {
+		return ranking.Container{Name: name, MemoryRequest: memory, EphemeralStorageRequest: disk}
+	}
+	plain := func(ns, name string) ranking.Pod {
+		return ranking.Pod{Namespace: ns, Name: name, QOS: ranking.BestEffort, Containers: []ranking.Container{c("app", 0, 0)}, TerminationGracePeriodSeconds: &grace30}
+	}
+	with := func(p ranking.Pod, f func(*ranking.Pod)) ranking.Pod { f(&p); return p }
+	want := []ranking.Pod{
+		with(plain("other", "web"), func(*ranking.Pod) {}),
+		with(plain("shop", "api"), func(p *ranking.Pod) {
+			p.QOS = ranking.Burstable
+			p.MemoryRequest = (400 + 50 + 64) * mi // max(100+50, 400+50) + overhead
+			p.EphemeralStorageRequest = 2048 * mi
+			p.Containers = []ranking.Container{c("app", 100*mi, 2048*mi), c("proxy", 50*mi, 0), c("migrate", 400*mi, 0)}
+			p.TerminationGracePeriodSeconds = &grace45
+		}),
+		with(plain("shop", "critical"), func(p *ranking.Pod) { p.Priority = 2000001000 }),
+		with(plain("shop", "daemon"), func(p *ranking.Pod) { p.DaemonSet = true }),
+		with(plain("shop", "mirror"), func(p *ranking.Pod) { p.Static, p.Mirror = true, true }),
+		with(plain("shop", "pod-level"), func(p *ranking.Pod) {
+			p.QOS = ranking.Burstable
+			p.MemoryRequest = 300 * mi // the pod's, not its container's; and no ephemeral-storage
+			p.Containers = []ranking.Container{c("app", 100*mi, 1024*mi)}
+		}),
+		plain("shop", "replica"),
+		with(plain("shop", "volumes"), func(p *ranking.Pod) { p.LocalVolumes = []string{"scratch", "config", "logs"} }),
+		with(plain("shop", "web"), func(p *ranking.Pod) {
+			p.QOS = ranking.Guaranteed
+			p.MemoryRequest = 512 * mi // the init container's
+			p.EphemeralStorageRequest = 1024 * mi
+			p.Containers = []ranking.Container{c("app", 256*mi, 1024*mi), c("init", 512*mi, 0)}
+		}),
+	}
+	for i := range want {
+		server, err := admin.CoreV1().Pods(want[i].Namespace).Get(ctx, want[i].Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get %s: %v", want[i].Ref(), err)
+		}
+		want[i].UID = string(server.UID)
+	}
+	if !reflect.DeepEqual(refs(got), refs(want)) {
+		t.Fatalf("Pods lists %q, want %q (only %s's active pods)", refs(got), refs(want), thisNode)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("pod %s:\n got %s\nwant %s", want[i].Ref(), show(got[i]), show(want[i]))
+		}
+	}
+}
+
+// checkDefaultsAsAPIServer checks the fallbacks for pods that did not come
+// from the API server against the API server itself: converting a pod as
+// submitted (no defaults, no status.qosClass) gives what converting the
+// stored pod gives. Pods whose admission adds fields (RuntimeClass
+// overhead, priority) are left out.
+func checkDefaultsAsAPIServer(t *testing.T, ctx context.Context, admin kubernetes.Interface, submitted map[string]*v1.Pod) {
+	t.Helper()
+	for ref, sub := range submitted {
+		if sub.Spec.RuntimeClassName != nil || sub.Spec.PriorityClassName != "" || sub.Name == "finished" || sub.Name == "leaving" {
+			continue
+		}
+		server, err := admin.CoreV1().Pods(sub.Namespace).Get(ctx, sub.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get %s: %v", ref, err)
+		}
+		if server.Status.QOSClass == "" {
+			t.Errorf("%s: the API server set no status.qosClass", ref)
+		}
+		if got := computeQOS(withDefaults(sub)); got != server.Status.QOSClass {
+			t.Errorf("%s: QoS computed from the submitted pod = %s, API server says %s", ref, got, server.Status.QOSClass)
+		}
+		fromSub, fromServer := Convert(sub), Convert(server)
+		fromSub.UID, fromSub.TerminationGracePeriodSeconds = fromServer.UID, fromServer.TerminationGracePeriodSeconds
+		if !reflect.DeepEqual(fromSub, fromServer) {
+			t.Errorf("%s: converted as submitted\n%s\nas stored\n%s", ref, show(fromSub), show(fromServer))
+		}
+	}
+}
+
+func checkPDBs(t *testing.T, src *Source, pods []ranking.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		var want []string
+		switch p.Ref() {
+		case "shop/web":
+			want = []string{"all", "web"}
+		case "other/web":
+			want = nil // same labels, other namespace
+		default:
+			want = []string{"all"}
+		}
+		if got := src.Covered(p); !reflect.DeepEqual(got, want) {
+			t.Errorf("Covered(%s) = %q, want %q", p.Ref(), got, want)
+		}
+	}
+	if got := src.PDBs("shop", "elsewhere"); got != nil {
+		t.Errorf("PDBs of a pod on another node = %q, want nil", got)
+	}
+}
+
+func refs(pods []ranking.Pod) []string {
+	out := make([]string, len(pods))
+	for i := range pods {
+		out[i] = pods[i].Ref()
+	}
+	return out
+}
+
+// show prints a ranking.Pod with its grace period's value, not its address.
+func show(p ranking.Pod) string {
+	grace := "nil"
+	if p.TerminationGracePeriodSeconds != nil {
+		grace = fmt.Sprint(*p.TerminationGracePeriodSeconds)
+	}
+	p.TerminationGracePeriodSeconds = nil
+	return fmt.Sprintf("%+v grace=%s", p, grace)
+}

@@ -1,0 +1,176 @@
+package podsource
+
+import (
+	"fmt"
+	"math"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/evictd/evictd/ranking"
+)
+
+// Annotations the kubelet sets on the pods it did not get from the API
+// server (k8s.io/kubernetes/pkg/kubelet/types).
+const (
+	configSourceAnnotation = "kubernetes.io/config.source"
+	configMirrorAnnotation = "kubernetes.io/config.mirror"
+	apiserverSource        = "api"
+)
+
+// Convert describes pod as ranking sees it. It never fails: a value that
+// cannot be represented (a request beyond int64 bytes) is clamped; use
+// the Source's logs, or convert, to learn about it.
+//
+// The requests are what the kubelet's eviction manager compares usage with
+// (k8s.io/kubernetes/pkg/api/v1/resource.GetResourceRequestQuantity, with
+// the PodLevelResources feature on as it is by default since 1.34):
+// component-helpers' PodRequests with SkipContainerLevelResources set when
+// the pod has pod-level resources and ExcludeOverhead set, the pod overhead
+// then added when the total is not zero. PodRequests takes the largest of
+// the sum of the app containers and each init container plus the sidecars
+// started before it, and adds the sidecars (restartable init containers)
+// to the app containers. Pod-level resources cover only cpu, memory and
+// hugepages, so a pod with them has no ephemeral-storage request for the
+// kubelet, and none here.
+func Convert(pod *v1.Pod) ranking.Pod {
+	p, _ := convert(pod)
+	return p
+}
+
+// convert is Convert that also says what it had to clamp or guess, one
+// note per oddity, for the Source to log.
+func convert(pod *v1.Pod) (ranking.Pod, []string) {
+	var notes []string
+	note := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
+
+	// Pods from the API server are defaulted already; pods from anywhere
+	// else (tests, files) get the same defaults first.
+	pod = withDefaults(pod)
+
+	p := ranking.Pod{
+		Namespace: pod.Namespace,
+		Name:      pod.Name,
+		UID:       string(pod.UID),
+		QOS:       qosClass(pod, note),
+		Static:    isStatic(pod),
+		Mirror:    isMirror(pod),
+		DaemonSet: ownedByDaemonSet(pod),
+	}
+	if pod.Spec.Priority != nil {
+		p.Priority = *pod.Spec.Priority
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		p.TerminationGracePeriodSeconds = new(int64)
+		*p.TerminationGracePeriodSeconds = *g
+	}
+
+	reqs := podRequests(pod)
+	memory := requestQuantity(pod, reqs, v1.ResourceMemory)
+	storage := requestQuantity(pod, reqs, v1.ResourceEphemeralStorage)
+	p.MemoryRequest = clampBytes(memory, note, "pod memory request")
+	p.EphemeralStorageRequest = clampBytes(storage, note, "pod ephemeral-storage request")
+
+	// The containers the kubelet's eviction message looks at: the app
+	// containers, then every init container (sidecar or not); ephemeral
+	// containers cannot have requests.
+	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			c := &cs[i]
+			p.Containers = append(p.Containers, ranking.Container{
+				Name:                    c.Name,
+				MemoryRequest:           clampBytes(c.Resources.Requests[v1.ResourceMemory], note, "container %q memory request", c.Name),
+				EphemeralStorageRequest: clampBytes(c.Resources.Requests[v1.ResourceEphemeralStorage], note, "container %q ephemeral-storage request", c.Name),
+			})
+		}
+	}
+	p.LocalVolumes = localVolumeNames(pod)
+	return p, notes
+}
+
+// podRequests is the request list the kubelet's GetResourceRequestQuantity
+// starts from, PodLevelResources on: container-level requests are skipped
+// when the pod has pod-level resources, the overhead is left out.
+func podRequests(pod *v1.Pod) v1.ResourceList {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+		SkipContainerLevelResources: resourcehelper.IsPodLevelResourcesSet(pod),
+		ExcludeOverhead:             true,
+	})
+}
+
+// requestQuantity finishes GetResourceRequestQuantity for one resource:
+// the request from reqs (podRequests) plus the pod overhead when the
+// request is not zero.
+func requestQuantity(pod *v1.Pod, reqs v1.ResourceList, name v1.ResourceName) resource.Quantity {
+	q := resource.Quantity{Format: resource.BinarySI}
+	if r, ok := reqs[name]; ok {
+		q.Add(r)
+	}
+	if o, ok := pod.Spec.Overhead[name]; ok && !q.IsZero() {
+		q.Add(o)
+	}
+	return q
+}
+
+// maxBytes is the largest request ranking can hold.
+var maxBytes = *resource.NewQuantity(math.MaxInt64, resource.BinarySI)
+
+// clampBytes returns q in bytes (fractions rounded up, as Quantity.Value
+// does), clamped to [0, MaxInt64]; it notes what it clamped, naming it with
+// what and args (a format, used only then).
+func clampBytes(q resource.Quantity, note func(string, ...any), what string, args ...any) int64 {
+	switch {
+	case q.Sign() < 0:
+		note("%s %s is negative; using 0", fmt.Sprintf(what, args...), q.String())
+		return 0
+	case q.Cmp(maxBytes) > 0:
+		note("%s %s is beyond %d bytes; clamped to that", fmt.Sprintf(what, args...), q.String(), int64(math.MaxInt64))
+		return math.MaxInt64
+	}
+	return q.Value()
+}
+
+// isStatic reports a pod the kubelet read from a file or URL: its
+// config.source annotation is set and is not "api".
+func isStatic(pod *v1.Pod) bool {
+	source, ok := pod.Annotations[configSourceAnnotation]
+	return ok && source != apiserverSource
+}
+
+// isMirror reports the API server's copy of a static pod.
+func isMirror(pod *v1.Pod) bool {
+	_, ok := pod.Annotations[configMirrorAnnotation]
+	return ok
+}
+
+// ownedByDaemonSet reports whether the pod's controller is an apps
+// DaemonSet.
+func ownedByDaemonSet(pod *v1.Pod) bool {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != "DaemonSet" {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == "apps"
+}
+
+// localVolumeNames is the kubelet eviction manager's localVolumeNames: the
+// volumes whose usage counts towards the pod's disk usage, hostPath plus
+// volumeutil.IsLocalEphemeralVolume (gitRepo, configMap, emptyDir on the
+// node's default medium). Secret, downwardAPI and projected volumes are not
+// among them: the kubelet backs them with tmpfs, so they use memory, not
+// disk; nor are emptyDirs with medium Memory or HugePages.
+func localVolumeNames(pod *v1.Pod) []string {
+	var names []string
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.HostPath != nil || v.GitRepo != nil || v.ConfigMap != nil ||
+			(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) {
+			names = append(names, v.Name)
+		}
+	}
+	return names
+}

@@ -1,0 +1,330 @@
+package podsource
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/ranking"
+)
+
+const mi = 1 << 20
+
+// rl builds a ResourceList from name, quantity pairs.
+func rl(pairs ...string) v1.ResourceList {
+	l := v1.ResourceList{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		l[v1.ResourceName(pairs[i])] = resource.MustParse(pairs[i+1])
+	}
+	return l
+}
+
+// ctr is a container with requests and limits.
+func ctr(name string, req, lim v1.ResourceList) v1.Container {
+	return v1.Container{Name: name, Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}
+}
+
+// sidecar is a restartable init container.
+func sidecar(name string, req, lim v1.ResourceList) v1.Container {
+	c := ctr(name, req, lim)
+	always := v1.ContainerRestartPolicyAlways
+	c.RestartPolicy = &always
+	return c
+}
+
+// podOf is a pod in ns "ns" with the given spec.
+func podOf(spec v1.PodSpec) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"}, Spec: spec}
+}
+
+func TestConvertQOS(t *testing.T) {
+	guaranteed := rl("cpu", "500m", "memory", "128Mi")
+	tests := []struct {
+		name   string
+		spec   v1.PodSpec
+		status v1.PodQOSClass
+		want   ranking.QOSClass
+		notes  int
+	}{
+		{name: "no resources", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}}, want: ranking.BestEffort},
+		{name: "only ephemeral-storage is not a QoS resource",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("ephemeral-storage", "1Gi"), rl("ephemeral-storage", "1Gi"))}}, want: ranking.BestEffort},
+		{name: "zero requests count as none",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "0"), nil)}}, want: ranking.BestEffort},
+		{name: "requests equal limits", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", guaranteed, guaranteed), ctr("b", guaranteed, guaranteed)}}, want: ranking.Guaranteed},
+		{name: "limits only, requests default to them", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}}, want: ranking.Guaranteed},
+		{name: "init container guaranteed too",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}, InitContainers: []v1.Container{ctr("i", nil, rl("cpu", "1", "memory", "1Gi"))}}, want: ranking.Guaranteed},
+		{name: "init container without limits",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}, InitContainers: []v1.Container{ctr("i", nil, nil)}}, want: ranking.Burstable},
+		{name: "requests below limits",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("cpu", "100m", "memory", "64Mi"), guaranteed)}}, want: ranking.Burstable},
+		{name: "memory limit without cpu limit",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, rl("memory", "128Mi"))}}, want: ranking.Burstable},
+		{name: "one container guaranteed, one best effort",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", guaranteed, guaranteed), ctr("b", nil, nil)}}, want: ranking.Burstable},
+		{name: "requests only", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "1Mi"), nil)}}, want: ranking.Burstable},
+		{name: "pod-level limits only, requests default to them",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: guaranteed}, Containers: []v1.Container{ctr("a", nil, nil)}}, want: ranking.Guaranteed},
+		{name: "pod-level limits, container requests become the pod's",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: guaranteed}, Containers: []v1.Container{ctr("a", rl("memory", "64Mi"), nil)}}, want: ranking.Burstable},
+		{name: "pod-level requests only",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: guaranteed}, Containers: []v1.Container{ctr("a", guaranteed, guaranteed)}}, want: ranking.Burstable},
+		{name: "status set by the API server wins",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}}, status: v1.PodQOSBurstable, want: ranking.Burstable},
+		{name: "unknown status is recomputed and noted",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}}, status: "Platinum", want: ranking.Guaranteed, notes: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := podOf(tt.spec)
+			pod.Status.QOSClass = tt.status
+			got, notes := convert(pod)
+			if got.QOS != tt.want {
+				t.Errorf("QOS = %s, want %s", got.QOS, tt.want)
+			}
+			if len(notes) != tt.notes {
+				t.Errorf("notes = %q, want %d", notes, tt.notes)
+			}
+		})
+	}
+}
+
+func TestConvertRequests(t *testing.T) {
+	type cr = ranking.Container
+	tests := []struct {
+		name           string
+		spec           v1.PodSpec
+		memory, disk   int64
+		containers     []cr
+		wantNoteSubstr string
+	}{
+		{name: "sum of app containers",
+			spec:   v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "100Mi", "ephemeral-storage", "1Gi"), nil), ctr("b", rl("memory", "200Mi"), nil)}},
+			memory: 300 * mi, disk: 1024 * mi,
+			containers: []cr{{Name: "a", MemoryRequest: 100 * mi, EphemeralStorageRequest: 1024 * mi}, {Name: "b", MemoryRequest: 200 * mi}}},
+		{name: "init container larger than app containers",
+			spec: v1.PodSpec{
+				InitContainers: []v1.Container{ctr("init", rl("memory", "500Mi", "ephemeral-storage", "2Gi"), nil)},
+				Containers:     []v1.Container{ctr("a", rl("memory", "100Mi", "ephemeral-storage", "1Gi"), nil), ctr("b", rl("memory", "200Mi"), nil)}},
+			memory: 500 * mi, disk: 2048 * mi,
+			containers: []cr{{Name: "a", MemoryRequest: 100 * mi, EphemeralStorageRequest: 1024 * mi}, {Name: "b", MemoryRequest: 200 * mi}, {Name: "init", MemoryRequest: 500 * mi, EphemeralStorageRequest: 2048 * mi}}},
+		{name: "init container smaller than app containers",
+			spec:       v1.PodSpec{InitContainers: []v1.Container{ctr("init", rl("memory", "50Mi"), nil)}, Containers: []v1.Container{ctr("a", rl("memory", "100Mi"), nil)}},
+			memory:     100 * mi,
+			containers: []cr{{Name: "a", MemoryRequest: 100 * mi}, {Name: "init", MemoryRequest: 50 * mi}}},
+		{name: "sidecar adds to app containers and to later init containers",
+			spec: v1.PodSpec{
+				InitContainers: []v1.Container{sidecar("proxy", rl("memory", "50Mi"), nil), ctr("migrate", rl("memory", "400Mi"), nil)},
+				Containers:     []v1.Container{ctr("a", rl("memory", "100Mi"), nil)}},
+			memory:     450 * mi, // max(100+50, 400+50)
+			containers: []cr{{Name: "a", MemoryRequest: 100 * mi}, {Name: "proxy", MemoryRequest: 50 * mi}, {Name: "migrate", MemoryRequest: 400 * mi}}},
+		{name: "sidecar after the init container",
+			spec: v1.PodSpec{
+				InitContainers: []v1.Container{ctr("migrate", rl("memory", "400Mi"), nil), sidecar("proxy", rl("memory", "50Mi"), nil)},
+				Containers:     []v1.Container{ctr("a", rl("memory", "100Mi"), nil)}},
+			memory:     400 * mi, // max(100+50, 400)
+			containers: []cr{{Name: "a", MemoryRequest: 100 * mi}, {Name: "migrate", MemoryRequest: 400 * mi}, {Name: "proxy", MemoryRequest: 50 * mi}}},
+		{name: "sidecars alone outgrow the init container",
+			spec: v1.PodSpec{
+				InitContainers: []v1.Container{sidecar("s1", rl("memory", "300Mi"), nil), sidecar("s2", rl("memory", "300Mi"), nil), ctr("i", rl("memory", "100Mi"), nil)},
+				Containers:     []v1.Container{ctr("a", rl("memory", "100Mi"), nil)}},
+			memory:     700 * mi, // 100 + 300 + 300 > 300 + 300 + 100
+			containers: []cr{{Name: "a", MemoryRequest: 100 * mi}, {Name: "s1", MemoryRequest: 300 * mi}, {Name: "s2", MemoryRequest: 300 * mi}, {Name: "i", MemoryRequest: 100 * mi}}},
+		{name: "limits stand for missing requests",
+			spec:   v1.PodSpec{Containers: []v1.Container{ctr("a", nil, rl("memory", "256Mi", "ephemeral-storage", "1Gi"))}},
+			memory: 256 * mi, disk: 1024 * mi,
+			containers: []cr{{Name: "a", MemoryRequest: 256 * mi, EphemeralStorageRequest: 1024 * mi}}},
+		{name: "pod overhead added",
+			spec:   v1.PodSpec{Overhead: rl("memory", "64Mi", "ephemeral-storage", "10Mi"), Containers: []v1.Container{ctr("a", rl("memory", "100Mi", "ephemeral-storage", "1Gi"), nil)}},
+			memory: 164 * mi, disk: 1034 * mi,
+			containers: []cr{{Name: "a", MemoryRequest: 100 * mi, EphemeralStorageRequest: 1024 * mi}}},
+		{name: "pod overhead not added to a zero request",
+			spec:       v1.PodSpec{Overhead: rl("memory", "64Mi"), Containers: []v1.Container{ctr("a", nil, nil)}},
+			containers: []cr{{Name: "a"}}},
+		{name: "pod-level requests replace the containers'",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: rl("memory", "1Gi")},
+				Containers: []v1.Container{ctr("a", rl("memory", "100Mi", "ephemeral-storage", "1Gi"), nil)}},
+			memory: 1024 * mi, disk: 0, // no pod-level ephemeral-storage: the kubelet then sees none
+			containers: []cr{{Name: "a", MemoryRequest: 100 * mi, EphemeralStorageRequest: 1024 * mi}}},
+		{name: "pod-level limits give the requests, plus overhead",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: rl("cpu", "1", "memory", "512Mi")}, Overhead: rl("memory", "64Mi"),
+				Containers: []v1.Container{ctr("a", nil, nil)}},
+			memory:     576 * mi,
+			containers: []cr{{Name: "a"}}},
+		{name: "pod-level cpu only leaves no memory request",
+			spec:       v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: rl("cpu", "1")}, Containers: []v1.Container{ctr("a", rl("memory", "100Mi"), nil)}},
+			containers: []cr{{Name: "a", MemoryRequest: 100 * mi}}},
+		{name: "fractional bytes round up",
+			spec:       v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "1500m"), nil)}},
+			memory:     2,
+			containers: []cr{{Name: "a", MemoryRequest: 2}}},
+		{name: "request beyond int64 is clamped",
+			spec:           v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "1e30"), nil)}},
+			memory:         math.MaxInt64,
+			containers:     []cr{{Name: "a", MemoryRequest: math.MaxInt64}},
+			wantNoteSubstr: `container "a" memory request 1e30 is beyond`},
+		{name: "sum beyond int64 is clamped",
+			spec:           v1.PodSpec{Containers: []v1.Container{ctr("a", rl("ephemeral-storage", "4Ei"), nil), ctr("b", rl("ephemeral-storage", "4Ei"), nil)}},
+			disk:           math.MaxInt64,
+			containers:     []cr{{Name: "a", EphemeralStorageRequest: 1 << 62}, {Name: "b", EphemeralStorageRequest: 1 << 62}},
+			wantNoteSubstr: "pod ephemeral-storage request 8Ei is beyond"},
+		{name: "negative request is zero",
+			spec:           v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "-1Mi"), nil)}},
+			containers:     []cr{{Name: "a"}},
+			wantNoteSubstr: `container "a" memory request -1Mi is negative`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := podOf(tt.spec)
+			before := pod.DeepCopy()
+			got, notes := convert(pod)
+			if got.MemoryRequest != tt.memory {
+				t.Errorf("MemoryRequest = %d, want %d", got.MemoryRequest, tt.memory)
+			}
+			if got.EphemeralStorageRequest != tt.disk {
+				t.Errorf("EphemeralStorageRequest = %d, want %d", got.EphemeralStorageRequest, tt.disk)
+			}
+			if !reflect.DeepEqual(got.Containers, tt.containers) {
+				t.Errorf("Containers = %+v, want %+v", got.Containers, tt.containers)
+			}
+			joined := strings.Join(notes, "; ")
+			if tt.wantNoteSubstr == "" && len(notes) > 0 || !strings.Contains(joined, tt.wantNoteSubstr) {
+				t.Errorf("notes = %q, want one containing %q", joined, tt.wantNoteSubstr)
+			}
+			if !reflect.DeepEqual(pod, before) {
+				t.Errorf("Convert changed its argument")
+			}
+		})
+	}
+}
+
+func TestConvertIdentity(t *testing.T) {
+	prio := func(p int32) *int32 { return &p }
+	owner := func(apiVersion, kind string, controller bool) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "o-uid", Controller: &controller}}
+	}
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		owners      []metav1.OwnerReference
+		priority    *int32
+		want        func(p ranking.Pod) bool
+	}{
+		{name: "plain pod", want: func(p ranking.Pod) bool {
+			return !p.Static && !p.Mirror && !p.DaemonSet && p.Priority == 0 && !p.Critical()
+		}},
+		{name: "static pod from a file", annotations: map[string]string{configSourceAnnotation: "file"},
+			want: func(p ranking.Pod) bool { return p.Static && !p.Mirror && p.Critical() }},
+		{name: "config.source api is not static", annotations: map[string]string{configSourceAnnotation: "api"},
+			want: func(p ranking.Pod) bool { return !p.Static && !p.Critical() }},
+		{name: "mirror pod", annotations: map[string]string{configMirrorAnnotation: "hash", configSourceAnnotation: "api"},
+			want: func(p ranking.Pod) bool { return p.Mirror && !p.Static && p.Critical() }},
+		{name: "mirror annotation empty still a mirror", annotations: map[string]string{configMirrorAnnotation: ""},
+			want: func(p ranking.Pod) bool { return p.Mirror }},
+		{name: "system-cluster-critical", priority: prio(2000000000), want: func(p ranking.Pod) bool { return p.Priority == 2000000000 && p.Critical() }},
+		{name: "just below critical", priority: prio(1999999999), want: func(p ranking.Pod) bool { return !p.Critical() }},
+		{name: "negative priority", priority: prio(-5), want: func(p ranking.Pod) bool { return p.Priority == -5 }},
+		{name: "DaemonSet controller", owners: owner("apps/v1", "DaemonSet", true), want: func(p ranking.Pod) bool { return p.DaemonSet }},
+		{name: "ReplicaSet controller", owners: owner("apps/v1", "ReplicaSet", true), want: func(p ranking.Pod) bool { return !p.DaemonSet }},
+		{name: "DaemonSet owner that is not the controller", owners: owner("apps/v1", "DaemonSet", false), want: func(p ranking.Pod) bool { return !p.DaemonSet }},
+		{name: "DaemonSet of another group", owners: owner("example.com/v1", "DaemonSet", true), want: func(p ranking.Pod) bool { return !p.DaemonSet }},
+		{name: "malformed apiVersion", owners: owner("a/b/c", "DaemonSet", true), want: func(p ranking.Pod) bool { return !p.DaemonSet }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := podOf(v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}, Priority: tt.priority})
+			pod.Annotations, pod.OwnerReferences = tt.annotations, tt.owners
+			if got := Convert(pod); !tt.want(got) {
+				t.Errorf("Convert = %+v", got)
+			}
+		})
+	}
+}
+
+func TestConvertLocalVolumes(t *testing.T) {
+	vol := func(name string, src v1.VolumeSource) v1.Volume { return v1.Volume{Name: name, VolumeSource: src} }
+	spec := v1.PodSpec{
+		Containers: []v1.Container{ctr("a", nil, nil)},
+		Volumes: []v1.Volume{
+			vol("disk-emptydir", v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}),
+			vol("memory-emptydir", v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}),
+			vol("hugepages-emptydir", v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumHugePages}}),
+			vol("configmap", v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}),
+			vol("secret", v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}),
+			vol("downwardapi", v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}),
+			vol("projected", v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}),
+			vol("gitrepo", v1.VolumeSource{GitRepo: &v1.GitRepoVolumeSource{Repository: "r"}}),
+			vol("hostpath", v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/var/log"}}),
+			vol("pvc", v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}),
+			vol("generic-ephemeral", v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}),
+			vol("csi", v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d"}}),
+			vol("image", v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "r"}}),
+			vol("empty-source", v1.VolumeSource{}),
+		},
+	}
+	got := Convert(podOf(spec)).LocalVolumes
+	// Secret, downwardAPI and projected volumes are tmpfs on the node: the
+	// kubelet does not count them as disk (localVolumeNames).
+	want := []string{"disk-emptydir", "configmap", "gitrepo", "hostpath"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("LocalVolumes = %q, want %q", got, want)
+	}
+	if got := Convert(podOf(v1.PodSpec{})).LocalVolumes; got != nil {
+		t.Errorf("LocalVolumes of a pod without volumes = %q, want nil", got)
+	}
+}
+
+// TestConvertWhole checks every field on one pod, and that the result
+// shares no memory with the pod.
+func TestConvertWhole(t *testing.T) {
+	grace, prio := int64(30), int32(1000)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-1", UID: "u-42", Labels: map[string]string{"app": "web"}},
+		Spec: v1.PodSpec{
+			Priority:                      &prio,
+			TerminationGracePeriodSeconds: &grace,
+			InitContainers:                []v1.Container{sidecar("envoy", rl("memory", "64Mi"), rl("memory", "128Mi"))},
+			Containers:                    []v1.Container{ctr("app", rl("cpu", "1", "memory", "256Mi", "ephemeral-storage", "1Gi"), nil)},
+			Volumes:                       []v1.Volume{{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+		},
+		Status: v1.PodStatus{QOSClass: v1.PodQOSBurstable, Phase: v1.PodRunning},
+	}
+	want := ranking.Pod{
+		Namespace: "shop", Name: "web-1", UID: "u-42", QOS: ranking.Burstable, Priority: 1000,
+		MemoryRequest: 320 * mi, EphemeralStorageRequest: 1024 * mi,
+		Containers: []ranking.Container{
+			{Name: "app", MemoryRequest: 256 * mi, EphemeralStorageRequest: 1024 * mi},
+			{Name: "envoy", MemoryRequest: 64 * mi},
+		},
+		LocalVolumes:                  []string{"cache"},
+		TerminationGracePeriodSeconds: &grace,
+	}
+	got := Convert(pod)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Convert =\n%+v\nwant\n%+v", got, want)
+	}
+	if got.TerminationGracePeriodSeconds == pod.Spec.TerminationGracePeriodSeconds {
+		t.Errorf("TerminationGracePeriodSeconds points into the pod")
+	}
+}
+
+// BenchmarkConvert converts a pod with an init container, a sidecar, two
+// app containers and volumes, as Pods does for each pod on every pass.
+func BenchmarkConvert(b *testing.B) {
+	pod := podOf(v1.PodSpec{
+		InitContainers: []v1.Container{sidecar("proxy", rl("cpu", "100m", "memory", "64Mi"), nil), ctr("init", rl("memory", "256Mi"), nil)},
+		Containers:     []v1.Container{ctr("app", rl("cpu", "1", "memory", "512Mi", "ephemeral-storage", "1Gi"), nil), ctr("log", rl("memory", "32Mi"), nil)},
+		Volumes:        []v1.Volume{{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+	})
+	pod.Status.QOSClass = v1.PodQOSBurstable
+	b.ReportAllocs()
+	for b.Loop() {
+		Convert(pod)
+	}
+}

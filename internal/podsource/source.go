@@ -1,0 +1,295 @@
+package podsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/evictd/evictd/ranking"
+)
+
+// Source lists this node's pods from an informer's cache. Build it with
+// New, start it with Run; Pods answers once the first list has arrived and
+// from then on keeps answering from the cache, also while the API server is
+// unreachable.
+type Source struct {
+	nodeName string
+	log      *slog.Logger
+
+	podFactory informers.SharedInformerFactory
+	pdbFactory informers.SharedInformerFactory
+	podInf     cache.SharedIndexInformer
+	pdbInf     cache.SharedIndexInformer
+	podLister  corelisters.PodLister
+	pdbLister  policylisters.PodDisruptionBudgetLister
+	setupErr   error
+
+	started atomic.Bool
+
+	mu       sync.Mutex
+	watchErr map[string]string // last watch error logged, by resource
+}
+
+// New returns a Source for the pods bound to nodeName (field selector
+// spec.nodeName=<nodeName>) and the PodDisruptionBudgets of all
+// namespaces, read through client. resync is the informers' resync period
+// (0 or less: none). A nil log discards. Errors in the arguments are
+// reported by Run.
+func New(client kubernetes.Interface, nodeName string, resync time.Duration, log *slog.Logger) *Source {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Source{
+		nodeName: nodeName,
+		log:      log.With("component", "podsource", "node", nodeName),
+		watchErr: map[string]string{},
+	}
+	switch {
+	case client == nil:
+		s.setupErr = errors.New("podsource: no API server client")
+		return s
+	case nodeName == "":
+		// spec.nodeName= would list every pod not yet scheduled.
+		s.setupErr = errors.New("podsource: empty node name")
+		return s
+	}
+	resync = max(resync, 0)
+	s.podFactory = informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+		}))
+	s.pdbFactory = informers.NewSharedInformerFactory(client, resync)
+
+	pods := s.podFactory.Core().V1().Pods()
+	pdbs := s.pdbFactory.Policy().V1().PodDisruptionBudgets()
+	s.podInf, s.podLister = pods.Informer(), pods.Lister()
+	s.pdbInf, s.pdbLister = pdbs.Informer(), pdbs.Lister()
+
+	// These calls fail only on an informer already started; these are new.
+	for name, inf := range map[string]cache.SharedIndexInformer{"pods": s.podInf, "poddisruptionbudgets": s.pdbInf} {
+		s.setupErr = errors.Join(s.setupErr,
+			inf.SetTransform(stripManagedFields),
+			inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { s.watchFailed(name, err) }))
+	}
+	_, err := s.podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { s.noteOddities(obj) },
+		UpdateFunc: func(old, cur any) {
+			if o, ok := old.(*v1.Pod); !ok || o.ResourceVersion != podVersion(cur) {
+				s.noteOddities(cur)
+			}
+		},
+	})
+	s.setupErr = errors.Join(s.setupErr, err)
+	return s
+}
+
+// Run starts the informers and blocks until ctx is done, then stops them
+// and waits for their goroutines. It returns an error, at once, only when
+// the Source cannot work (no client, no node name) or Run was called
+// before.
+func (s *Source) Run(ctx context.Context) error {
+	if s.setupErr != nil {
+		return s.setupErr
+	}
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("podsource: Run called twice")
+	}
+	s.log.Info("watching the node's pods and all PodDisruptionBudgets")
+	s.podFactory.StartWithContext(ctx)
+	s.pdbFactory.StartWithContext(ctx)
+	<-ctx.Done()
+	s.podFactory.Shutdown()
+	s.pdbFactory.Shutdown()
+	return nil
+}
+
+// HasSynced reports whether both caches, pods and PodDisruptionBudgets,
+// have received their first full list.
+func (s *Source) HasSynced() bool {
+	return s.podsSynced() && s.pdbInf.HasSynced()
+}
+
+// podsSynced reports whether the node's pods have been listed.
+func (s *Source) podsSynced() bool { return s.setupErr == nil && s.podInf.HasSynced() }
+
+// WaitForSync blocks until HasSynced or ctx is done; then it says which
+// cache had not synced.
+func (s *Source) WaitForSync(ctx context.Context) error {
+	if s.setupErr != nil {
+		return s.setupErr
+	}
+	if cache.WaitForCacheSync(ctx.Done(), s.podInf.HasSynced, s.pdbInf.HasSynced) {
+		return nil
+	}
+	var missing []string
+	if !s.podInf.HasSynced() {
+		missing = append(missing, "pods of node "+s.nodeName)
+	}
+	if !s.pdbInf.HasSynced() {
+		missing = append(missing, "PodDisruptionBudgets")
+	}
+	return fmt.Errorf("podsource: %s not listed yet: %w", strings.Join(missing, " and "), context.Cause(ctx))
+}
+
+// Pods returns the node's active pods, converted, sorted by namespace and
+// name. It answers from the cache: an error comes only before the first
+// list of the node's pods has arrived.
+//
+// Terminal pods (phase Succeeded or Failed) and pods being deleted
+// (deletionTimestamp set) are left out: their containers have stopped or
+// are stopping, so the resources they hold are already being released and
+// evicting them frees nothing more. The kubelet's eviction manager ranks
+// the same set, its active pods (not terminal, termination not requested).
+func (s *Source) Pods(_ context.Context) ([]ranking.Pod, error) {
+	if !s.podsSynced() {
+		if s.setupErr != nil {
+			return nil, s.setupErr
+		}
+		return nil, fmt.Errorf("podsource: pods of node %s not listed yet", s.nodeName)
+	}
+	all, err := s.podLister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list cached pods: %w", err)
+	}
+	out := make([]ranking.Pod, 0, len(all))
+	for _, pod := range all {
+		if !active(pod) {
+			continue
+		}
+		out = append(out, Convert(pod))
+	}
+	slices.SortFunc(out, func(a, b ranking.Pod) int {
+		return cmpStrings(a.Namespace, b.Namespace, a.Name, b.Name)
+	})
+	return out, nil
+}
+
+// PDBs returns the names, sorted, of the PodDisruptionBudgets whose
+// selector matches the cached pod namespace/name, as the API server's
+// Eviction subresource matches them. It returns nil for a pod not in the
+// cache, and before the PodDisruptionBudgets have been listed.
+func (s *Source) PDBs(namespace, name string) []string {
+	if s.setupErr != nil {
+		return nil
+	}
+	pod, err := s.podLister.Pods(namespace).Get(name)
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			s.log.Debug("look up cached pod", "pod", namespace+"/"+name, "err", err)
+		}
+		return nil
+	}
+	pdbs, err := s.pdbLister.PodDisruptionBudgets(namespace).List(labels.Everything())
+	if err != nil {
+		s.log.Debug("list cached PodDisruptionBudgets", "namespace", namespace, "err", err)
+		return nil
+	}
+	return coveringPDBs(pod, pdbs)
+}
+
+// Covered is PDBs for a pod returned by Pods.
+func (s *Source) Covered(pod ranking.Pod) []string { return s.PDBs(pod.Namespace, pod.Name) }
+
+// coveringPDBs returns the sorted names of the budgets in pod's namespace
+// whose selector matches its labels, as the Eviction subresource decides
+// (k8s.io/kubernetes/pkg/registry/core/pod/storage getPodDisruptionBudgets):
+// policy/v1 semantics, a nil selector matches nothing, an empty one every
+// pod; an invalid selector matches nothing.
+func coveringPDBs(pod *v1.Pod, pdbs []*policyv1.PodDisruptionBudget) []string {
+	var names []string
+	for _, pdb := range pdbs {
+		if pdb == nil || pdb.Namespace != pod.Namespace {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		names = append(names, pdb.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// active reports a pod that still holds its resources: not terminal, not
+// being deleted.
+func active(pod *v1.Pod) bool {
+	switch {
+	case pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed:
+		return false
+	case pod.DeletionTimestamp != nil:
+		return false
+	}
+	return true
+}
+
+// noteOddities logs, once per version of a pod, what Convert had to clamp
+// or guess.
+func (s *Source) noteOddities(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	if _, notes := convert(pod); len(notes) > 0 {
+		s.log.Warn("odd values in pod; ranking uses the corrected ones",
+			"pod", pod.Namespace+"/"+pod.Name, "notes", strings.Join(notes, "; "))
+	}
+}
+
+// watchFailed logs a failed list or watch at Warn when it differs from the
+// last one for that resource, at Debug when it repeats; the reflector
+// retries with backoff on its own.
+func (s *Source) watchFailed(resource string, err error) {
+	msg := err.Error()
+	s.mu.Lock()
+	repeated := s.watchErr[resource] == msg
+	s.watchErr[resource] = msg
+	s.mu.Unlock()
+	level := slog.LevelWarn
+	if repeated {
+		level = slog.LevelDebug
+	}
+	s.log.Log(context.Background(), level, "list/watch failed; answering from the cache and retrying", "resource", resource, "err", err)
+}
+
+// stripManagedFields drops managedFields from cached objects: evictd never
+// reads them and they are often the largest part of a pod.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+func podVersion(obj any) string {
+	if m, ok := obj.(metav1.Object); ok {
+		return m.GetResourceVersion()
+	}
+	return ""
+}
+
+// cmpStrings compares a1 with b1, then a2 with b2.
+func cmpStrings(a1, b1, a2, b2 string) int {
+	if c := strings.Compare(a1, b1); c != 0 {
+		return c
+	}
+	return strings.Compare(a2, b2)
+}

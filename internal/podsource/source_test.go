@@ -1,0 +1,158 @@
+package podsource
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+func TestCoveringPDBs(t *testing.T) {
+	pdb := func(ns, name string, sel *metav1.LabelSelector) *policyv1.PodDisruptionBudget {
+		return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: policyv1.PodDisruptionBudgetSpec{Selector: sel}}
+	}
+	labels := func(kv ...string) *metav1.LabelSelector {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return &metav1.LabelSelector{MatchLabels: m}
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-1", Labels: map[string]string{"app": "web", "tier": "front"}}}
+	tests := []struct {
+		name string
+		pdbs []*policyv1.PodDisruptionBudget
+		want []string
+	}{
+		{name: "none", want: nil},
+		{name: "matchLabels", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "web", labels("app", "web"))}, want: []string{"web"}},
+		{name: "matchLabels mismatch", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "db", labels("app", "db"))}, want: nil},
+		{name: "all labels must match", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "x", labels("app", "web", "tier", "back"))}, want: nil},
+		{name: "matchExpressions", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "in", &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"front", "edge"}}},
+		})}, want: []string{"in"}},
+		{name: "empty selector matches every pod of its namespace", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "all", &metav1.LabelSelector{})}, want: []string{"all"}},
+		{name: "nil selector matches nothing", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "nil", nil)}, want: nil},
+		{name: "other namespace", pdbs: []*policyv1.PodDisruptionBudget{pdb("other", "web", labels("app", "web"))}, want: nil},
+		{name: "invalid selector matches nothing", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "bad", &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near", Values: []string{"web"}}},
+		})}, want: nil},
+		{name: "several, sorted, nil entries skipped", pdbs: []*policyv1.PodDisruptionBudget{
+			pdb("shop", "zeta", labels("app", "web")), nil, pdb("shop", "alpha", &metav1.LabelSelector{}), pdb("shop", "db", labels("app", "db")),
+		}, want: []string{"alpha", "zeta"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := coveringPDBs(pod, tt.pdbs); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("coveringPDBs = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestActive(t *testing.T) {
+	now := metav1.Now()
+	tests := []struct {
+		name     string
+		phase    v1.PodPhase
+		deleting bool
+		want     bool
+	}{
+		{name: "pending", phase: v1.PodPending, want: true},
+		{name: "running", phase: v1.PodRunning, want: true},
+		{name: "no phase yet", want: true},
+		{name: "unknown", phase: v1.PodUnknown, want: true},
+		{name: "succeeded", phase: v1.PodSucceeded, want: false},
+		{name: "failed (evicted)", phase: v1.PodFailed, want: false},
+		{name: "running but being deleted", phase: v1.PodRunning, deleting: true, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &v1.Pod{Status: v1.PodStatus{Phase: tt.phase}}
+			if tt.deleting {
+				pod.DeletionTimestamp = &now
+			}
+			if got := active(pod); got != tt.want {
+				t.Errorf("active = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// nowhere is a real client for an address nothing listens on.
+func nowhere(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1", Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return c
+}
+
+func TestSourceBadArguments(t *testing.T) {
+	tests := []struct {
+		name    string
+		client  kubernetes.Interface
+		node    string
+		wantErr string
+	}{
+		{name: "no client", node: "n", wantErr: "no API server client"},
+		{name: "no node name", client: nowhere(t), wantErr: "empty node name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(tt.client, tt.node, 0, nil)
+			if err := s.Run(t.Context()); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Run = %v, want an error containing %q", err, tt.wantErr)
+			}
+			if _, err := s.Pods(t.Context()); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Pods = %v, want an error containing %q", err, tt.wantErr)
+			}
+			if err := s.WaitForSync(t.Context()); err == nil {
+				t.Errorf("WaitForSync = nil, want an error")
+			}
+			if s.HasSynced() {
+				t.Errorf("HasSynced = true")
+			}
+			if got := s.PDBs("ns", "p"); got != nil {
+				t.Errorf("PDBs = %q, want nil", got)
+			}
+		})
+	}
+}
+
+// TestSourceBeforeFirstList: with the API server unreachable the Source
+// cannot answer, says why, and stops cleanly.
+func TestSourceBeforeFirstList(t *testing.T) {
+	s := New(nowhere(t), "node-a", 0, nil)
+	if _, err := s.Pods(t.Context()); err == nil || !strings.Contains(err.Error(), "pods of node node-a not listed yet") {
+		t.Errorf("Pods before Run = %v, want not listed yet", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+
+	expired, cancelWait := context.WithCancel(t.Context())
+	cancelWait()
+	err := s.WaitForSync(expired)
+	if err == nil || !strings.Contains(err.Error(), "pods of node node-a and PodDisruptionBudgets not listed yet") {
+		t.Errorf("WaitForSync = %v, want both caches named", err)
+	}
+	if _, err := s.Pods(t.Context()); err == nil {
+		t.Errorf("Pods without a list = nil error")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil after cancel", err)
+	}
+	if err := s.Run(t.Context()); err == nil {
+		t.Errorf("second Run = nil, want an error")
+	}
+}
