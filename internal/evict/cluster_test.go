@@ -1,0 +1,342 @@
+package evict
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/ranking"
+)
+
+// nodeName is the Node the test pods are bound to. No kubelet runs for it:
+// the tests play the kubelet's part where they need it (fakeKubelet).
+const nodeName = "evict-test-node"
+
+// env is a running control plane with evictd's identity on it.
+type env struct {
+	admin  kubernetes.Interface // system:masters
+	evictd kubernetes.Interface // the ServiceAccount of deploy/rbac.yaml
+	rec    record.EventRecorder // records through evictd's identity
+}
+
+// newEnv starts a control plane, applies deploy/rbac.yaml, and returns
+// clients for the admin and for evictd's ServiceAccount token.
+func newEnv(t *testing.T, opts testcluster.Options) *env {
+	t.Helper()
+	c := testcluster.StartForTest(t, opts)
+	ctx := t.Context()
+	admin, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := evictdToken(t, admin)
+	evictd, err := kubernetes.NewForConfig(c.TokenConfig(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAllowed(t, evictd, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"})
+
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create node: %v", err)
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: evictd.CoreV1().Events("")})
+	t.Cleanup(b.Shutdown)
+	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "evictd", Host: nodeName})
+	return &env{admin: admin, evictd: evictd, rec: rec}
+}
+
+// evictdToken applies deploy/rbac.yaml with the admin client and returns a
+// token of the evictd ServiceAccount from the TokenRequest API.
+func evictdToken(t *testing.T, admin kubernetes.Interface) string {
+	t.Helper()
+	ctx := t.Context()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sa *v1.ServiceAccount
+	for i, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("deploy/rbac.yaml document %d: %v", i, err)
+		}
+		switch o := obj.(type) {
+		case *v1.ServiceAccount:
+			sa = o
+			_, err = admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("deploy/rbac.yaml document %d: unexpected %T", i, obj)
+		}
+		if err != nil {
+			t.Fatalf("apply deploy/rbac.yaml document %d: %v", i, err)
+		}
+	}
+	if sa == nil {
+		t.Fatal("deploy/rbac.yaml has no ServiceAccount")
+	}
+	tr, err := admin.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of %s/%s: %v", sa.Namespace, sa.Name, err)
+	}
+	return tr.Status.Token
+}
+
+// waitAllowed waits until RBAC, which learns of new bindings through its
+// informers, allows client the access.
+func waitAllowed(t *testing.T, client kubernetes.Interface, attr authorizationv1.ResourceAttributes) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attr}}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("evictd's identity never allowed to %s %s/%s: %v", attr.Verb, attr.Resource, attr.Subresource, err)
+	}
+}
+
+// namespace creates a namespace for one scenario, with the default
+// ServiceAccount that pod admission wants (no controller creates it when
+// kube-controller-manager does not run).
+func (e *env) namespace(t *testing.T, name string) string {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := e.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	_, err := e.admin.CoreV1().ServiceAccounts(name).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create default ServiceAccount: %v", err)
+	}
+	return name
+}
+
+// runningPod creates a pod bound to nodeName and reports it Running and
+// Ready, as its kubelet would; it returns the pod as created.
+func (e *env) runningPod(t *testing.T, ns, name string, labels map[string]string, tgps int64) *v1.Pod {
+	t.Helper()
+	ctx := t.Context()
+	pod, err := e.admin.CoreV1().Pods(ns).Create(ctx, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: v1.PodSpec{
+			NodeName:                      nodeName,
+			TerminationGracePeriodSeconds: &tgps,
+			Containers:                    []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s/%s: %v", ns, name, err)
+	}
+	now := metav1.Now()
+	pod.Status.Phase = v1.PodRunning
+	pod.Status.StartTime = &now
+	pod.Status.Conditions = []v1.PodCondition{
+		{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now},
+		{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now},
+	}
+	pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app", Image: "registry.k8s.io/pause:3.10", Ready: true,
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}}}}
+	if pod, err = e.admin.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("set pod %s/%s running: %v", ns, name, err)
+	}
+	return pod
+}
+
+// pdb creates a PodDisruptionBudget over the pods labelled app=<app>.
+func (e *env) pdb(t *testing.T, ns, name, app string, minAvailable int) *policyv1.PodDisruptionBudget {
+	t.Helper()
+	min := intstr.FromInt32(int32(minAvailable))
+	pdb, err := e.admin.PolicyV1().PodDisruptionBudgets(ns).Create(t.Context(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &min,
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create PDB %s/%s: %v", ns, name, err)
+	}
+	return pdb
+}
+
+// getPod returns the pod, or nil when it is not found.
+func (e *env) getPod(t *testing.T, ns, name string) *v1.Pod {
+	t.Helper()
+	pod, err := e.admin.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("get pod %s/%s: %v", ns, name, err)
+	}
+	return pod
+}
+
+// fakeKubelet plays the kubelet's part for one pod: once the pod is
+// terminating it waits out the grace period (until its deletionTimestamp),
+// as a kubelet stopping the containers would, records the pod as it then
+// is and removes it with grace period 0. The recorded pod is sent on the
+// returned channel.
+func (e *env) fakeKubelet(t *testing.T, ns, name string) <-chan *v1.Pod {
+	t.Helper()
+	out := make(chan *v1.Pod, 1)
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	wg.Go(func() {
+		defer close(out)
+		var seen *v1.Pod
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			pod, err := e.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if pod.DeletionTimestamp == nil || time.Now().Before(pod.DeletionTimestamp.Time) {
+				return false, nil
+			}
+			seen = pod
+			return true, nil
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("fake kubelet for %s/%s: %v", ns, name, err)
+			}
+			return
+		}
+		err = e.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
+			GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &seen.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("fake kubelet: remove %s/%s: %v", ns, name, err)
+		}
+		out <- seen
+	})
+	return out
+}
+
+// evictedEvents waits until the Evicted events of the pod with uid include
+// one with message want, and returns them all.
+func (e *env) evictedEvents(t *testing.T, ns string, uid types.UID, want string) []v1.Event {
+	t.Helper()
+	var events []v1.Event
+	sel := fields.Set{"involvedObject.uid": string(uid), "reason": EventReason}.AsSelector().String()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := e.admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		events = l.Items
+		for _, ev := range events {
+			if ev.Message == want {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no Evicted event %q for pod %s: %v (have %d)", want, uid, err, len(events))
+	}
+	return events
+}
+
+// request is a manager.Request for pod as the decider would make it.
+func request(pod *v1.Pod, hard bool, grace int64, msg string) manager.Request {
+	return manager.Request{
+		Signal: "memory.available",
+		Hard:   hard,
+		Eviction: manager.Eviction{
+			Pod: &ranking.Pod{
+				Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+				QOS: ranking.BestEffort, TerminationGracePeriodSeconds: pod.Spec.TerminationGracePeriodSeconds,
+				Containers: []ranking.Container{{Name: "app"}},
+			},
+			GracePeriod: grace,
+			Message:     msg,
+			Annotations: map[string]string{
+				"offending_containers":       "app",
+				"offending_containers_usage": "600Mi",
+				"starved_resource":           "memory",
+			},
+		},
+	}
+}
+
+// message is a kubelet-format eviction message, made unique by tag.
+func message(tag string) string {
+	return fmt.Sprintf("The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. Container app was using 600Mi, request is 0, has larger consumption of memory. (%s)", tag)
+}
+
+// apiErrors counts OnAPIError calls by verb.
+type apiErrors struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (a *apiErrors) inc(verb string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == nil {
+		a.n = map[string]int{}
+	}
+	a.n[verb]++
+}
+
+func (a *apiErrors) counts() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range a.n {
+		out[k] = v
+	}
+	return out
+}
+
+// newEvicter builds the Evicter under test with evictd's identity, its log
+// written to the test's log.
+func (e *env) newEvicter(t *testing.T, cfg Config) (*Evicter, *apiErrors) {
+	errs := &apiErrors{}
+	cfg.OnAPIError = errs.inc
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return New(cfg, e.evictd, e.rec, log), errs
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+var _ io.Writer = testWriter{}

@@ -1,0 +1,391 @@
+package evict
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/ranking"
+)
+
+// Defaults of Config.
+const (
+	// DefaultCleanupTimeout is the kubelet's podCleanupTimeout.
+	DefaultCleanupTimeout = 30 * time.Second
+	DefaultPollInterval   = time.Second
+)
+
+// ConditionReason is the reason of the DisruptionTarget condition evictd
+// puts on the pods it evicts. It is not the kubelet's TerminationByKubelet:
+// evictd is not the kubelet, and whoever reads the condition (a Job's
+// podFailurePolicy, an operator) should be able to tell who did it.
+const ConditionReason = "EvictionByEvictd"
+
+// EventReason is the reason of the Warning event on an evicted pod, the
+// kubelet's.
+const EventReason = "Evicted"
+
+// The verbs OnAPIError is called with.
+const (
+	VerbGet         = "get"          // GET of the pod
+	VerbEvict       = "evict"        // POST of pods/eviction
+	VerbDelete      = "delete"       // DELETE of the pod (hard fallback)
+	VerbPatchStatus = "patch_status" // strategic-merge PATCH of pods/status
+)
+
+var (
+	// ErrPodGone is wrapped by Evict's error when there was nothing left to
+	// evict: the pod was not found, was replaced by another pod with the
+	// same name, has finished, or was already terminating. No eviction was
+	// issued; the node gets (or has got) the pod's resources back anyway.
+	ErrPodGone = errors.New("pod already gone")
+	// ErrCriticalPod is wrapped by Evict's error for a static, mirror or
+	// system-critical pod, which evictd never evicts.
+	ErrCriticalPod = errors.New("critical pod, never evicted")
+	// ErrNotGoneInTime is wrapped by Evict's error when the eviction was
+	// issued but the pod was still there after Config.CleanupTimeout.
+	ErrNotGoneInTime = errors.New("eviction issued but the pod has not gone in time")
+)
+
+// Config holds the Evicter's settings. Zero values take the defaults.
+type Config struct {
+	// CleanupTimeout bounds the wait, after the eviction is issued, until
+	// the pod is gone (default 30s, the kubelet's podCleanupTimeout).
+	CleanupTimeout time.Duration
+	// PollInterval is the time between two looks at the pod while waiting
+	// (default 1s).
+	PollInterval time.Duration
+	// Clock gives the wait its time (default the real clock).
+	Clock clock.Clock
+	// OnAPIError, when set, is called with one of the Verb constants each
+	// time an API call fails unexpectedly (not for a NotFound pod or a
+	// PodDisruptionBudget refusal), for evictd_api_errors_total{verb}.
+	OnAPIError func(verb string)
+}
+
+// Evicter evicts pods through the API server. It implements
+// manager.Evicter; its zero value is not usable, build it with New.
+type Evicter struct {
+	cfg      Config
+	client   kubernetes.Interface
+	recorder record.EventRecorder
+	log      *slog.Logger
+}
+
+var _ manager.Evicter = (*Evicter)(nil)
+
+// New returns an Evicter that acts with client (evictd's own identity) and
+// records events with recorder. A nil recorder records no events; a nil
+// log discards.
+func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder, log *slog.Logger) *Evicter {
+	if cfg.CleanupTimeout <= 0 {
+		cfg.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Evicter{cfg: cfg, client: client, recorder: recorder, log: log}
+}
+
+// Evict evicts one pod and waits, bounded by Config.CleanupTimeout, until it
+// is gone:
+//
+//  1. a critical pod is refused (ErrCriticalPod);
+//  2. the pod is read back: one that is not found, has another UID, has
+//     finished or is already terminating is not evicted again (ErrPodGone);
+//  3. the policy/v1 Eviction subresource is asked to evict it with
+//     r.GracePeriod and a UID precondition. A PodDisruptionBudget refusal
+//     returns an error wrapping manager.ErrDisruptionBudget for a soft
+//     threshold; for a hard one the node comes first and the pod is deleted
+//     with the same grace period and precondition;
+//  4. the pod gets a DisruptionTarget condition (reason ConditionReason,
+//     message r.Message): after the Eviction API accepted, replacing the
+//     generic one the API server sets itself, or before the hard fallback's
+//     delete, which sets none; failing to write it is logged and counted and
+//     does not stop the eviction. Then a Warning Evicted event with
+//     r.Message and r.Annotations. Neither is written when the eviction is
+//     refused, so a pod that stays is never marked or reported evicted;
+//  5. Evict polls the pod until it is gone (not found, replaced, or
+//     finished) and returns nil, or an error wrapping ErrNotGoneInTime.
+func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
+	if r.Pod == nil {
+		return errors.New("evict: the request names no pod")
+	}
+	ref := r.Pod.Ref()
+	if err := e.check(r); err != nil {
+		return fmt.Errorf("evict %s: %w", ref, err)
+	}
+	log := e.log.With("pod", ref, "uid", r.Pod.UID, "signal", r.Signal, "hard", r.Hard, "gracePeriodSeconds", r.GracePeriod)
+
+	pod, err := e.current(ctx, r.Pod)
+	if err != nil {
+		return fmt.Errorf("evict %s: %w", ref, err)
+	}
+	how, err := e.issue(ctx, log, r, pod)
+	if err != nil {
+		return fmt.Errorf("evict %s: %w", ref, err)
+	}
+	if e.recorder != nil {
+		e.recorder.AnnotatedEventf(pod, r.Annotations, v1.EventTypeWarning, EventReason, "%s", r.Message)
+	}
+	log.Debug("eviction issued; waiting for the pod to go", "by", how, "cleanupTimeout", e.cfg.CleanupTimeout)
+	if err := e.waitGone(ctx, pod); err != nil {
+		return fmt.Errorf("evict %s (%s issued): %w", ref, how, err)
+	}
+	return nil
+}
+
+// check refuses what Evict must never act on: critical pods and requests
+// that do not say exactly which pod, or with a grace period the API server
+// would read as a forced deletion.
+func (e *Evicter) check(r manager.Request) error {
+	p := r.Pod
+	switch {
+	case p.Critical():
+		return fmt.Errorf("%w (%s)", ErrCriticalPod, criticalWhy(p))
+	case p.Namespace == "" || p.Name == "":
+		return fmt.Errorf("pod namespace %q and name %q must both be set", p.Namespace, p.Name)
+	case p.UID == "":
+		return errors.New("pod UID must be set, so that no other pod of the same name is evicted")
+	case r.GracePeriod < 1:
+		return fmt.Errorf("grace period %ds: must be at least 1 (0 would be a forced deletion)", r.GracePeriod)
+	case e.client == nil:
+		return errors.New("no API server client")
+	}
+	return nil
+}
+
+func criticalWhy(p *ranking.Pod) string {
+	switch {
+	case p.Static:
+		return "static pod"
+	case p.Mirror:
+		return "mirror pod"
+	}
+	return fmt.Sprintf("priority %d >= %d", p.Priority, ranking.SystemCriticalPriority)
+}
+
+// current reads the pod back and returns it if it is still the pod asked
+// for and still running; otherwise an error wrapping ErrPodGone says why.
+func (e *Evicter) current(ctx context.Context, want *ranking.Pod) (*v1.Pod, error) {
+	pod, err := e.client.CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: not found", ErrPodGone)
+	case err != nil:
+		e.apiError(VerbGet)
+		return nil, fmt.Errorf("get pod: %w", err)
+	case string(pod.UID) != want.UID:
+		return nil, fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", ErrPodGone, pod.UID, want.UID)
+	case pod.DeletionTimestamp != nil:
+		return nil, fmt.Errorf("%w: already terminating since %s (grace period %ds)", ErrPodGone,
+			pod.DeletionTimestamp.UTC().Format(time.RFC3339), ptr.Deref(pod.DeletionGracePeriodSeconds, 0))
+	case terminal(pod):
+		return nil, fmt.Errorf("%w: already finished (phase %s)", ErrPodGone, pod.Status.Phase)
+	}
+	return pod, nil
+}
+
+// issue asks the API server to evict pod, falling back to a delete for a
+// hard threshold the Eviction API refuses. It returns how the pod was made
+// to go ("eviction" or "delete").
+func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r manager.Request, pod *v1.Pod) (string, error) {
+	err := e.postEviction(ctx, pod, r.GracePeriod)
+	if err == nil {
+		// The API server has set DisruptionTarget itself, with its own
+		// reason ("EvictionByEvictionAPI") and a generic message; say why.
+		e.markDisruptionTarget(ctx, log, pod, r.Message, false)
+		return "eviction", nil
+	}
+	if gone := e.goneAfter(ctx, pod, err); gone != nil {
+		return "", gone
+	}
+	refusal, ok := budgetRefusal(err)
+	if !ok {
+		e.apiError(VerbEvict)
+		return "", fmt.Errorf("eviction API: %w", err)
+	}
+	if !r.Hard {
+		return "", fmt.Errorf("%w: %s", manager.ErrDisruptionBudget, refusal)
+	}
+
+	log.Warn("a PodDisruptionBudget refused the eviction; the threshold is hard, so the node comes first: deleting the pod", "refusal", refusal)
+	// A delete sets no condition: mark the pod first, so that whoever sees
+	// it terminate knows it was disrupted.
+	e.markDisruptionTarget(ctx, log, pod, r.Message, !hasDisruptionTarget(pod))
+	err = e.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOptions(pod.UID, r.GracePeriod))
+	if err == nil {
+		return "delete", nil
+	}
+	if gone := e.goneAfter(ctx, pod, err); gone != nil {
+		return "", gone
+	}
+	e.apiError(VerbDelete)
+	return "", fmt.Errorf("a PodDisruptionBudget refused the eviction (%s), and the delete that puts the node first failed: %w", refusal, err)
+}
+
+// postEviction creates the policy/v1 Eviction of pod. It is the request
+// client.PolicyV1().Evictions(ns).Evict makes, without client-go's own
+// retries: a 429 that carries Retry-After (a PodDisruptionBudget whose
+// status is not computed yet says 10s) would otherwise be retried for up
+// to ten times that, while the node starves. The loop decides again.
+func (e *Evicter) postEviction(ctx context.Context, pod *v1.Pod, grace int64) error {
+	ev := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: ptr.To(deleteOptions(pod.UID, grace)),
+	}
+	rc := e.client.PolicyV1().RESTClient()
+	if isNilRESTClient(rc) { // a client without a transport: the typed call
+		return e.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
+	}
+	return rc.Post().AbsPath("/api/v1").Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
+		SubResource("eviction").MaxRetries(0).Body(ev).Do(ctx).Error()
+}
+
+// goneAfter tells, after a NotFound or Conflict from an eviction or delete
+// with a UID precondition, whether the pod went away or was replaced in
+// the meantime, and returns the ErrPodGone error that says so; nil when the
+// error means something else.
+func (e *Evicter) goneAfter(ctx context.Context, pod *v1.Pod, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: went away before the eviction", ErrPodGone)
+	case apierrors.IsConflict(err):
+		now, gerr := e.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr):
+			return fmt.Errorf("%w: went away before the eviction", ErrPodGone)
+		case gerr == nil && now.UID != pod.UID:
+			return fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s) before the eviction", ErrPodGone, now.UID, pod.UID)
+		}
+	}
+	return nil
+}
+
+// markDisruptionTarget sets the pod's DisruptionTarget condition to True
+// with evictd's reason and message by a strategic-merge patch of
+// pods/status (conditions merge by type), the transition time set to now
+// when transition is true and left as it is otherwise. The node comes
+// first: a failure is logged and counted, never returned.
+func (e *Evicter) markDisruptionTarget(ctx context.Context, log *slog.Logger, pod *v1.Pod, message string, transition bool) {
+	cond := map[string]any{
+		"type":    string(v1.DisruptionTarget),
+		"status":  string(v1.ConditionTrue),
+		"reason":  ConditionReason,
+		"message": message,
+	}
+	if transition {
+		cond["lastTransitionTime"] = metav1.NewTime(e.cfg.Clock.Now())
+	}
+	if pod.Generation > 0 {
+		cond["observedGeneration"] = pod.Generation
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID}, // a precondition: never another pod's status
+		"status":   map[string]any{"conditions": []any{cond}},
+	})
+	if err != nil {
+		log.Warn("could not build the DisruptionTarget patch; evicting anyway", "err", err)
+		return
+	}
+	_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	switch {
+	case err == nil:
+	case apierrors.IsNotFound(err):
+		log.Debug("pod gone before its DisruptionTarget condition was set")
+	default:
+		e.apiError(VerbPatchStatus)
+		log.Warn("could not set the DisruptionTarget condition; evicting anyway", "err", err)
+	}
+}
+
+func (e *Evicter) apiError(verb string) {
+	if e.cfg.OnAPIError != nil {
+		e.cfg.OnAPIError(verb)
+	}
+}
+
+// deleteOptions gives the pod grace seconds to stop and applies only to the
+// pod with that UID.
+func deleteOptions(uid types.UID, grace int64) metav1.DeleteOptions {
+	return metav1.DeleteOptions{
+		GracePeriodSeconds: &grace,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	}
+}
+
+func hasDisruptionTarget(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// terminal reports whether all the pod's containers have stopped for good.
+func terminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// isNilRESTClient reports whether rc is missing or a typed nil, as client-go's
+// fake clientsets return; calling it would panic.
+func isNilRESTClient(rc rest.Interface) bool {
+	c, ok := rc.(*rest.RESTClient)
+	return rc == nil || (ok && c == nil)
+}
+
+// budgetRefusal reports whether err is the Eviction API refusing because of
+// PodDisruptionBudgets, and the server's words for it:
+//   - 429 TooManyRequests: no disruption allowed now, or the budget's status
+//     is not computed yet;
+//   - 403 Forbidden about a poddisruptionbudget: its status is corrupt
+//     (negative disruptions allowed, too many unconfirmed disruptions);
+//   - 500 when more than one budget covers the pod, which the Eviction API
+//     never allows.
+func budgetRefusal(err error) (string, bool) {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return "", false
+	}
+	st := se.Status()
+	switch {
+	case st.Code == http.StatusTooManyRequests:
+	case st.Code == http.StatusForbidden && st.Details != nil && st.Details.Group == policyv1.GroupName && st.Details.Kind == "poddisruptionbudget":
+	case st.Code == http.StatusInternalServerError && strings.Contains(st.Message, "more than one PodDisruptionBudget"):
+	default:
+		return "", false
+	}
+	msg := st.Message
+	if st.Details != nil {
+		for _, c := range st.Details.Causes {
+			if c.Type == policyv1.DisruptionBudgetCause && c.Message != "" {
+				msg += " " + c.Message
+			}
+		}
+	}
+	return msg, true
+}

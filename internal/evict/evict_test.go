@@ -1,0 +1,417 @@
+package evict
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/ranking"
+)
+
+// checkEvicted checks the pod as the fake kubelet saw it when it removed it:
+// terminating with the request's grace period and carrying evictd's
+// DisruptionTarget condition; and the Warning Evicted event with the
+// request's message and annotations.
+func (e *env) checkEvicted(t *testing.T, seen <-chan *v1.Pod, r manager.Request) {
+	t.Helper()
+	pod, ok := <-seen
+	if !ok {
+		t.Fatal("the fake kubelet never saw the pod terminating")
+	}
+	if got := ptr.Deref(pod.DeletionGracePeriodSeconds, -1); got != r.GracePeriod {
+		t.Errorf("deletionGracePeriodSeconds = %d, want %d", got, r.GracePeriod)
+	}
+	var cond *v1.PodCondition
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == v1.DisruptionTarget {
+			cond = &pod.Status.Conditions[i]
+		}
+	}
+	switch {
+	case cond == nil:
+		t.Errorf("no DisruptionTarget condition in %+v", pod.Status.Conditions)
+	case cond.Status != v1.ConditionTrue || cond.Reason != ConditionReason || cond.Message != r.Message || cond.LastTransitionTime.IsZero():
+		t.Errorf("DisruptionTarget condition = %+v, want True, reason %s, message %q and a transition time", *cond, ConditionReason, r.Message)
+	}
+	if e.getPod(t, pod.Namespace, pod.Name) != nil {
+		t.Errorf("pod %s/%s still exists", pod.Namespace, pod.Name)
+	}
+
+	events := e.evictedEvents(t, pod.Namespace, pod.UID, r.Message)
+	for _, ev := range events {
+		if ev.Message != r.Message {
+			continue
+		}
+		if ev.Type != v1.EventTypeWarning || ev.Source.Component != "evictd" || ev.Source.Host != nodeName {
+			t.Errorf("event type %s source %+v, want Warning from evictd on %s", ev.Type, ev.Source, nodeName)
+		}
+		if !maps.Equal(ev.Annotations, r.Annotations) {
+			t.Errorf("event annotations = %v, want %v", ev.Annotations, r.Annotations)
+		}
+	}
+}
+
+// checkUntouched checks that the pod is still there, running, not
+// terminating and without a DisruptionTarget condition.
+func (e *env) checkUntouched(t *testing.T, want *v1.Pod) {
+	t.Helper()
+	pod := e.getPod(t, want.Namespace, want.Name)
+	switch {
+	case pod == nil:
+		t.Fatalf("pod %s/%s is gone", want.Namespace, want.Name)
+	case pod.UID != want.UID:
+		t.Fatalf("pod %s/%s has UID %s, want %s", want.Namespace, want.Name, pod.UID, want.UID)
+	case pod.DeletionTimestamp != nil:
+		t.Errorf("pod %s/%s is terminating (grace period %d)", pod.Namespace, pod.Name, ptr.Deref(pod.DeletionGracePeriodSeconds, -1))
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			t.Errorf("pod %s/%s has condition %+v", pod.Namespace, pod.Name, c)
+		}
+	}
+}
+
+func checkNoAPIErrors(t *testing.T, errs *apiErrors) {
+	t.Helper()
+	if n := errs.counts(); len(n) > 0 {
+		t.Errorf("API errors under evictd's identity: %v", n)
+	}
+}
+
+// TestEvict runs every scenario that needs only etcd and kube-apiserver,
+// under evictd's ServiceAccount from deploy/rbac.yaml.
+func TestEvict(t *testing.T) {
+	e := newEnv(t, testcluster.Options{})
+
+	t.Run("identity is not admin", func(t *testing.T) {
+		r, err := e.evictd.AuthorizationV1().SelfSubjectAccessReviews().Create(t.Context(), &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed {
+			t.Fatal("evictd's identity may create pods: the scenarios would prove nothing about deploy/rbac.yaml")
+		}
+	})
+
+	for _, tc := range []struct {
+		name  string
+		hard  bool
+		grace int64
+	}{
+		{"soft", false, 2},
+		{"hard", true, 1},
+	} {
+		t.Run(tc.name+" eviction", func(t *testing.T) {
+			ns := e.namespace(t, tc.name)
+			pod := e.runningPod(t, ns, "web", nil, 30)
+			ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond})
+			seen := e.fakeKubelet(t, ns, "web")
+			r := request(pod, tc.hard, tc.grace, message(tc.name))
+			start := time.Now()
+			if err := ev.Evict(t.Context(), r); err != nil {
+				t.Fatalf("Evict: %v", err)
+			}
+			t.Logf("evicted with grace period %ds in %s", tc.grace, time.Since(start).Round(time.Millisecond))
+			e.checkEvicted(t, seen, r)
+			checkNoAPIErrors(t, errs)
+		})
+	}
+
+	// Without kube-controller-manager no budget has a status, and the
+	// Eviction API refuses with 429 "still being processed"; two budgets
+	// over one pod are refused with 500. Both are refusals by budget.
+	for _, tc := range []struct {
+		name string
+		pdbs int
+	}{
+		{"pdb without status", 1},
+		{"two pdbs", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := e.namespace(t, strings.ReplaceAll(tc.name, " ", "-"))
+			pod := e.runningPod(t, ns, "db-0", map[string]string{"app": "db"}, 30)
+			for i := range tc.pdbs {
+				e.pdb(t, ns, "db-"+string(rune('a'+i)), "db", 1)
+			}
+			ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond})
+
+			soft := request(pod, false, 5, message(tc.name+" soft"))
+			start := time.Now()
+			err := ev.Evict(t.Context(), soft)
+			if !errors.Is(err, manager.ErrDisruptionBudget) {
+				t.Fatalf("soft Evict = %v, want an error wrapping %v", err, manager.ErrDisruptionBudget)
+			}
+			t.Logf("soft: refused in %s: %v", time.Since(start).Round(time.Millisecond), err)
+			e.checkUntouched(t, pod)
+
+			seen := e.fakeKubelet(t, ns, "db-0")
+			hard := request(pod, true, 1, message(tc.name+" hard"))
+			if err := ev.Evict(t.Context(), hard); err != nil {
+				t.Fatalf("hard Evict: %v", err)
+			}
+			e.checkEvicted(t, seen, hard)
+			// Events are recorded in order: had the refused soft eviction
+			// made one, it would be there by now.
+			for _, evt := range e.evictedEvents(t, ns, pod.UID, hard.Message) {
+				if evt.Message == soft.Message {
+					t.Errorf("an Evicted event for the refused soft eviction: %q", evt.Message)
+				}
+			}
+			checkNoAPIErrors(t, errs)
+		})
+	}
+
+	t.Run("pod gone", func(t *testing.T) {
+		ns := e.namespace(t, "gone")
+		ev, errs := e.newEvicter(t, Config{})
+		setups := []struct {
+			name  string
+			setup func(t *testing.T, pod *v1.Pod) (check func(t *testing.T))
+		}{
+			{"deleted", func(t *testing.T, pod *v1.Pod) func(*testing.T) {
+				e.forceDelete(t, pod)
+				return func(t *testing.T) {}
+			}},
+			{"replaced", func(t *testing.T, pod *v1.Pod) func(*testing.T) {
+				e.forceDelete(t, pod)
+				again := e.runningPod(t, pod.Namespace, pod.Name, nil, 30)
+				return func(t *testing.T) { e.checkUntouched(t, again) }
+			}},
+			{"terminating", func(t *testing.T, pod *v1.Pod) func(*testing.T) {
+				if err := e.admin.CoreV1().Pods(pod.Namespace).Delete(t.Context(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](30)}); err != nil {
+					t.Fatal(err)
+				}
+				return func(t *testing.T) {
+					got := e.getPod(t, pod.Namespace, pod.Name)
+					if got == nil || ptr.Deref(got.DeletionGracePeriodSeconds, -1) != 30 {
+						t.Errorf("terminating pod changed: %+v", got)
+					}
+				}
+			}},
+			{"finished", func(t *testing.T, pod *v1.Pod) func(*testing.T) {
+				pod.Status.Phase = v1.PodSucceeded
+				if _, err := e.admin.CoreV1().Pods(pod.Namespace).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				return func(t *testing.T) {
+					got := e.getPod(t, pod.Namespace, pod.Name)
+					if got == nil || got.DeletionTimestamp != nil {
+						t.Errorf("finished pod deleted: %+v", got)
+					}
+				}
+			}},
+		}
+		for _, s := range setups {
+			t.Run(s.name, func(t *testing.T) {
+				pod := e.runningPod(t, ns, s.name, nil, 30)
+				check := s.setup(t, pod)
+				err := ev.Evict(t.Context(), request(pod, true, 1, message(s.name)))
+				if !errors.Is(err, ErrPodGone) {
+					t.Fatalf("Evict = %v, want an error wrapping ErrPodGone", err)
+				}
+				t.Logf("Evict: %v", err)
+				check(t)
+			})
+		}
+		checkNoAPIErrors(t, errs)
+	})
+
+	t.Run("refused requests", func(t *testing.T) {
+		ns := e.namespace(t, "refused")
+		pod := e.runningPod(t, ns, "etcd", nil, 30)
+		ev, errs := e.newEvicter(t, Config{})
+		for _, tc := range []struct {
+			name   string
+			modify func(r *manager.Request)
+			want   error
+		}{
+			{"critical priority", func(r *manager.Request) { r.Pod.Priority = ranking.SystemCriticalPriority }, ErrCriticalPod},
+			{"static", func(r *manager.Request) { r.Pod.Static = true }, ErrCriticalPod},
+			{"mirror", func(r *manager.Request) { r.Pod.Mirror = true }, ErrCriticalPod},
+			{"nil pod", func(r *manager.Request) { r.Pod = nil }, nil},
+			{"no UID", func(r *manager.Request) { r.Pod.UID = "" }, nil},
+			{"no name", func(r *manager.Request) { r.Pod.Name = "" }, nil},
+			{"grace period 0", func(r *manager.Request) { r.GracePeriod = 0 }, nil},
+			{"negative grace period", func(r *manager.Request) { r.GracePeriod = -1 }, nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				r := request(pod, true, 1, message(tc.name))
+				tc.modify(&r)
+				err := ev.Evict(t.Context(), r)
+				if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) || errors.Is(err, ErrPodGone) {
+					t.Fatalf("Evict = %v, want a refusal (wrapping %v)", err, tc.want)
+				}
+				t.Logf("Evict: %v", err)
+				e.checkUntouched(t, pod)
+			})
+		}
+		if err := New(Config{}, nil, nil, nil).Evict(t.Context(), request(pod, true, 1, "no client")); err == nil {
+			t.Error("Evict without a client succeeded")
+		}
+		checkNoAPIErrors(t, errs)
+	})
+
+	t.Run("cleanup wait", func(t *testing.T) {
+		ns := e.namespace(t, "cleanup")
+
+		t.Run("times out", func(t *testing.T) {
+			pod := e.runningPod(t, ns, "slow", nil, 30)
+			ev, errs := e.newEvicter(t, Config{CleanupTimeout: 500 * time.Millisecond, PollInterval: 100 * time.Millisecond})
+			r := request(pod, false, 30, message("slow"))
+			err := ev.Evict(t.Context(), r)
+			if !errors.Is(err, ErrNotGoneInTime) {
+				t.Fatalf("Evict = %v, want an error wrapping ErrNotGoneInTime", err)
+			}
+			t.Logf("Evict: %v", err)
+			got := e.getPod(t, ns, "slow")
+			if got == nil || got.DeletionTimestamp == nil || ptr.Deref(got.DeletionGracePeriodSeconds, -1) != 30 {
+				t.Fatalf("pod after a timed-out eviction = %+v, want terminating with grace period 30", got)
+			}
+			// The next pass must not evict it again.
+			if err := ev.Evict(t.Context(), r); !errors.Is(err, ErrPodGone) {
+				t.Errorf("second Evict = %v, want an error wrapping ErrPodGone", err)
+			}
+			checkNoAPIErrors(t, errs)
+		})
+
+		t.Run("times out by the injected clock", func(t *testing.T) {
+			pod := e.runningPod(t, ns, "fake-clock", nil, 30)
+			fc := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			ev, _ := e.newEvicter(t, Config{CleanupTimeout: time.Hour, PollInterval: 10 * time.Minute, Clock: fc})
+			done := make(chan error, 1)
+			go func() { done <- ev.Evict(context.Background(), request(pod, false, 30, message("fake clock"))) }()
+			polls := 0
+			for {
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrNotGoneInTime) || polls != 6 {
+						t.Fatalf("Evict = %v after %d steps of 10m, want ErrNotGoneInTime after 6", err, polls)
+					}
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				if fc.HasWaiters() {
+					fc.Step(10 * time.Minute)
+					polls++
+				}
+			}
+		})
+
+		t.Run("stops with the context", func(t *testing.T) {
+			pod := e.runningPod(t, ns, "cancelled", nil, 30)
+			ev, _ := e.newEvicter(t, Config{CleanupTimeout: time.Minute, PollInterval: 50 * time.Millisecond})
+			ctx, cancel := context.WithCancel(t.Context())
+			go func() {
+				_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+					p, err := e.admin.CoreV1().Pods(ns).Get(ctx, "cancelled", metav1.GetOptions{})
+					return err == nil && p.DeletionTimestamp != nil, nil
+				})
+				cancel()
+			}()
+			if err := ev.Evict(ctx, request(pod, false, 30, message("cancelled"))); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Evict = %v, want an error wrapping context.Canceled", err)
+			}
+		})
+
+		t.Run("returns once the pod is gone", func(t *testing.T) {
+			pod := e.runningPod(t, ns, "quick", nil, 30)
+			ev, errs := e.newEvicter(t, Config{CleanupTimeout: time.Minute, PollInterval: 50 * time.Millisecond})
+			seen := e.fakeKubelet(t, ns, "quick")
+			r := request(pod, true, 1, message("quick"))
+			if err := ev.Evict(t.Context(), r); err != nil {
+				t.Fatalf("Evict: %v", err)
+			}
+			e.checkEvicted(t, seen, r)
+			checkNoAPIErrors(t, errs)
+		})
+	})
+}
+
+// TestEvictPodDisruptionBudget runs kube-controller-manager, so budgets
+// have a real status. The controllers that would act on a node without a
+// kubelet (node lifecycle, taint eviction, pod GC) are off, so the pods
+// stay Ready for as long as the test needs.
+func TestEvictPodDisruptionBudget(t *testing.T) {
+	e := newEnv(t, testcluster.Options{ControllerManager: true, Controllers: []string{
+		"*", "-node-lifecycle-controller", "-taint-eviction-controller", "-pod-garbage-collector-controller"}})
+	ns := e.namespace(t, "pdb")
+
+	// db: minAvailable 2 of 2, no disruption allowed. cache: minAvailable
+	// 1 of 2, one allowed.
+	db := []*v1.Pod{e.runningPod(t, ns, "db-0", map[string]string{"app": "db"}, 30), e.runningPod(t, ns, "db-1", map[string]string{"app": "db"}, 30)}
+	cache := e.runningPod(t, ns, "cache-0", map[string]string{"app": "cache"}, 30)
+	e.runningPod(t, ns, "cache-1", map[string]string{"app": "cache"}, 30)
+	e.waitBudget(t, e.pdb(t, ns, "db", "db", 2), 0)
+	e.waitBudget(t, e.pdb(t, ns, "cache", "cache", 1), 1)
+	ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond})
+
+	t.Run("soft respects the budget", func(t *testing.T) {
+		err := ev.Evict(t.Context(), request(db[0], false, 5, message("db soft")))
+		if !errors.Is(err, manager.ErrDisruptionBudget) {
+			t.Fatalf("Evict = %v, want an error wrapping %v", err, manager.ErrDisruptionBudget)
+		}
+		t.Logf("Evict: %v", err)
+		e.checkUntouched(t, db[0])
+	})
+	t.Run("hard puts the node first", func(t *testing.T) {
+		seen := e.fakeKubelet(t, ns, "db-0")
+		r := request(db[0], true, 1, message("db hard"))
+		if err := ev.Evict(t.Context(), r); err != nil {
+			t.Fatalf("Evict: %v", err)
+		}
+		e.checkEvicted(t, seen, r)
+		e.checkUntouched(t, db[1])
+	})
+	t.Run("soft within the budget", func(t *testing.T) {
+		seen := e.fakeKubelet(t, ns, "cache-0")
+		r := request(cache, false, 2, message("cache soft"))
+		if err := ev.Evict(t.Context(), r); err != nil {
+			t.Fatalf("Evict: %v", err)
+		}
+		e.checkEvicted(t, seen, r)
+	})
+	checkNoAPIErrors(t, errs)
+}
+
+// waitBudget waits until the disruption controller has computed the
+// budget's status with the given number of allowed disruptions.
+func (e *env) waitBudget(t *testing.T, pdb *policyv1.PodDisruptionBudget, allowed int32) {
+	t.Helper()
+	var got *policyv1.PodDisruptionBudget
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = e.admin.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Get(ctx, pdb.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return got.Status.ObservedGeneration >= got.Generation && got.Status.ExpectedPods == 2 && got.Status.DisruptionsAllowed == allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("PDB %s/%s status never showed %d disruptions allowed of 2 pods: %v (status %+v)", pdb.Namespace, pdb.Name, allowed, err, got.Status)
+	}
+}
+
+// forceDelete removes the pod at once, as a kubelet's final delete does.
+func (e *env) forceDelete(t *testing.T, pod *v1.Pod) {
+	t.Helper()
+	err := e.admin.CoreV1().Pods(pod.Namespace).Delete(t.Context(), pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if err != nil {
+		t.Fatalf("delete pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+}
