@@ -1,0 +1,160 @@
+package testcluster
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Environment variables naming prebuilt binaries; the Makefile sets them.
+const (
+	// EnvK8sBinDir names a directory holding kube-apiserver,
+	// kube-controller-manager and kubelet.
+	EnvK8sBinDir = "EVICTD_K8S_BIN_DIR"
+	// EnvEtcdBin names the etcd binary.
+	EnvEtcdBin = "EVICTD_ETCD_BIN"
+)
+
+const mainModule = "github.com/evictd/evictd"
+
+// ErrNoBinaries is wrapped by the errors of Binary and Start when a binary of
+// the control plane has not been built.
+var ErrNoBinaries = errors.New("control plane binaries not built (run `make k8s-bins` or hack/build-k8s.sh)")
+
+// Binary returns the path of one of the control plane's binaries: "etcd",
+// "kube-apiserver", "kube-controller-manager" or "kubelet". It looks in
+// $EVICTD_ETCD_BIN or $EVICTD_K8S_BIN_DIR, else in the repository's cache
+// (.cache/bin/<name>-<version>/, the versions being those required by
+// hack/tools/{etcd,k8s}/go.mod), found by walking up from the working
+// directory to the main module's go.mod.
+func Binary(name string) (string, error) {
+	var path string
+	switch name {
+	case "etcd":
+		path = os.Getenv(EnvEtcdBin)
+		if path == "" {
+			dir, err := cacheDir("etcd", "go.etcd.io/etcd/server/v3")
+			if err != nil {
+				return "", err
+			}
+			path = filepath.Join(dir, name)
+		}
+	case "kube-apiserver", "kube-controller-manager", "kubelet":
+		dir := os.Getenv(EnvK8sBinDir)
+		if dir == "" {
+			var err error
+			if dir, err = cacheDir("k8s", "k8s.io/kubernetes"); err != nil {
+				return "", err
+			}
+		}
+		path = filepath.Join(dir, name)
+	default:
+		return "", fmt.Errorf("unknown binary %q", name)
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("%s: %w", path, ErrNoBinaries)
+	}
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not an executable file", path)
+	}
+	return path, nil
+}
+
+// cacheDir returns <repo>/.cache/bin/<tool>-<version>, the version being the
+// one hack/tools/<tool>/go.mod requires of module.
+func cacheDir(tool, module string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	version, err := requiredVersion(filepath.Join(root, "hack", "tools", tool, "go.mod"), module)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".cache", "bin", tool+"-"+version), nil
+}
+
+// repoRoot walks up from the working directory (a package directory under
+// `go test`) to the directory whose go.mod declares the main module.
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if m, err := modulePath(filepath.Join(dir, "go.mod")); err == nil && m == mainModule {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no go.mod of %s above %s; set %s and %s: %w", mainModule, wd, EnvK8sBinDir, EnvEtcdBin, ErrNoBinaries)
+		}
+	}
+}
+
+// modulePath returns the module path a go.mod declares.
+func modulePath(gomod string) (string, error) {
+	var path string
+	err := scanGoMod(gomod, func(fields []string) bool {
+		if len(fields) == 2 && fields[0] == "module" {
+			path = strings.Trim(fields[1], `"`)
+			return false
+		}
+		return true
+	})
+	if err == nil && path == "" {
+		err = fmt.Errorf("%s: no module line", gomod)
+	}
+	return path, err
+}
+
+// requiredVersion returns the version a go.mod requires of module, from a
+// single-line require or one inside a require block.
+func requiredVersion(gomod, module string) (string, error) {
+	var version string
+	inBlock := false
+	err := scanGoMod(gomod, func(f []string) bool {
+		switch {
+		case len(f) == 2 && f[0] == "require" && f[1] == "(":
+			inBlock = true
+		case inBlock && len(f) == 1 && f[0] == ")":
+			inBlock = false
+		case len(f) >= 3 && f[0] == "require" && f[1] == module:
+			version = f[2]
+		case inBlock && len(f) >= 2 && f[0] == module:
+			version = f[1]
+		}
+		return version == ""
+	})
+	if err == nil && version == "" {
+		err = fmt.Errorf("%s does not require %s", gomod, module)
+	}
+	return version, err
+}
+
+// scanGoMod calls fn with the fields of each line of gomod, comments removed,
+// until fn returns false.
+func scanGoMod(gomod string, fn func(fields []string) bool) error {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "//")
+		if fields := strings.Fields(line); len(fields) > 0 && !fn(fields) {
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", gomod, err)
+	}
+	return nil
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package testcluster
+
+import "syscall"
+
+// sysProcAttr has nothing to add where there is no parent-death signal.
+func sysProcAttr() *syscall.SysProcAttr { return nil }

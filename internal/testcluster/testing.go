@@ -1,0 +1,35 @@
+package testcluster
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// StartForTest starts a cluster for t and stops it when t and its subtests
+// end. It skips t when the binaries are not built, and fails t when the
+// cluster does not start. If t fails, the last lines of each component's log
+// are logged before the cluster is stopped.
+func StartForTest(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	c, err := Start(t.Context(), opts)
+	if errors.Is(err, ErrNoBinaries) {
+		t.Skipf("testcluster: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("testcluster: start: %v", err)
+	}
+	t.Logf("testcluster: control plane at %s ready in %s (logs in %s)", c.URL(), c.ReadyIn().Round(time.Millisecond), c.Dir())
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs := c.Logs(40)
+			for _, name := range sortedKeys(logs) {
+				t.Logf("testcluster: last lines of %s.log:\n%s", name, logs[name])
+			}
+		}
+		if err := c.Stop(); err != nil {
+			t.Errorf("testcluster: stop: %v", err)
+		}
+	})
+	return c
+}
