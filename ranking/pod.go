@@ -45,8 +45,9 @@ type Pod struct {
 	EphemeralStorageRequest int64
 	Containers              []Container
 	// LocalVolumes names the pod's volumes that count towards its node
-	// disk usage: disk-backed emptyDir, configMap, secret, downwardAPI,
-	// hostPath.
+	// disk usage, as the kubelet counts them: emptyDir on the default
+	// medium, configMap, gitRepo and hostPath. Secret, downwardAPI and
+	// projected volumes live in memory (tmpfs) and are not disk.
 	LocalVolumes []string
 	// TerminationGracePeriodSeconds is the pod's own grace period, nil when
 	// unset.

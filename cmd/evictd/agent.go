@@ -113,10 +113,38 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	hs, err := host.NewPodStatsReader(hc)
+	if err != nil {
+		log.Error("cannot read pod cgroups", "err", err)
+		return 1
+	}
+	deps := manager.Deps{
+		Clock:   clock.RealClock{},
+		Sources: sources,
+		Pods:    cgroupPods{hc},
+		Stats:   cgroupStats{hs},
+		Metrics: met,
+		Log:     log,
+	}
+	// Every long-running part sends its result here; the first failure
+	// brings the others down.
+	errc := make(chan error, 8)
+	running := 0
 	if cfg.Kubeconfig == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
 	} else {
-		log.Warn("this build has no API server client yet: --kubeconfig is noted but evictd observes, decides and exports metrics only", "kubeconfig", cfg.Kubeconfig)
+		k, err := newKube(cfg, met, log)
+		if err != nil {
+			log.Error("cannot connect to the API server", "err", err)
+			return 1
+		}
+		defer k.stop()
+		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "node", cfg.NodeName)
+		running += k.start(ctx, log, errc)
+		deps.Pods, deps.Evicter, deps.Status = k.pods, k.evicter, k.status
 	}
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")
@@ -125,31 +153,19 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		log.Info("kernel memcg notifications are not implemented in this build; passes run every housekeeping interval", "interval", cfg.HousekeepingInterval)
 	}
 
-	statsReader, err := host.NewPodStatsReader(hc)
-	if err != nil {
-		log.Error("cannot read pod cgroups", "err", err)
-		return 1
-	}
 	var readyOnce sync.Once
+	deps.AfterPass = func(*manager.Status) {
+		readyOnce.Do(func() {
+			if err := systemd.Ready(); err != nil {
+				log.Warn("cannot notify systemd", "err", err)
+			}
+		})
+	}
 	m, err := manager.New(manager.Config{
 		HousekeepingInterval: cfg.HousekeepingInterval,
 		DryRun:               cfg.DryRun,
 		Decider:              deciderConfig(cfg, layout),
-	}, manager.Deps{
-		Clock:   clock.RealClock{},
-		Sources: sources,
-		Pods:    cgroupPods{hc},
-		Stats:   cgroupStats{statsReader},
-		Metrics: met,
-		Log:     log,
-		AfterPass: func(*manager.Status) {
-			readyOnce.Do(func() {
-				if err := systemd.Ready(); err != nil {
-					log.Warn("cannot notify systemd", "err", err)
-				}
-			})
-		},
-	})
+	}, deps)
 	if err != nil {
 		log.Error("cannot start the loop", "err", err)
 		return 1
@@ -157,20 +173,18 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	log.Info("evictd starting", "version", version, "thresholds", len(m.Thresholds()), "layout", layout.String(),
 		"housekeepingInterval", cfg.HousekeepingInterval, "metrics", cfg.MetricsBindAddress)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	srv := server.New(cfg.MetricsBindAddress, reg, m.Ready, func() any { return m.Status() }, log)
 
-	errc := make(chan error, 3)
 	go func() { errc <- srv.Run(ctx) }()
 	go func() { errc <- m.Run(ctx) }()
 	go func() { errc <- systemd.Watchdog(ctx, func() bool { return m.Ready() == nil }, log) }()
+	running += 3
 
 	var first error
-	for range 3 {
+	for range running {
 		if err := <-errc; err != nil && first == nil {
 			first = err
-			stop() // one part failed: bring the others down
+			stop()
 		}
 	}
 	if err := systemd.Stopping(); err != nil {

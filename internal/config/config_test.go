@@ -228,6 +228,10 @@ func TestFlagSyntax(t *testing.T) {
 		{"log-level upper case", []string{"--log-level=WARN"}, func(c *Config) any { return c.LogLevel }, slog.LevelWarn, ""},
 		{"log-level unknown", []string{"--log-level=verbose"}, nil, nil,
 			`--log-level: invalid value "verbose": want debug, info, warn or error`},
+		{"pressure-taint-effect default", nil, func(c *Config) any { return c.TaintEffect }, "NoSchedule", ""},
+		{"pressure-taint-effect", []string{"--pressure-taint-effect=PreferNoSchedule"}, func(c *Config) any { return c.TaintEffect }, "PreferNoSchedule", ""},
+		{"pressure-taint-effect unknown", []string{"--pressure-taint-effect=NoEntry"}, nil, nil,
+			`--pressure-taint-effect: invalid value "NoEntry": want NoSchedule, PreferNoSchedule or NoExecute`},
 		{"unknown flag", []string{"--eviction-hardd=memory.available<1Gi"}, nil, nil,
 			"unknown flag: --eviction-hardd"},
 	}
@@ -283,8 +287,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 29 {
-		t.Errorf("got %d flags, want 29", n)
+	if n != 30 {
+		t.Errorf("got %d flags, want 30", n)
 	}
 }
 

@@ -23,6 +23,7 @@ const (
 	defaultProcRoot                  = "/proc"
 	defaultCgroupMount               = "/sys/fs/cgroup"
 	defaultLogLevel                  = "info"
+	defaultTaintEffect               = "NoSchedule"
 )
 
 // defaultEnforceNodeAllocatable returns a fresh copy of the kubelet's default.
@@ -62,6 +63,7 @@ type Options struct {
 	procRoot             string
 	cgroupMount          string
 	logLevel             string
+	taintEffect          string
 
 	// hostname is the node name when --hostname-override is not given;
 	// os.Hostname, replaceable in tests.
@@ -146,4 +148,6 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Directory path where the cgroup filesystem is mounted.")
 	fs.StringVar(&o.logLevel, "log-level", defaultLogLevel,
 		"Least severe log level written: debug, info, warn or error.")
+	fs.StringVar(&o.taintEffect, "pressure-taint-effect", defaultTaintEffect,
+		"Effect of the evictd.io/*-pressure taints evictd puts on its node while under pressure: NoSchedule, PreferNoSchedule or NoExecute.")
 }

@@ -84,6 +84,9 @@ type Config struct {
 	CgroupMount string
 	// LogLevel is the least severe level logged. Default info.
 	LogLevel slog.Level
+	// TaintEffect is the effect of evictd's pressure taints: NoSchedule
+	// (default), PreferNoSchedule or NoExecute.
+	TaintEffect string
 	// ConfigFile and NodeConfigFile are the files read, "" if none.
 	ConfigFile     string
 	NodeConfigFile string
@@ -202,6 +205,12 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	}
 	if c.LogLevel, err = parseLogLevel(o.logLevel); err != nil {
 		bad("log-level", o.logLevel, err.Error())
+	}
+	switch o.taintEffect {
+	case "NoSchedule", "PreferNoSchedule", "NoExecute":
+		c.TaintEffect = o.taintEffect
+	default:
+		bad("pressure-taint-effect", o.taintEffect, "want NoSchedule, PreferNoSchedule or NoExecute")
 	}
 	if c.NodeName, err = o.nodeName(); err != nil {
 		errs = append(errs, err)

@@ -55,13 +55,13 @@ var (
 	// evict: the pod was not found, was replaced by another pod with the
 	// same name, has finished, or was already terminating. No eviction was
 	// issued; the node gets (or has got) the pod's resources back anyway.
-	ErrPodGone = errors.New("pod already gone")
+	ErrPodGone = manager.ErrPodGone
 	// ErrCriticalPod is wrapped by Evict's error for a static, mirror or
 	// system-critical pod, which evictd never evicts.
 	ErrCriticalPod = errors.New("critical pod, never evicted")
 	// ErrNotGoneInTime is wrapped by Evict's error when the eviction was
 	// issued but the pod was still there after Config.CleanupTimeout.
-	ErrNotGoneInTime = errors.New("eviction issued but the pod has not gone in time")
+	ErrNotGoneInTime = manager.ErrNotGoneInTime
 )
 
 // Config holds the Evicter's settings. Zero values take the defaults.

@@ -35,9 +35,18 @@ type Evicter interface {
 	Evict(ctx context.Context, r Request) error
 }
 
-// ErrDisruptionBudget is wrapped by an Evicter's error when the API server
-// refused an eviction because of a PodDisruptionBudget.
-var ErrDisruptionBudget = errors.New("eviction refused by a PodDisruptionBudget")
+// The errors an Evicter wraps so that the loop can tell what happened.
+var (
+	// ErrDisruptionBudget: the API server refused the eviction because of
+	// a PodDisruptionBudget. Nothing was done to the pod.
+	ErrDisruptionBudget = errors.New("eviction refused by a PodDisruptionBudget")
+	// ErrPodGone: there was nothing to evict (the pod was deleted, replaced,
+	// finished or already terminating); no eviction was issued.
+	ErrPodGone = errors.New("pod already gone")
+	// ErrNotGoneInTime: the eviction was issued but the pod had not gone
+	// when the bounded wait ended; the next pass decides again.
+	ErrNotGoneInTime = errors.New("eviction issued but the pod has not gone in time")
+)
 
 // StatusPublisher receives the node's pressure after every pass. Publish
 // must not block: the publisher keeps the latest report and writes it on
@@ -240,6 +249,18 @@ func (m *Manager) act(ctx context.Context, dec Decision) string {
 			// The pod is gone: look again at once rather than an interval on.
 			m.Wake()
 			return strings.Join(append(results, "evicted "+req.Pod.Ref()), "; ")
+		case errors.Is(err, ErrNotGoneInTime):
+			// Issued: count it as an eviction, but say the pod lingers.
+			met.IncEviction(req.Signal, "evicted")
+			log.Warn("eviction issued; the pod has not gone yet", "err", err)
+			m.Wake()
+			return strings.Join(append(results, "evicted "+req.Pod.Ref()+" (still terminating)"), "; ")
+		case errors.Is(err, ErrPodGone):
+			// The pod list was behind: nothing was evicted, and the next
+			// pass, with fresh pods and stats, decides again.
+			log.Info("the pod is already gone; deciding again", "err", err)
+			m.Wake()
+			return strings.Join(append(results, "gone "+req.Pod.Ref()), "; ")
 		case errors.Is(err, ErrDisruptionBudget):
 			met.IncEviction(req.Signal, "pdb-blocked")
 			log.Info("a PodDisruptionBudget refused the eviction; trying the next pod", "err", err)

@@ -272,6 +272,33 @@ func TestLoopSoftEvictionMovesOnWhenABudgetRefuses(t *testing.T) {
 	}
 }
 
+func TestLoopGoneAndLingeringPods(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	for _, tc := range []struct {
+		err        error
+		wantResult string
+		wantCount  float64
+	}{
+		{fmt.Errorf("evict default/hog: %w", ErrPodGone), "gone default/hog", 0},
+		{fmt.Errorf("evict default/hog: %w", ErrNotGoneInTime), "evicted default/hog (still terminating)", 1},
+	} {
+		t.Run(tc.wantResult, func(t *testing.T) {
+			h := newHarness(t, false, ths)
+			h.ev.err = tc.err
+			h.next("start")
+			h.src.set(50 * mi)
+			st := h.tick()
+			if st.Result != tc.wantResult {
+				t.Errorf("result: got %q, want %q", st.Result, tc.wantResult)
+			}
+			if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "evicted")); got != tc.wantCount {
+				t.Errorf("evictions counted: got %v, want %v", got, tc.wantCount)
+			}
+			h.next("wake") // either way the loop looks again at once
+		})
+	}
+}
+
 func TestLoopHardEvictionHasNoFallback(t *testing.T) {
 	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
 	h := newHarness(t, false, ths)

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/internal/evict"
+	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/internal/nodestatus"
+	"github.com/evictd/evictd/internal/podsource"
+)
+
+// initialSyncTimeout bounds how long the agent waits for its first list of
+// pods before it starts deciding anyway: evictd must protect the node even
+// when the API server is away at start.
+const initialSyncTimeout = 5 * time.Second
+
+// kube is evictd's side of the API server: the node's pods, the node's
+// conditions and taints, and evictions, all under evictd's own identity.
+type kube struct {
+	pods        *podsource.Source
+	status      *nodestatus.Publisher
+	evicter     *evict.Evicter
+	broadcaster record.EventBroadcaster
+}
+
+// newKube connects to the API server named in cfg.Kubeconfig.
+func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger) (*kube, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+	}
+	rc.UserAgent = "evictd/" + version
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+	}
+
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "evictd", Host: cfg.NodeName})
+
+	status, err := nodestatus.New(nodestatus.Config{
+		NodeName:          cfg.NodeName,
+		TaintEffect:       v1.TaintEffect(cfg.TaintEffect),
+		HeartbeatInterval: cfg.NodeStatusUpdateFrequency,
+		OnAPIError:        func(verb string) { met.IncAPIError("node_" + verb) },
+	}, client, recorder, log.With("component", "nodestatus"))
+	if err != nil {
+		broadcaster.Shutdown()
+		return nil, err
+	}
+	return &kube{
+		pods:   podsource.New(client, cfg.NodeName, 0, log.With("component", "pods")),
+		status: status,
+		evicter: evict.New(evict.Config{
+			OnAPIError: func(verb string) { met.IncAPIError("pod_" + verb) },
+		}, client, recorder, log.With("component", "evict")),
+		broadcaster: broadcaster,
+	}, nil
+}
+
+// start runs the informers and the status writer until ctx is done, each
+// sending its result to errc, and waits (bounded) for the first list of
+// pods. It returns how many goroutines it started.
+func (k *kube) start(ctx context.Context, log *slog.Logger, errc chan<- error) int {
+	go func() { errc <- k.pods.Run(ctx) }()
+	go func() { errc <- k.status.Run(ctx) }()
+	syncCtx, cancel := context.WithTimeout(ctx, initialSyncTimeout)
+	defer cancel()
+	if err := k.pods.WaitForSync(syncCtx); err != nil {
+		log.Warn("starting without a list of the node's pods; evictions wait until it arrives", "err", err)
+	}
+	return 2
+}
+
+func (k *kube) stop() { k.broadcaster.Shutdown() }

@@ -1,0 +1,386 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
+	"github.com/evictd/evictd/thresholds"
+)
+
+// The benchmarks below measure one pass of the loop on a generated node: a
+// proc tree and a cgroup v1 tree (cgroupfs driver) in a temporary directory,
+// read by the real signals/host sources, pod discovery and pod stats reader,
+// as the agent reads them in standalone mode. The node is under memory
+// pressure (memory.available is 50Mi, below the default hard threshold of
+// 100Mi and the soft one of 1Gi), so every pass ranks every pod.
+
+const gi = 1024 * mi
+
+// benchPodCounts are the node sizes measured: the kubelet's default
+// maxPods, a dense node, and a stress size.
+var benchPodCounts = []int{110, 1000, 10000}
+
+// benchTiers spreads the pods evenly over the three QoS tiers.
+var benchTiers = []ranking.QOSClass{ranking.Guaranteed, ranking.Burstable, ranking.BestEffort}
+
+// benchNode is a generated node and the configuration that points at it.
+type benchNode struct {
+	cfg  host.Config
+	pods int
+}
+
+// newBenchNode writes a node with n pod cgroups under dir.
+func newBenchNode(tb testing.TB, dir string, n int) benchNode {
+	tb.Helper()
+	proc := filepath.Join(dir, "proc")
+	cg := filepath.Join(dir, "cgroup")
+	mem := filepath.Join(cg, "memory")
+	pids := filepath.Join(cg, "pids")
+	files := map[string]string{
+		filepath.Join(proc, "meminfo"):                      "MemTotal:       16777216 kB\nMemFree:          102400 kB\nMemAvailable:     153600 kB\n",
+		filepath.Join(proc, "loadavg"):                      "3.10 2.95 2.80 4/1234 56789\n",
+		filepath.Join(proc, "sys", "kernel", "pid_max"):     "4194304\n",
+		filepath.Join(proc, "sys", "kernel", "threads-max"): "126000\n",
+		// Root cgroup: working set 16Gi − 50Mi, so memory.available is 50Mi.
+		filepath.Join(mem, "memory.limit_in_bytes"): "9223372036854771712\n",
+		filepath.Join(mem, "memory.usage_in_bytes"): fmt.Sprintln(17*gi - 50*mi),
+		filepath.Join(mem, "memory.stat"):           memoryStatV1(16*gi, gi),
+		// kubepods: limit 15Gi, working set 14Gi − 512Mi.
+		filepath.Join(mem, "kubepods", "memory.limit_in_bytes"): fmt.Sprintln(15 * gi),
+		filepath.Join(mem, "kubepods", "memory.usage_in_bytes"): fmt.Sprintln(14 * gi),
+		filepath.Join(mem, "kubepods", "memory.stat"):           memoryStatV1(14*gi, 512*mi),
+		filepath.Join(pids, "cgroup.procs"):                     "1\n",
+	}
+	for i := range n {
+		rel := podCgroupPath(i)
+		ws := int64(16+i*7919%1024) * mi
+		files[filepath.Join(mem, rel, "memory.limit_in_bytes")] = "9223372036854771712\n"
+		files[filepath.Join(mem, rel, "memory.usage_in_bytes")] = fmt.Sprintln(ws + 8*mi)
+		files[filepath.Join(mem, rel, "memory.stat")] = memoryStatV1(ws+8*mi, 8*mi)
+		files[filepath.Join(pids, rel, "pids.current")] = fmt.Sprintln(1 + i%40)
+		files[filepath.Join(pids, rel, "pids.max")] = "max\n"
+	}
+	for p, content := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	kubelet := filepath.Join(dir, "kubelet")
+	if err := os.MkdirAll(kubelet, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return benchNode{
+		cfg: host.Config{
+			ProcRoot:       proc,
+			CgroupMount:    cg,
+			CgroupRoot:     "/",
+			CgroupDriver:   host.DriverCgroupfs,
+			KubeletRootDir: kubelet,
+		},
+		pods: n,
+	}
+}
+
+// podCgroupPath is where pod i's cgroup lives under a controller's mount.
+func podCgroupPath(i int) string {
+	pod := fmt.Sprintf("pod%08x-0000-4000-8000-%012x", i, i)
+	switch benchTiers[i%len(benchTiers)] {
+	case ranking.Burstable:
+		return filepath.Join("kubepods", "burstable", pod)
+	case ranking.BestEffort:
+		return filepath.Join("kubepods", "besteffort", pod)
+	}
+	return filepath.Join("kubepods", pod)
+}
+
+// memoryStatV1 is a cgroup v1 memory.stat with every key the kernel writes,
+// so parsing costs what it costs on a real node.
+func memoryStatV1(usage, inactiveFile int64) string {
+	var b strings.Builder
+	cache := max(usage/4, inactiveFile)
+	rss := max(usage-cache, 0)
+	for _, kv := range []struct {
+		k string
+		v int64
+	}{
+		{"cache", cache}, {"rss", rss}, {"rss_huge", 0}, {"shmem", 0}, {"mapped_file", 8192},
+		{"dirty", 0}, {"writeback", 0}, {"pgpgin", 123456}, {"pgpgout", 65432}, {"pgfault", 345678},
+		{"pgmajfault", 12}, {"inactive_anon", 4096}, {"active_anon", rss}, {"inactive_file", inactiveFile},
+		{"active_file", cache - inactiveFile}, {"unevictable", 0}, {"hierarchical_memory_limit", 9223372036854771712},
+		{"total_cache", cache}, {"total_rss", rss}, {"total_rss_huge", 0}, {"total_shmem", 0},
+		{"total_mapped_file", 16384}, {"total_dirty", 0}, {"total_writeback", 0}, {"total_pgpgin", 223456},
+		{"total_pgpgout", 165432}, {"total_pgfault", 445678}, {"total_pgmajfault", 22},
+		{"total_inactive_anon", 8192}, {"total_active_anon", rss}, {"total_inactive_file", inactiveFile},
+		{"total_active_file", cache - inactiveFile}, {"total_unevictable", 0},
+	} {
+		fmt.Fprintf(&b, "%s %d\n", kv.k, kv.v)
+	}
+	return b.String()
+}
+
+// discoveredPods is standalone mode's pod source: the pod cgroups.
+type discoveredPods struct{ cfg host.Config }
+
+func (p discoveredPods) Pods(context.Context) ([]ranking.Pod, error) { return host.DiscoverPods(p.cfg) }
+
+// cgroupPodStats reads pod usage from the pod cgroups.
+type cgroupPodStats struct{ r *host.PodStatsReader }
+
+func (s cgroupPodStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
+	return s.r.Read(ctx, pods, now)
+}
+
+// benchDeciderConfig is the agent's decider configuration with default
+// flags (Linux default hard thresholds, enforce-node-allocatable=pods) plus
+// a soft memory threshold.
+func benchDeciderConfig(tb testing.TB) DeciderConfig {
+	tb.Helper()
+	p, err := thresholds.Parse(thresholds.Settings{
+		Soft:                   map[string]string{"memory.available": "1Gi"},
+		SoftGracePeriod:        map[string]string{"memory.available": "1m"},
+		EnforceNodeAllocatable: []string{"pods"},
+	})
+	if err != nil {
+		tb.Fatalf("parse thresholds: %v", err)
+	}
+	return DeciderConfig{
+		Thresholds:        p.Thresholds,
+		TransitionPeriod:  5 * time.Minute,
+		MaxObservationAge: 20 * time.Second,
+		Layout:            signals.SingleFs,
+	}
+}
+
+// newBenchManager wires a Manager to node as cmd/evictd does in standalone
+// mode (no Evicter, so dry run), with a fake clock and logs discarded after
+// formatting, and makes one pass: the first one reads the mount table and
+// logs the pressure change, which later passes do not.
+func newBenchManager(tb testing.TB, node benchNode) (*Manager, *clocktesting.FakeClock) {
+	tb.Helper()
+	sources, err := host.Sources(node.cfg)
+	if err != nil {
+		tb.Fatalf("sources: %v", err)
+	}
+	reader, err := host.NewPodStatsReader(node.cfg)
+	if err != nil {
+		tb.Fatalf("pod stats reader: %v", err)
+	}
+	clk := clocktesting.NewFakeClock(t0)
+	m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: benchDeciderConfig(tb)}, Deps{
+		Clock:   clk,
+		Sources: sources,
+		Pods:    discoveredPods{node.cfg},
+		Stats:   cgroupPodStats{reader},
+		Metrics: metrics.New(prometheus.NewRegistry()),
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	m.pass(context.Background(), "start")
+	checkBenchPass(tb, m.Status(), node.pods)
+	return m, clk
+}
+
+// checkBenchPass fails unless the pass observed every host signal, listed
+// and measured every pod, and chose one to evict for memory.available.
+func checkBenchPass(tb testing.TB, st *Status, pods int) {
+	tb.Helper()
+	observed := map[signals.Signal]bool{}
+	for _, o := range st.Observations {
+		observed[o.Signal] = true
+	}
+	for _, s := range []signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable, signals.NodeFsAvailable, signals.NodeFsInodesFree, signals.PIDAvailable} {
+		if !observed[s] {
+			tb.Fatalf("%s not observed; observations %+v", s, st.Observations)
+		}
+	}
+	checkBenchDecision(tb, st.Decision, pods)
+	if st.Pods != pods {
+		tb.Fatalf("got %d pods, want %d", st.Pods, pods)
+	}
+}
+
+func checkBenchDecision(tb testing.TB, dec Decision, pods int) {
+	tb.Helper()
+	if dec.Outcome != OutcomeEvict || dec.Signal != signals.MemoryAvailable {
+		tb.Fatalf("got outcome %s for %q (%s), want evict for memory.available", dec.Outcome, dec.Signal, dec.Reason)
+	}
+	measured := 0
+	for _, c := range dec.Candidates {
+		if c.HasStats {
+			measured++
+		}
+	}
+	if len(dec.Candidates) != pods || measured != pods {
+		tb.Fatalf("got %d candidates, %d with stats, want %d of each", len(dec.Candidates), measured, pods)
+	}
+}
+
+// BenchmarkPass is one pass of the loop. "full" is Manager.pass: observe
+// (memory, allocatable memory, nodefs bytes and inodes, PIDs, all from the
+// generated files and statfs), discover the pods from their cgroups, read
+// each pod's working set and task count, evaluate the thresholds, rank,
+// decide, export metrics, log and publish the status. "decide" is
+// Decider.Decide alone on the same observations, pods and stats, read once
+// before the timer starts: the difference between the two is the cost of
+// the file reads and of the loop's bookkeeping.
+func BenchmarkPass(b *testing.B) {
+	for _, n := range benchPodCounts {
+		// The node is written by the first sub-benchmark of its size that
+		// runs, so that -bench can pick one size without writing the others.
+		dir := b.TempDir()
+		var written *benchNode
+		node := func(tb testing.TB) benchNode {
+			if written == nil {
+				w := newBenchNode(tb, dir, n)
+				written = &w
+			}
+			return *written
+		}
+		b.Run(fmt.Sprintf("full/pods=%d", n), func(b *testing.B) {
+			m, clk := newBenchManager(b, node(b))
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				// Each pass is 10s after the last, so its observations are
+				// fresh and the hard threshold stays actionable.
+				clk.Step(10 * time.Second)
+				m.pass(ctx, "tick")
+			}
+			b.StopTimer()
+			checkBenchPass(b, m.Status(), n)
+		})
+		b.Run(fmt.Sprintf("decide/pods=%d", n), func(b *testing.B) {
+			obs, pods, stats := readBenchNode(b, node(b))
+			d := NewDecider(benchDeciderConfig(b))
+			now := t0
+			var dec Decision
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				now = now.Add(10 * time.Second)
+				for s, o := range obs {
+					o.Time = now
+					obs[s] = o
+				}
+				dec = d.Decide(now, obs, pods, stats)
+			}
+			b.StopTimer()
+			checkBenchDecision(b, dec, n)
+		})
+	}
+}
+
+// readBenchNode reads node once, as a pass would.
+func readBenchNode(tb testing.TB, node benchNode) (signals.Observations, []ranking.Pod, map[string]signals.PodStats) {
+	tb.Helper()
+	ctx := context.Background()
+	sources, err := host.Sources(node.cfg)
+	if err != nil {
+		tb.Fatalf("sources: %v", err)
+	}
+	obs, err := signals.Collect(ctx, t0, sources)
+	if err != nil {
+		tb.Fatalf("observe: %v", err)
+	}
+	pods, err := host.DiscoverPods(node.cfg)
+	if err != nil || len(pods) != node.pods {
+		tb.Fatalf("discover pods: got %d, want %d (err %v)", len(pods), node.pods, err)
+	}
+	reader, err := host.NewPodStatsReader(node.cfg)
+	if err != nil {
+		tb.Fatalf("pod stats reader: %v", err)
+	}
+	stats, err := reader.Read(ctx, pods, t0)
+	if err != nil {
+		tb.Fatalf("pod stats: %v", err)
+	}
+	return obs, pods, stats
+}
+
+// passCost is what a run of passes allocated, per pass, and the live heap
+// after it.
+type passCost struct {
+	allocs, bytes float64
+	liveHeap      uint64
+}
+
+// measurePasses makes n passes and returns their allocations per pass and
+// the live heap after a collection.
+func measurePasses(m *Manager, clk *clocktesting.FakeClock, n int) passCost {
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		clk.Step(10 * time.Second)
+		m.pass(ctx, "tick")
+	}
+	runtime.ReadMemStats(&after)
+	runtime.GC()
+	var live runtime.MemStats
+	runtime.ReadMemStats(&live)
+	return passCost{
+		allocs:   float64(after.Mallocs-before.Mallocs) / float64(n),
+		bytes:    float64(after.TotalAlloc-before.TotalAlloc) / float64(n),
+		liveHeap: live.HeapAlloc,
+	}
+}
+
+// growthPods is the node size of BenchmarkPassAllocGrowth: what a pass
+// keeps from one pass to the next does not depend on the number of pods, and
+// 10 pods keep its 10,101 passes to seconds.
+const growthPods = 10
+
+// BenchmarkPassAllocGrowth checks that a pass allocates no more after
+// 10,000 passes than at the start, and that the live heap does not grow:
+// nothing a pass allocates outlives the passes after it. On one Manager
+// with growthPods pods it makes a first pass (in newBenchManager), then
+// 10,100 more, and reports the allocations per pass of passes 2–101 ("early") and
+// 10,002–10,101 ("late"), and the live heap after a collection at the end
+// of each window. B/op and allocs/op are the late window's, per pass; ns/op
+// is suppressed. It fails when the late passes allocate more than 1% (plus
+// one allocation) above the early ones.
+func BenchmarkPassAllocGrowth(b *testing.B) {
+	const window, gap = 100, 9900
+	node := newBenchNode(b, b.TempDir(), growthPods)
+	var early, late passCost
+	for b.Loop() {
+		m, clk := newBenchManager(b, node)
+		early = measurePasses(m, clk, window)
+		measurePasses(m, clk, gap)
+		late = measurePasses(m, clk, window)
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(late.bytes, "B/op")
+	b.ReportMetric(late.allocs, "allocs/op")
+	b.ReportMetric(early.allocs, "early-allocs/pass")
+	b.ReportMetric(late.allocs, "late-allocs/pass")
+	b.ReportMetric(early.bytes, "early-B/pass")
+	b.ReportMetric(late.bytes, "late-B/pass")
+	b.ReportMetric(float64(early.liveHeap), "early-live-B")
+	b.ReportMetric(float64(late.liveHeap), "late-live-B")
+	if late.allocs > early.allocs*1.01+1 {
+		b.Errorf("allocations per pass grew from %.1f (passes 2-101) to %.1f (passes 10002-10101)", early.allocs, late.allocs)
+	}
+}
