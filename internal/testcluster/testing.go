@@ -2,18 +2,23 @@ package testcluster
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 )
 
 // StartForTest starts a cluster for t and stops it when t and its subtests
-// end. It skips t when the binaries are not built, and fails t when the
-// cluster does not start. If t fails, the last lines of each component's log
+// end. It skips t when the binaries are not built (except under CI, where
+// `make test` builds them, so a missing binary is a failure), and fails t
+// when the cluster does not start. If t fails, the last lines of each component's log
 // are logged before the cluster is stopped.
 func StartForTest(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	c, err := Start(t.Context(), opts)
 	if errors.Is(err, ErrNoBinaries) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("testcluster: %v", err)
+		}
 		t.Skipf("testcluster: %v", err)
 	}
 	if err != nil {
