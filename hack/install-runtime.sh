@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Installs what internal/testruntime needs from Debian's packages, if missing:
+#
+#   containerd, ctr   containerd (bookworm: 1.6.20)
+#   runc              runc (bookworm: 1.1.5)
+#   mkfs.ext4         e2fsprogs
+#   mount, losetup    mount
+#
+# Idempotent: with everything present it only prints the versions. It runs
+# `apt-get update` only when a package is missing and apt does not know it yet
+# (a fresh machine), or when the install fails on stale package lists. Run by
+# a non-root user with something missing, it says so and exits 0 (the tests
+# that need root skip), except under CI=true, where it fails. No containerd service is started: the tests start their
+# own containerd with its own config, root and socket; a policy-rc.d keeps the
+# package's scripts from starting one during the install.
+#
+# Usage: hack/install-runtime.sh   (as root when something is missing)
+set -euo pipefail
+
+log() { echo "install-runtime: $*"; }
+
+# package_for COMMAND prints the Debian package that ships COMMAND.
+package_for() {
+	case "$1" in
+	containerd | ctr) echo containerd ;;
+	runc) echo runc ;;
+	mkfs.ext4) echo e2fsprogs ;;
+	mount | losetup | umount) echo mount ;;
+	*) return 1 ;;
+	esac
+}
+
+# Debian puts mkfs.ext4 in /usr/sbin, which a non-login PATH may lack.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+missing=()
+for cmd in containerd ctr runc mkfs.ext4 mount umount losetup; do
+	if ! command -v "$cmd" >/dev/null 2>&1; then
+		pkg=$(package_for "$cmd")
+		[[ " ${missing[*]} " == *" $pkg "* ]] || missing+=("$pkg")
+	fi
+done
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+	if [[ $(id -u) -ne 0 ]]; then
+		log "missing packages: ${missing[*]}; run as root: apt-get install -y ${missing[*]}" >&2
+		# Outside CI a non-root `make test` goes on: the tests that need
+		# root and containerd skip themselves.
+		[[ "${CI:-}" == "true" ]] && exit 1
+		log "the tests that need them will skip" >&2
+		exit 0
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	start=$SECONDS
+	# apt-get update only when apt has no candidate for a missing package
+	# (no package lists yet, as on a fresh machine).
+	for pkg in "${missing[@]}"; do
+		if ! apt-cache policy "$pkg" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+			log "apt-get update (no candidate for $pkg)"
+			apt-get update -q
+			break
+		fi
+	done
+
+	policy=/usr/sbin/policy-rc.d
+	own_policy=false
+	if [[ ! -e "$policy" ]]; then
+		printf '#!/bin/sh\n# written by evictd hack/install-runtime.sh during an install\nexit 101\n' >"$policy"
+		chmod 0755 "$policy"
+		own_policy=true
+	fi
+	trap 'if $own_policy; then rm -f "$policy"; fi' EXIT
+
+	log "apt-get install -y ${missing[*]}"
+	if ! apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+		# Package lists older than the mirror name files it no longer has.
+		log "install failed; apt-get update and one more try"
+		apt-get update -q
+		apt-get install -y -q --no-install-recommends "${missing[@]}"
+	fi
+	log "installed in $((SECONDS - start)) s"
+fi
+
+for cmd in containerd ctr runc mkfs.ext4 mount losetup; do
+	if ! command -v "$cmd" >/dev/null 2>&1; then
+		log "$cmd still missing after the install" >&2
+		exit 1
+	fi
+done
+
+log "$(containerd --version)"
+log "$(runc --version | head -n 1)"
+log "ctr $(ctr --version | awk '{print $NF}')"
+log "$(mkfs.ext4 -V 2>&1 | head -n 1)"

@@ -1,0 +1,211 @@
+// Command workload is the one small static program of the test images
+// (internal/testruntime): by its first argument it idles (the pause image and
+// idle pods), allocates memory at a rate, writes a volume of data, creates
+// files, or spawns sleeping processes, and then holds what it took until
+// SIGTERM or SIGINT, on which it exits 0 at once. Build it with CGO_ENABLED=0.
+//
+//	workload sleep
+//	workload alloc --mib 200 --rate 50
+//	workload write --dir /data --mib 100
+//	workload files --dir /data --count 5000
+//	workload procs --count 200
+//
+// It prints one line when it holds what it was asked for ("workload: ready
+// ...") so tests can wait for it in the container's log.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+const usage = `usage:
+  workload sleep
+  workload alloc --mib N [--rate R]         allocate N MiB at R MiB/s (0: at once) and hold it
+  workload write --dir D --mib N            write N MiB into D/data and keep it
+  workload files --dir D --count N          create N empty files in D
+  workload procs --count N                  spawn N sleeping processes
+Every command then holds what it took until SIGTERM or SIGINT (exit 0).
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	// Catch the signals first, so a SIGTERM during the work ends it too.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- run(os.Args[1], os.Args[2:]) }()
+
+	select {
+	case sig := <-stop:
+		fmt.Printf("workload: %s, exiting\n", sig)
+		os.Exit(0)
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "workload %s: %v\n", os.Args[1], err)
+			if errors.Is(err, errUsage) {
+				os.Exit(2)
+			}
+			os.Exit(1)
+		}
+	}
+	sig := <-stop
+	fmt.Printf("workload: %s, exiting\n", sig)
+}
+
+// run does the work of one command and returns once it holds what it took
+// (alloc keeps its memory reachable through a goroutine that never ends).
+func run(cmd string, args []string) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	mib := fs.Int("mib", 0, "MiB to allocate or write")
+	rate := fs.Int("rate", 0, "allocation rate in MiB/s; 0 allocates at once")
+	dir := fs.String("dir", "", "directory to write into (created if missing)")
+	count := fs.Int("count", 0, "number of files or processes")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	switch cmd {
+	case "sleep":
+		fmt.Println("workload: ready (sleeping)")
+		return nil
+	case "alloc":
+		if *mib <= 0 || *rate < 0 {
+			return fmt.Errorf("%w: --mib must be > 0 and --rate >= 0", errUsage)
+		}
+		return alloc(*mib, *rate)
+	case "write":
+		if *dir == "" || *mib <= 0 {
+			return fmt.Errorf("%w: --dir and --mib > 0 are required", errUsage)
+		}
+		return write(*dir, *mib)
+	case "files":
+		if *dir == "" || *count <= 0 {
+			return fmt.Errorf("%w: --dir and --count > 0 are required", errUsage)
+		}
+		return files(*dir, *count)
+	case "procs":
+		if *count <= 0 {
+			return fmt.Errorf("%w: --count must be > 0", errUsage)
+		}
+		return procs(*count)
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	}
+}
+
+// errUsage marks a bad command line (exit status 2).
+var errUsage = errors.New("usage")
+
+// held keeps the allocated memory reachable for the life of the process.
+var held [][]byte
+
+// alloc allocates mib MiB, one MiB every 1/rate s, touching every page so the
+// memory is resident, and keeps it.
+func alloc(mib, rate int) error {
+	var tick <-chan time.Time
+	if rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(rate))
+		defer t.Stop()
+		tick = t.C
+	}
+	for i := range mib {
+		if tick != nil && i > 0 {
+			<-tick
+		}
+		b := make([]byte, 1<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		held = append(held, b)
+	}
+	fmt.Printf("workload: ready (allocated %d MiB)\n", mib)
+	return nil
+}
+
+// write writes mib MiB of incompressible data to dir/data and syncs it.
+func write(dir string, mib int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "data"))
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	var x uint64 = 0x9e3779b97f4a7c15 // xorshift: cheap, not compressible by a filesystem
+	for range mib {
+		for i := 0; i+8 <= len(buf); i += 8 {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			for k := range 8 {
+				buf[i+k] = byte(x >> (8 * k))
+			}
+		}
+		if _, err := f.Write(buf); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("workload: ready (wrote %d MiB to %s)\n", mib, f.Name())
+	return nil
+}
+
+// files creates count empty files in dir.
+func files(dir string, count int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := range count {
+		f, err := os.OpenFile(filepath.Join(dir, "f"+strconv.Itoa(i)), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("after %d files: %w", i, err)
+		}
+		f.Close()
+	}
+	fmt.Printf("workload: ready (created %d files in %s)\n", count, dir)
+	return nil
+}
+
+// procs spawns count children of this same binary running "sleep". They die
+// with this process (Pdeathsig), so SIGTERM to it ends them all. Each child is
+// a Go process with a few threads: the tasks a pids cgroup counts are a
+// small multiple of count.
+func procs(count int) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for i := range count {
+		c := exec.Command(self, "sleep") // output to /dev/null
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			return fmt.Errorf("after %d processes: %w", i, err)
+		}
+		go c.Wait() //nolint:errcheck // reaps the child when it dies
+	}
+	fmt.Printf("workload: ready (spawned %d processes)\n", count)
+	return nil
+}

@@ -1,0 +1,88 @@
+package testruntime
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// EnvWorkloadBin names a prebuilt static workload binary (hack/workload);
+// without it Start builds one with the go command.
+const EnvWorkloadBin = "EVICTD_WORKLOAD_BIN"
+
+const (
+	mainModule     = "github.com/evictd/evictd"
+	workloadModule = mainModule + "/hack/workload"
+)
+
+// workloadBinary returns the workload binary to put in images: path if set,
+// else $EVICTD_WORKLOAD_BIN, else one built into dir from the repository
+// that holds the working directory (static, CGO_ENABLED=0; Go's build cache
+// makes this quick after the first time).
+func workloadBinary(path, dir string) (string, error) {
+	if path == "" {
+		path = os.Getenv(EnvWorkloadBin)
+	}
+	if path != "" {
+		if fi, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("workload binary: %w", err)
+		} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("workload binary %s: not an executable file", path)
+		}
+		return path, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", fmt.Errorf("workload binary: %w (or set %s)", err, EnvWorkloadBin)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("workload binary: no go command to build it (or set %s): %w", EnvWorkloadBin, err)
+	}
+	out := filepath.Join(dir, "workload")
+	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags", "-s -w", "-o", out, workloadModule)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w: %s", workloadModule, err, strings.TrimSpace(string(b)))
+	}
+	return out, nil
+}
+
+// moduleRoot walks up from the working directory to the go.mod of the main
+// module.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if isMainModule(filepath.Join(dir, "go.mod")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod of " + mainModule + " above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func isMainModule(gomod string) bool {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) == 2 && fields[0] == "module" {
+			return fields[1] == mainModule
+		}
+	}
+	return false
+}
