@@ -16,7 +16,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build run test vet fmt-check bench install uninstall clean k8s-bins
+.PHONY: all build run test vet fmt-check bench install uninstall clean k8s-bins runtime
 
 all: build
 
@@ -36,7 +36,12 @@ run: build
 k8s-bins:
 	hack/build-k8s.sh
 
-test: vet fmt-check k8s-bins
+# containerd and runc from Debian's packages, for the tests that run a real
+# container runtime (installed as root; a no-op when present).
+runtime:
+	hack/install-runtime.sh
+
+test: vet fmt-check k8s-bins runtime
 	$(GO) test -count=1 -timeout 30m ./...
 
 vet:
