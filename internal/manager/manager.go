@@ -76,9 +76,12 @@ type Deps struct {
 	Stats   PodStatsSource
 	Evicter Evicter
 	// Status, when set, is told the node's pressures after every pass.
-	Status  StatusPublisher
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
+	Status StatusPublisher
+	// Reclaimer, when set, frees dead containers and unused images before
+	// a pod is evicted for a disk signal.
+	Reclaimer Reclaimer
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
 	// AfterPass, when set, is called by the loop after each pass with the
 	// status it published (main uses it to tell systemd it is ready).
 	AfterPass func(*Status)
@@ -186,6 +189,9 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	}
 
 	dec := m.decider.Decide(start, obs, pods, stats)
+	if !m.cfg.DryRun {
+		dec = m.reclaimFirst(ctx, dec)
+	}
 	m.export(start, obs, dec)
 	m.logDecision(dec)
 	if m.deps.Status != nil {

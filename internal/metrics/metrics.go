@@ -77,6 +77,8 @@ type Metrics struct {
 	decisions *prometheus.CounterVec
 	evictions *prometheus.CounterVec
 	apiErrors *prometheus.CounterVec
+	reclaims  *prometheus.CounterVec
+	reclaimed *prometheus.CounterVec
 	passDur   prometheus.Histogram
 	passes    *prometheus.CounterVec
 	statsAge  *prometheus.HistogramVec
@@ -143,6 +145,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_api_errors_total",
 			Help: "Requests to the API server that failed, by verb (e.g. patch-node-status, update-node, evict, delete-pod, patch-pod-status).",
 		}, []string{"verb"}),
+		reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_reclaim_total",
+			Help: "Node-level reclaim actions (containers: dead containers and sandboxes; images: unused images), by result.",
+		}, []string{"kind", "result"}),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_reclaimed_bytes_total",
+			Help: "Bytes that node-level reclaim freed on the filesystem, measured with statfs before and after, by kind.",
+		}, []string{"kind"}),
 		passDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "evictd_pass_duration_seconds",
 			Help:    "Duration of one pass of the loop: observe, decide, act.",
@@ -196,6 +206,8 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.decisions = registerOrShare(reg, m.decisions, &errs)
 	m.evictions = registerOrShare(reg, m.evictions, &errs)
 	m.apiErrors = registerOrShare(reg, m.apiErrors, &errs)
+	m.reclaims = registerOrShare(reg, m.reclaims, &errs)
+	m.reclaimed = registerOrShare(reg, m.reclaimed, &errs)
 	m.passDur = registerOrShare(reg, m.passDur, &errs)
 	m.passes = registerOrShare(reg, m.passes, &errs)
 	m.statsAge = registerOrShare(reg, m.statsAge, &errs)
@@ -340,6 +352,24 @@ func (m *Metrics) IncAPIError(verb string) {
 		return
 	}
 	m.apiErrors.WithLabelValues(verb).Inc()
+}
+
+// IncReclaim counts a node-level reclaim action of kind with its result
+// (ok or failed).
+func (m *Metrics) IncReclaim(kind, result string) {
+	if m == nil {
+		return
+	}
+	m.reclaims.WithLabelValues(kind, result).Inc()
+}
+
+// AddReclaimedBytes adds what a reclaim action freed; negative or zero
+// amounts (the filesystem filled up meanwhile) add nothing.
+func (m *Metrics) AddReclaimedBytes(kind string, bytes int64) {
+	if m == nil || bytes <= 0 {
+		return
+	}
+	m.reclaimed.WithLabelValues(kind).Add(float64(bytes))
 }
 
 // ObservePass records how long a pass took.

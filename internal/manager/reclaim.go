@@ -1,0 +1,81 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+// Reclaimer frees node-level resources (dead containers and sandboxes,
+// unused images) for a disk signal, in the order the layout calls for,
+// before any pod is evicted for that signal.
+type Reclaimer interface {
+	Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]ReclaimAction, error)
+}
+
+// ReclaimAction is what one kind of reclaim did.
+type ReclaimAction struct {
+	// Kind is "containers" or "images".
+	Kind string
+	// Removed counts the containers, sandboxes or images deleted.
+	Removed int
+	// FreedBytes is what the filesystem gained, measured with statfs
+	// before and after (0 when nothing could be measured).
+	FreedBytes int64
+	Err        error
+}
+
+// OutcomeReclaimed: node-level reclaim brought every threshold, with its
+// minimum reclaim, back; no pod is evicted.
+const OutcomeReclaimed Outcome = "reclaim-sufficient"
+
+// reclaimFirst runs node-level reclaim for a disk decision and observes
+// again. When every threshold is clear with its minimum reclaim (the
+// kubelet's rule, which checks all thresholds, not only the one acted on),
+// the decision becomes OutcomeReclaimed.
+func (m *Manager) reclaimFirst(ctx context.Context, dec Decision) Decision {
+	if m.deps.Reclaimer == nil || dec.Outcome != OutcomeEvict && dec.Outcome != OutcomeNoEvictablePod {
+		return dec
+	}
+	if r := dec.Signal.Resource(); r != signals.ResourceEphemeralStorage && r != signals.ResourceInodes {
+		return dec
+	}
+	log := m.deps.Log.With("signal", dec.Signal)
+	actions, err := m.deps.Reclaimer.Reclaim(ctx, dec.Signal, m.cfg.Decider.Layout)
+	if err != nil {
+		log.Warn("node-level reclaim failed", "err", err)
+	}
+	for _, a := range actions {
+		result := "ok"
+		if a.Err != nil {
+			result = "failed"
+			log.Warn("reclaim failed", "kind", a.Kind, "err", a.Err)
+		}
+		m.deps.Metrics.IncReclaim(a.Kind, result)
+		m.deps.Metrics.AddReclaimedBytes(a.Kind, a.FreedBytes)
+		log.Info("reclaimed", "kind", a.Kind, "removed", a.Removed, "freedBytes", a.FreedBytes)
+	}
+	now := m.deps.Clock.Now()
+	obs, err := signals.Collect(ctx, now, m.deps.Sources)
+	if err != nil {
+		log.Warn("some signals could not be read after reclaim", "err", err)
+	}
+	signals.DeriveContainerFs(obs, m.cfg.Decider.Layout)
+	if o, ok := obs[dec.Signal]; !ok || o.Time.Before(now) {
+		// Without a fresh reading of the starved signal, reclaim cannot be
+		// shown to have been enough: keep the decision.
+		return dec
+	}
+	if still := thresholds.Met(m.decider.Thresholds(), obs, true); len(still) > 0 {
+		log.Info("reclaim was not enough; evicting", "stillMet", thresholds.Format(still[0]))
+		return dec
+	}
+	dec.Outcome = OutcomeReclaimed
+	dec.Reason = fmt.Sprintf("node-level reclaim brought %s back above its threshold and minimum reclaim at %s; no pod evicted",
+		dec.Signal, now.Format(time.RFC3339))
+	dec.Pod, dec.Fallbacks, dec.Message, dec.Annotations, dec.GracePeriod = nil, nil, "", nil, 0
+	return dec
+}

@@ -1,0 +1,133 @@
+package manager
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+// diskScript is a nodefs source whose free space the test sets.
+type diskScript struct {
+	mu   sync.Mutex
+	free int64
+}
+
+func (d *diskScript) set(v int64) { d.mu.Lock(); d.free = v; d.mu.Unlock() }
+
+func (d *diskScript) Observe(_ context.Context, now time.Time) ([]signals.Observation, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return []signals.Observation{{Signal: signals.NodeFsAvailable, Available: d.free, Capacity: 1000 * mi, Time: now}}, nil
+}
+
+// freeing is a Reclaimer that frees a set amount on the scripted disk.
+type freeing struct {
+	disk  *diskScript
+	to    int64
+	calls []signals.Signal
+}
+
+func (f *freeing) Reclaim(_ context.Context, sig signals.Signal, _ signals.FsLayout) ([]ReclaimAction, error) {
+	f.calls = append(f.calls, sig)
+	f.disk.mu.Lock()
+	before := f.disk.free
+	f.disk.mu.Unlock()
+	f.disk.set(f.to)
+	return []ReclaimAction{{Kind: "containers", Removed: 3, FreedBytes: f.to - before}}, nil
+}
+
+func TestReclaimBeforeEvicting(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{
+		Hard:           map[string]string{"nodefs.available": "100Mi"},
+		MinimumReclaim: map[string]string{"nodefs.available": "50Mi"},
+	})
+	for _, tc := range []struct {
+		name        string
+		reclaimTo   int64
+		wantOutcome Outcome
+		wantEvicted int
+	}{
+		{"reclaim clears threshold and minimum reclaim", 200 * mi, OutcomeReclaimed, 0},
+		{"reclaim clears the threshold but not the minimum reclaim", 120 * mi, OutcomeEvict, 1},
+		{"reclaim frees nothing", 50 * mi, OutcomeEvict, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			disk := &diskScript{free: 50 * mi}
+			rec := &freeing{disk: disk, to: tc.reclaimTo}
+			ev := &recorder{}
+			reg := prometheus.NewRegistry()
+			passes := make(chan *Status, 4)
+			pod := ranking.Pod{Namespace: "default", Name: "writer", UID: "u1", QOS: ranking.BestEffort}
+			m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
+				Deps{
+					Clock: clocktesting.NewFakeClock(t0), Sources: []signals.Source{disk},
+					Pods: fixedPods{pod}, Stats: fixedStats{}, Evicter: ev, Reclaimer: rec,
+					Metrics: metrics.New(reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+					AfterPass: func(st *Status) { passes <- st },
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- m.Run(ctx) }()
+			st := <-passes
+			cancel()
+			for {
+				select {
+				case <-passes:
+					continue
+				case <-done:
+				}
+				break
+			}
+			if st.Decision.Outcome != tc.wantOutcome {
+				t.Errorf("outcome: got %s, want %s (%s)", st.Decision.Outcome, tc.wantOutcome, st.Decision.Reason)
+			}
+			if len(rec.calls) != 1 || rec.calls[0] != signals.NodeFsAvailable {
+				t.Errorf("reclaim calls: got %v, want one for nodefs.available", rec.calls)
+			}
+			if got := len(ev.evicted()); got != tc.wantEvicted {
+				t.Errorf("evictions: got %d, want %d", got, tc.wantEvicted)
+			}
+			if tc.reclaimTo > 50*mi {
+				if got := testutil.ToFloat64(counter(t, reg, "evictd_reclaimed_bytes_total", "kind", "containers")); got != float64(tc.reclaimTo-50*mi) {
+					t.Errorf("reclaimed bytes: got %v, want %d", got, tc.reclaimTo-50*mi)
+				}
+			}
+		})
+	}
+}
+
+func TestNoReclaimForMemory(t *testing.T) {
+	rec := &freeing{disk: &diskScript{}}
+	m, err := New(Config{HousekeepingInterval: time.Second}, Deps{
+		Clock: clocktesting.NewFakeClock(t0), Pods: fixedPods{}, Stats: fixedStats{}, Evicter: &recorder{},
+		Reclaimer: rec, Metrics: metrics.New(nil), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &ranking.Pod{Name: "hog"}
+	for _, sig := range []signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable, signals.PIDAvailable} {
+		dec := m.reclaimFirst(context.Background(), Decision{Outcome: OutcomeEvict, Signal: sig, Pod: pod})
+		if dec.Outcome != OutcomeEvict || dec.Pod != pod {
+			t.Errorf("%s: decision changed to %s", sig, dec.Outcome)
+		}
+	}
+	if len(rec.calls) != 0 {
+		t.Errorf("non-disk signals called reclaim %v", rec.calls)
+	}
+}
