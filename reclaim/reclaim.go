@@ -1,0 +1,237 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/signals"
+)
+
+// The kinds of reclaim, as manager.ReclaimAction.Kind spells them.
+const (
+	KindContainers = "containers"
+	KindImages     = "images"
+)
+
+// DefaultTimeout bounds one CRI call when Config.Timeout is 0.
+const DefaultTimeout = 30 * time.Second
+
+// Runtime is the part of the CRI runtime service reclaim needs; the
+// k8s.io/cri-client runtime client (internalapi.RuntimeService) satisfies it.
+type Runtime interface {
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	StopPodSandbox(ctx context.Context, podSandboxID string) error
+	RemovePodSandbox(ctx context.Context, podSandboxID string) error
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	RemoveContainer(ctx context.Context, containerID string) error
+}
+
+// Images is the part of the CRI image service reclaim needs; the
+// k8s.io/cri-client image client (internalapi.ImageManagerService) satisfies
+// it.
+type Images interface {
+	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
+	RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error
+}
+
+// Measure returns the bytes available to unprivileged users on the
+// filesystem holding path (StatfsAvailable does it with statfs(2)).
+type Measure func(path string) (availableBytes int64, err error)
+
+// Config configures a Reclaimer.
+type Config struct {
+	// NodeFsPath is a directory on nodefs, the kubelet's root directory
+	// (/var/lib/kubelet); required.
+	NodeFsPath string
+	// ImageFsPath is a directory on the runtime's image filesystem (for
+	// containerd its root, /var/lib/containerd, or the mountpoint ImageFsInfo
+	// reports); "" means NodeFsPath (single filesystem).
+	ImageFsPath string
+	// MinImageAge is how long an image must have been known to this
+	// Reclaimer before it may be removed (--minimum-image-ttl-duration);
+	// default 0 here, 2m in cmd/evictd as in the kubelet.
+	MinImageAge time.Duration
+	// SandboxImage is the runtime's sandbox (pause) image, never removed;
+	// images the runtime reports as pinned are never removed either.
+	SandboxImage string
+	// Clock tells the time for image ages; default the real clock.
+	Clock clock.PassiveClock
+	// Timeout bounds each CRI call; default DefaultTimeout (30 s).
+	Timeout time.Duration
+	// Measure reads a filesystem's available bytes; default StatfsAvailable.
+	Measure Measure
+}
+
+// Validate rejects a configuration that cannot work, in the kubelet's words.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeFsPath == "" {
+		errs = append(errs, errors.New("reclaim: the kubelet root directory (nodefs path) must be set"))
+	}
+	if c.MinImageAge < 0 {
+		errs = append(errs, fmt.Errorf("invalid configuration: imageMinimumGCAge (--minimum-image-ttl-duration) %v must not be negative", c.MinImageAge))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("invalid configuration: runtime request timeout %v must not be negative", c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Reclaimer removes dead containers, dead sandboxes and unused images for a
+// disk signal. It implements manager.Reclaimer; its methods are safe for
+// concurrent use (calls are serialized).
+type Reclaimer struct {
+	cfg Config
+	rt  Runtime
+	img Images
+	log *slog.Logger
+
+	mu     sync.Mutex            // serializes Reclaim; guards images
+	images map[string]*imageSeen // by image ID: what this Reclaimer knows of each image
+}
+
+// New returns a Reclaimer removing containers and sandboxes through rt and
+// images through img. Zero fields of cfg take their defaults; cfg should have
+// passed Validate.
+func New(cfg Config, rt Runtime, img Images, log *slog.Logger) *Reclaimer {
+	if cfg.ImageFsPath == "" {
+		cfg.ImageFsPath = cfg.NodeFsPath
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Measure == nil {
+		cfg.Measure = StatfsAvailable
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Reclaimer{cfg: cfg, rt: rt, img: img, log: log, images: map[string]*imageSeen{}}
+}
+
+var _ manager.Reclaimer = (*Reclaimer)(nil)
+
+// Plan returns the kinds of reclaim to run, in order, for a disk signal under
+// a layout, and the error for a signal that is not a disk signal:
+//
+//	layout             nodefs.*             imagefs.*            containerfs.*
+//	single             containers, images   containers, images   containers, images
+//	dedicated imagefs  containers (*)       containers, images   containers, images
+//	split imagefs      containers           images               containers
+//
+// (*) the kubelet runs nothing there; see the package documentation.
+func Plan(sig signals.Signal, layout signals.FsLayout) ([]string, error) {
+	if sig.Pressure() != signals.DiskPressure {
+		return nil, fmt.Errorf("reclaim for %s: not a disk signal", sig)
+	}
+	fs := fsOf(sig)
+	switch layout {
+	case signals.SingleFs:
+		return []string{KindContainers, KindImages}, nil
+	case signals.DedicatedImageFs:
+		if fs == nodeFs {
+			return []string{KindContainers}, nil
+		}
+		return []string{KindContainers, KindImages}, nil
+	case signals.SplitImageFs:
+		if fs == imageFs {
+			return []string{KindImages}, nil
+		}
+		return []string{KindContainers}, nil
+	}
+	return nil, fmt.Errorf("reclaim for %s: unknown filesystem layout %d", sig, layout)
+}
+
+type fsKind int
+
+const (
+	nodeFs fsKind = iota
+	imageFs
+	containerFs
+)
+
+func fsOf(sig signals.Signal) fsKind {
+	switch sig {
+	case signals.ImageFsAvailable, signals.ImageFsInodesFree:
+		return imageFs
+	case signals.ContainerFsAvailable, signals.ContainerFsInodesFree:
+		return containerFs
+	}
+	return nodeFs
+}
+
+// measurePath is the directory whose filesystem is measured around a kind of
+// reclaim for sig. Images live on imagefs, so images are measured there.
+// Containers are measured on the filesystem under pressure, since that is
+// what the reclaim is for: a dead container's writable layer is on imagefs
+// with a dedicated imagefs and on nodefs otherwise, its logs always on
+// nodefs; so with a dedicated imagefs nodefs.* is measured on nodefs (the
+// logs) and imagefs.*/containerfs.* on imagefs (the writable layers), and
+// in the other layouts every container reclaim is measured on nodefs.
+func (r *Reclaimer) measurePath(kind string, sig signals.Signal, layout signals.FsLayout) string {
+	if kind == KindImages {
+		return r.cfg.ImageFsPath
+	}
+	if layout == signals.DedicatedImageFs && fsOf(sig) != nodeFs {
+		return r.cfg.ImageFsPath
+	}
+	return r.cfg.NodeFsPath
+}
+
+// Reclaim runs the reclaim Plan gives for sig and layout, one action per
+// kind. A kind that fails (wholly or in part) carries its error in its
+// action and the next kind still runs. The error is for a signal or layout
+// reclaim does not handle.
+func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]manager.ReclaimAction, error) {
+	kinds, err := Plan(sig, layout)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	log := r.log.With("signal", sig, "layout", layout)
+	var actions []manager.ReclaimAction
+	for _, kind := range kinds {
+		if err := ctx.Err(); err != nil {
+			actions = append(actions, manager.ReclaimAction{Kind: kind, Err: fmt.Errorf("reclaim %s: %w", kind, err)})
+			continue
+		}
+		path := r.measurePath(kind, sig, layout)
+		before, errBefore := r.cfg.Measure(path)
+		var a manager.ReclaimAction
+		switch kind {
+		case KindContainers:
+			a = r.removeDeadContainers(ctx, log)
+		case KindImages:
+			a = r.removeUnusedImages(ctx, log)
+		}
+		after, errAfter := r.cfg.Measure(path)
+		if err := errors.Join(errBefore, errAfter); err != nil {
+			log.Warn("cannot measure what reclaim freed", "kind", kind, "path", path, "err", err)
+		} else if a.FreedBytes = after - before; a.FreedBytes < 0 {
+			// Something else wrote meanwhile; a counter takes no negative.
+			log.Debug("filesystem lost space during reclaim", "kind", kind, "path", path, "bytes", -a.FreedBytes)
+			a.FreedBytes = 0
+		}
+		actions = append(actions, a)
+	}
+	return actions, nil
+}
+
+// call runs one CRI call bounded by the configured timeout.
+func (r *Reclaimer) call(ctx context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	return f(ctx)
+}
