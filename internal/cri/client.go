@@ -1,0 +1,141 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
+)
+
+// DefaultTimeout bounds each CRI call when Dial is given no timeout.
+const DefaultTimeout = 2 * time.Second
+
+// Client talks to a container runtime over the CRI. Every call is bounded by
+// the timeout given to Dial, so a slow or stopped runtime makes a call fail,
+// never hang. It is safe for concurrent use; after a runtime restart the
+// underlying gRPC connection reconnects by itself.
+type Client struct {
+	endpoint, imageEndpoint string
+	timeout                 time.Duration
+	rs                      internalapi.RuntimeService
+	is                      internalapi.ImageManagerService
+	log                     *slog.Logger
+	// du caches PodDiskStats' directory walks.
+	du *dirUsage
+}
+
+// Dial connects to the runtime service at endpoint ("unix:///run/containerd/
+// containerd.sock", or a bare socket path) and to the image service at
+// imageEndpoint ("" for the same endpoint), and checks that both answer.
+// timeout bounds the check and, later, every call (DefaultTimeout if <= 0).
+func Dial(ctx context.Context, endpoint, imageEndpoint string, timeout time.Duration, log *slog.Logger) (*Client, error) {
+	if endpoint == "" {
+		return nil, errors.New("CRI: no runtime endpoint")
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	endpoint = normalize(endpoint)
+	if imageEndpoint == "" {
+		imageEndpoint = endpoint
+	}
+	imageEndpoint = normalize(imageEndpoint)
+	c := &Client{endpoint: endpoint, imageEndpoint: imageEndpoint, timeout: timeout, log: log.With("endpoint", endpoint),
+		du: newDirUsage(DefaultMaxAge, DefaultMaxEntries)}
+
+	dctx, cancel := c.callContext(ctx)
+	defer cancel()
+	rs, err := remote.NewRemoteRuntimeService(dctx, endpoint, timeout, nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("CRI runtime service at %s: %w", endpoint, err)
+	}
+	ictx, icancel := c.callContext(ctx)
+	defer icancel()
+	is, err := remote.NewRemoteImageService(ictx, imageEndpoint, timeout, nil, false)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("CRI image service at %s: %w", imageEndpoint, err), rs.Close(ctx))
+	}
+	c.rs, c.is = rs, is
+	c.log.Info("connected to the container runtime", "image_endpoint", imageEndpoint, "timeout", timeout)
+	return c, nil
+}
+
+// normalize gives a bare socket path the unix:// scheme.
+func normalize(endpoint string) string {
+	if strings.Contains(endpoint, "://") {
+		return endpoint
+	}
+	return "unix://" + endpoint
+}
+
+// Endpoint returns the runtime service endpoint.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// Close closes both connections.
+func (c *Client) Close() error {
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+	return errors.Join(c.rs.Close(ctx), c.is.Close(ctx))
+}
+
+// callContext bounds one call by the client's timeout and silences
+// cri-client's own logging of failed calls: the error is returned, and
+// logged once by whoever handles it.
+func (c *Client) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	return klog.NewContext(ctx, logr.Discard()), cancel
+}
+
+// imageFsInfo calls ImageFsInfo.
+func (c *Client) imageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	resp, err := c.is.ImageFsInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("CRI ImageFsInfo at %s: %w", c.imageEndpoint, err)
+	}
+	return resp, nil
+}
+
+// listPodSandboxes calls ListPodSandbox with no filter.
+func (c *Client) listPodSandboxes(ctx context.Context) ([]*runtimeapi.PodSandbox, error) {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	out, err := c.rs.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("CRI ListPodSandbox at %s: %w", c.endpoint, err)
+	}
+	return out, nil
+}
+
+// listContainers calls ListContainers with no filter.
+func (c *Client) listContainers(ctx context.Context) ([]*runtimeapi.Container, error) {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	out, err := c.rs.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("CRI ListContainers at %s: %w", c.endpoint, err)
+	}
+	return out, nil
+}
+
+// listContainerStats calls ListContainerStats with no filter.
+func (c *Client) listContainerStats(ctx context.Context) ([]*runtimeapi.ContainerStats, error) {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	out, err := c.rs.ListContainerStats(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("CRI ListContainerStats at %s: %w", c.endpoint, err)
+	}
+	return out, nil
+}

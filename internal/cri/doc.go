@@ -1,0 +1,5 @@
+// Package cri reads what evictd needs from the container runtime over the
+// CRI: the image (and container) filesystems the runtime reports, measured
+// with statfs, and each pod's disk usage (writable layers from the runtime,
+// logs and local volumes from the node's directories).
+package cri

@@ -1,0 +1,173 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
+)
+
+// Filesystem is one filesystem as the runtime reports it in ImageFsInfo.
+type Filesystem struct {
+	// Mountpoint is the directory the runtime names (containerd: its
+	// snapshotter's directory, not necessarily a mount point).
+	Mountpoint string
+	// UsedBytes and InodesUsed are what the runtime says its data uses
+	// there, nil when not reported. containerd 1.6 counts only snapshots,
+	// not content blobs, so these are not the filesystem's usage: measure
+	// the filesystem at Mountpoint for that.
+	UsedBytes, InodesUsed *uint64
+}
+
+// FsInfo is the runtime's answer to ImageFsInfo.
+type FsInfo struct {
+	// Images holds the filesystems of the image store.
+	Images []Filesystem
+	// Containers holds the filesystems of the containers' writable layers,
+	// when the runtime reports them apart (CRI v1.29+; containerd 1.6 does
+	// not).
+	Containers []Filesystem
+}
+
+// Filesystems asks the runtime where it keeps images and writable layers.
+func (c *Client) Filesystems(ctx context.Context) (FsInfo, error) {
+	resp, err := c.imageFsInfo(ctx)
+	if err != nil {
+		return FsInfo{}, err
+	}
+	info := FsInfo{
+		Images:     filesystems(resp.GetImageFilesystems()),
+		Containers: filesystems(resp.GetContainerFilesystems()),
+	}
+	if len(info.Images) == 0 {
+		return FsInfo{}, fmt.Errorf("CRI ImageFsInfo at %s: no image filesystem with a mountpoint", c.imageEndpoint)
+	}
+	return info, nil
+}
+
+func filesystems(in []*runtimeapi.FilesystemUsage) []Filesystem {
+	var out []Filesystem
+	for _, f := range in {
+		mp := f.GetFsId().GetMountpoint()
+		if mp == "" {
+			continue
+		}
+		fs := Filesystem{Mountpoint: mp}
+		if v := f.GetUsedBytes(); v != nil {
+			fs.UsedBytes = &v.Value
+		}
+		if v := f.GetInodesUsed(); v != nil {
+			fs.InodesUsed = &v.Value
+		}
+		out = append(out, fs)
+	}
+	return out
+}
+
+// ImageMountpoint is the directory of the first image filesystem.
+func (i FsInfo) ImageMountpoint() string {
+	if len(i.Images) == 0 {
+		return ""
+	}
+	return i.Images[0].Mountpoint
+}
+
+// ContainerMountpoint is the directory of the first container filesystem
+// when it differs from the image filesystem's, "" when the runtime reports
+// none or the same one (no split).
+func (i FsInfo) ContainerMountpoint() string {
+	if len(i.Containers) == 0 || i.Containers[0].Mountpoint == i.ImageMountpoint() {
+		return ""
+	}
+	return i.Containers[0].Mountpoint
+}
+
+// Split reports whether the runtime keeps writable layers on another
+// filesystem than images, as the kubelet's IsContainerFsSeparateFromImageFs
+// decides it: both reported, with different mountpoints.
+func (i FsInfo) Split() bool { return i.ContainerMountpoint() != "" }
+
+// Layout decides the filesystem layout as the kubelet does on its first
+// pass: SplitImageFs when the runtime reports container filesystems apart
+// from its image filesystems, DedicatedImageFs when the image filesystem's
+// device differs from that of kubeletRootDir (nodefs), SingleFs otherwise.
+func Layout(ctx context.Context, c *Client, fs *host.Filesystems, kubeletRootDir string) (signals.FsLayout, error) {
+	info, err := c.Filesystems(ctx)
+	if err != nil {
+		return signals.SingleFs, fmt.Errorf("filesystem layout: %w", err)
+	}
+	if info.Split() {
+		return signals.SplitImageFs, nil
+	}
+	dedicated, err := fs.Dedicated(kubeletRootDir, info.ImageMountpoint())
+	if err != nil {
+		return signals.SingleFs, fmt.Errorf("filesystem layout: %w", err)
+	}
+	if dedicated {
+		return signals.DedicatedImageFs, nil
+	}
+	return signals.SingleFs, nil
+}
+
+// ImageFsSource observes imagefs.available and imagefs.inodesFree on the
+// filesystem the runtime names for its images, measured with statfs (not
+// from the runtime's byte counts), and containerfs.available and
+// containerfs.inodesFree on the container filesystem when the runtime
+// reports one apart (the split layout; otherwise signals.DeriveContainerFs
+// fills them). It asks the runtime every pass, so a moved or remounted
+// store is followed; when the runtime cannot be reached every signal it
+// provides is missing (an error), never zero.
+type ImageFsSource struct {
+	c  *Client
+	fs *host.Filesystems
+}
+
+// NewImageFsSource returns the source; it is a second source of imagefs.*
+// beside host.ImageFsSources(--imagefs-path): use one or the other.
+func NewImageFsSource(c *Client, fs *host.Filesystems) (*ImageFsSource, error) {
+	if c == nil || fs == nil {
+		return nil, errors.New("image filesystem source: needs a CRI client and host.Filesystems")
+	}
+	return &ImageFsSource{c: c, fs: fs}, nil
+}
+
+// Observe reads the signals, stamped with now.
+func (s *ImageFsSource) Observe(ctx context.Context, now time.Time) ([]signals.Observation, error) {
+	info, err := s.c.Filesystems(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s, %s: %w", signals.ImageFsAvailable, signals.ImageFsInodesFree, err)
+	}
+	dirs := []struct {
+		dir           string
+		bytes, inodes signals.Signal
+	}{{info.ImageMountpoint(), signals.ImageFsAvailable, signals.ImageFsInodesFree}}
+	if cmp := info.ContainerMountpoint(); cmp != "" {
+		dirs = append(dirs, struct {
+			dir           string
+			bytes, inodes signals.Signal
+		}{cmp, signals.ContainerFsAvailable, signals.ContainerFsInodesFree})
+	}
+	var out []signals.Observation
+	var errs []error
+	for _, d := range dirs {
+		for _, sig := range []signals.Signal{d.bytes, d.inodes} {
+			src, err := host.NewFsSource(s.fs, d.dir, sig)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("runtime's filesystem: %w", err))
+				continue
+			}
+			obs, err := src.Observe(ctx, now)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("runtime's filesystem at %s: %w", d.dir, err))
+				continue
+			}
+			out = append(out, obs...)
+		}
+	}
+	return out, errors.Join(errs...)
+}

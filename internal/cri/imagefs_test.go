@@ -1,0 +1,184 @@
+package cri
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
+)
+
+const callTimeout = 2 * time.Second
+
+// dial connects to rt for t and closes the client when t ends.
+func dial(t *testing.T, rt *testruntime.Runtime) *Client {
+	t.Helper()
+	c, err := Dial(t.Context(), rt.Endpoint(), "", callTimeout, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("Dial(%s): %v", rt.Endpoint(), err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+// observe returns the source's observations by signal.
+func observe(t *testing.T, src signals.Source) signals.Observations {
+	t.Helper()
+	got, err := signals.Collect(t.Context(), time.Now(), []signals.Source{src})
+	if err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	return got
+}
+
+func statfs(t *testing.T, dir string) unix.Statfs_t {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestImageFsDedicated: containerd's root on a loop-mounted ext4, the kubelet
+// root dir on a tmpfs. The layout is dedicated; the imagefs observations are
+// statfs of the ext4 and follow an image import.
+func TestImageFsDedicated(t *testing.T) {
+	root := testruntime.MountExt4(t, 256)
+	kubeletDir := testruntime.MountTmpfs(t, "64m", 10000)
+	rt := testruntime.StartForTest(t, testruntime.Options{Root: root})
+	c := dial(t, rt)
+	fs := host.NewFilesystems()
+
+	info, err := c.Filesystems(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp := info.ImageMountpoint(); !strings.HasPrefix(mp, rt.RootDir()+"/") {
+		t.Errorf("image mountpoint %q, want one below %s", mp, rt.RootDir())
+	}
+	t.Logf("ImageFsInfo: images %+v, containers %+v", info.Images, info.Containers)
+	if got, err := Layout(t.Context(), c, fs, kubeletDir); err != nil || got != signals.DedicatedImageFs {
+		t.Errorf("Layout = %s, %v; want %s", got, err, signals.DedicatedImageFs)
+	}
+
+	src, err := NewImageFsSource(c, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() int64 {
+		got := observe(t, src)
+		st := statfs(t, root)
+		bsize := st.Bsize
+		avail := got[signals.ImageFsAvailable]
+		if want := int64(st.Bavail) * bsize; abs(avail.Available-want) > 2*bsize {
+			t.Errorf("imagefs.available = %d, statfs of %s: %d (block %d)", avail.Available, root, want, bsize)
+		}
+		if want := int64(st.Blocks) * bsize; avail.Capacity != want {
+			t.Errorf("imagefs.available capacity = %d, statfs: %d", avail.Capacity, want)
+		}
+		inodes := got[signals.ImageFsInodesFree]
+		if want := int64(st.Ffree); abs(inodes.Available-want) > 2 || inodes.Capacity != int64(st.Files) {
+			t.Errorf("imagefs.inodesFree = %d of %d, statfs: %d of %d", inodes.Available, inodes.Capacity, want, st.Files)
+		}
+		if _, ok := got[signals.ContainerFsAvailable]; ok {
+			t.Errorf("containerfs.available observed, but containerd 1.6 reports no container filesystem")
+		}
+		return avail.Available
+	}
+	before := check()
+	const extraMiB = 30
+	if err := rt.ImportImage(t.Context(), "evictd.test/big:1", extraMiB); err != nil {
+		t.Fatal(err)
+	}
+	after := check()
+	t.Logf("imagefs.available %d before the import of a %d MiB layer, %d after", before, extraMiB, after)
+	if before-after < extraMiB<<20 {
+		t.Errorf("imagefs.available fell by %d bytes with a %d MiB layer imported, want at least %d", before-after, extraMiB, extraMiB<<20)
+	}
+}
+
+// TestImageFsSingle: containerd's root and the kubelet root dir on the same
+// filesystem make the single layout.
+func TestImageFsSingle(t *testing.T) {
+	root := testruntime.MountExt4(t, 128)
+	kubeletDir := filepath.Join(root, "kubelet")
+	if err := os.Mkdir(kubeletDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	rt := testruntime.StartForTest(t, testruntime.Options{Root: root})
+	c := dial(t, rt)
+	if got, err := Layout(t.Context(), c, host.NewFilesystems(), kubeletDir); err != nil || got != signals.SingleFs {
+		t.Errorf("Layout = %s, %v; want %s", got, err, signals.SingleFs)
+	}
+}
+
+// TestRuntimeDown: while containerd is stopped the imagefs signals are
+// missing (an error naming the endpoint, within the call timeout), and they
+// come back when it starts again.
+func TestRuntimeDown(t *testing.T) {
+	rt := testruntime.StartForTest(t, testruntime.Options{Root: testruntime.MountTmpfs(t, "128m", 10000)})
+	c := dial(t, rt)
+	src, err := NewImageFsSource(c, host.NewFilesystems())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := observe(t, src); len(got) != 2 {
+		t.Fatalf("with containerd up: %v, want imagefs.available and imagefs.inodesFree", got)
+	}
+	if err := rt.StopContainerd(); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	got, err := signals.Collect(t.Context(), time.Now(), []signals.Source{src})
+	took := time.Since(begin)
+	t.Logf("with containerd stopped: %v after %s", err, took.Round(time.Millisecond))
+	if err == nil || len(got) != 0 {
+		t.Errorf("with containerd stopped: %v, %v; want no observation and an error", got, err)
+	} else if !strings.Contains(err.Error(), rt.Endpoint()) {
+		t.Errorf("error %q does not name the endpoint %s", err, rt.Endpoint())
+	}
+	if took > callTimeout+time.Second {
+		t.Errorf("Observe took %s with containerd stopped, want at most the call timeout %s", took, callTimeout)
+	}
+	_, perr := c.PodDiskStats(t.Context(), time.Now(), nil, t.TempDir(), t.TempDir())
+	if perr == nil || !strings.Contains(perr.Error(), rt.Endpoint()) {
+		t.Errorf("PodDiskStats with containerd stopped: %v, want an error naming %s", perr, rt.Endpoint())
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := rt.StartContainerd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		got, err := signals.Collect(ctx, time.Now(), []signals.Source{src})
+		if err == nil && len(got) == 2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("after containerd started again: %v, %v", got, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

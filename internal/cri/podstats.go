@@ -1,0 +1,283 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
+)
+
+// The labels the kubelet puts on sandboxes and containers.
+const (
+	labelPodUID        = "io.kubernetes.pod.uid"
+	labelContainerName = "io.kubernetes.container.name"
+)
+
+// DefaultPodLogsDir is where the kubelet keeps container logs.
+const DefaultPodLogsDir = "/var/log/pods"
+
+// volumePluginDirs are the directories, below <kubelet root>/pods/<uid>/
+// volumes/, of the local volume kinds measured here. hostPath volumes live
+// outside the pod's directory and are not measured (they are not the pod's
+// to free); secret, downwardAPI and projected volumes are tmpfs.
+var volumePluginDirs = []string{"kubernetes.io~empty-dir", "kubernetes.io~configmap", "kubernetes.io~git-repo"}
+
+// DiskStatsConfig configures a DiskStats.
+type DiskStatsConfig struct {
+	// KubeletRootDir is the kubelet's --root-dir; default /var/lib/kubelet.
+	KubeletRootDir string
+	// PodLogsDir holds the pods' log directories; default /var/log/pods.
+	PodLogsDir string
+	// MaxAge is how long a directory's measured usage is reused (the
+	// kubelet's volumeStatsAggPeriod); default 10 s.
+	MaxAge time.Duration
+	// MaxEntries caps one directory walk, in entries; default 1,000,000.
+	MaxEntries int
+}
+
+// DiskStats measures the pods' disk usage: it is a manager.PodStatsSource.
+// It is safe for concurrent use.
+type DiskStats struct {
+	c                    *Client
+	kubeletRoot, logsDir string
+	du                   *dirUsage
+}
+
+// NewDiskStats returns a DiskStats reading the runtime through c.
+func NewDiskStats(c *Client, cfg DiskStatsConfig) (*DiskStats, error) {
+	if c == nil {
+		return nil, errors.New("pod disk stats: no CRI client")
+	}
+	if cfg.KubeletRootDir == "" {
+		cfg.KubeletRootDir = "/var/lib/kubelet"
+	}
+	if cfg.PodLogsDir == "" {
+		cfg.PodLogsDir = DefaultPodLogsDir
+	}
+	for _, d := range []string{cfg.KubeletRootDir, cfg.PodLogsDir} {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("pod disk stats: directory %q is not an absolute path", d)
+		}
+	}
+	return &DiskStats{c: c, kubeletRoot: cfg.KubeletRootDir, logsDir: cfg.PodLogsDir, du: newDirUsage(cfg.MaxAge, cfg.MaxEntries)}, nil
+}
+
+// PodStats is PodDiskStats with the configured directories and cache.
+func (d *DiskStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
+	return podDiskStats(ctx, d.c, d.du, now, pods, d.kubeletRoot, d.logsDir)
+}
+
+// PodDiskStats returns, by pod UID, the disk usage of pods stamped with now:
+// per container (by name) the writable layer from the runtime's stats
+// (Rootfs) and the container's log directory, <podLogsDir>/<namespace>_
+// <name>_<uid>/<container>/ (Logs); per local volume named in
+// pod.LocalVolumes, its directory below <kubeletRootDir>/pods/<uid>/volumes/
+// (emptyDir, configMap, gitRepo). Directories are measured like du -x and
+// reused for DefaultMaxAge. A piece that cannot be measured stays nil (a
+// volume: absent), so the pod ranks as having no stats for what needs it;
+// the error joins what failed, and names the endpoint when the runtime
+// cannot be reached (the Rootfs of every container is then nil, the logs and
+// volumes are still measured).
+func (c *Client) PodDiskStats(ctx context.Context, now time.Time, pods []ranking.Pod, kubeletRootDir, podLogsDir string) (map[string]signals.PodStats, error) {
+	if podLogsDir == "" {
+		podLogsDir = DefaultPodLogsDir
+	}
+	return podDiskStats(ctx, c, c.du, now, pods, kubeletRootDir, podLogsDir)
+}
+
+// runtimeContainer is one container of a pod as the runtime knows it.
+type runtimeContainer struct {
+	id, name string
+	running  bool
+	created  int64
+}
+
+func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, pods []ranking.Pod, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
+	var errs []error
+	byPod, layers, err := c.writableLayers(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("pod disk stats: writable layers: %w", err))
+	}
+	out := make(map[string]signals.PodStats, len(pods))
+	for _, p := range pods {
+		st := signals.PodStats{UID: p.UID, Time: now}
+		names := containerNames(p, byPod[p.UID])
+		logDir := filepath.Join(logsDir, p.Namespace+"_"+p.Name+"_"+p.UID)
+		for _, name := range names {
+			cs := signals.ContainerStats{Name: name}
+			if rc, ok := byPod[p.UID][name]; ok {
+				cs.Rootfs = layers[rc.id]
+			}
+			if u, err := du.usage(ctx, now, filepath.Join(logDir, name)); err != nil {
+				errs = append(errs, fmt.Errorf("pod %s container %s logs: %w", p.Ref(), name, err))
+			} else {
+				cs.Logs = &u
+			}
+			st.Containers = append(st.Containers, cs)
+		}
+		for _, v := range p.LocalVolumes {
+			u, found, err := volumeUsage(ctx, du, now, filepath.Join(kubeletRoot, "pods", p.UID, "volumes"), v)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("pod %s volume %s: %w", p.Ref(), v, err))
+			case found:
+				if st.Volumes == nil {
+					st.Volumes = map[string]signals.FsUsage{}
+				}
+				st.Volumes[v] = u
+			}
+		}
+		out[p.UID] = st
+	}
+	return out, errors.Join(errs...)
+}
+
+// containerNames lists the pod's containers: those of its spec, then those
+// the runtime has that the spec does not name (init containers).
+func containerNames(p ranking.Pod, rt map[string]runtimeContainer) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, c := range p.Containers {
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			names = append(names, c.Name)
+		}
+	}
+	for name := range rt {
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// volumeUsage measures the volume's directory below volumesDir in the first
+// plugin directory that has it; found is false when none has it (a hostPath
+// volume, or one not set up yet).
+func volumeUsage(ctx context.Context, du *dirUsage, now time.Time, volumesDir, name string) (signals.FsUsage, bool, error) {
+	for _, plugin := range volumePluginDirs {
+		u, err := du.usage(ctx, now, filepath.Join(volumesDir, plugin, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		return u, err == nil, err
+	}
+	return signals.FsUsage{}, false, nil
+}
+
+// writableLayers returns the runtime's containers by pod UID and container
+// name (the running one, else the latest created, as the kubelet picks) and
+// their writable layers' usage by container ID (nil when not reported).
+func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage, error) {
+	sandboxes, err := c.listPodSandboxes(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	uidOf := make(map[string]string, len(sandboxes))
+	for _, s := range sandboxes {
+		uid := s.GetLabels()[labelPodUID]
+		if uid == "" {
+			uid = s.GetMetadata().GetUid()
+		}
+		uidOf[s.GetId()] = uid
+	}
+	containers, err := c.listContainers(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	byPod := map[string]map[string]runtimeContainer{}
+	for _, ctr := range containers {
+		uid := uidOf[ctr.GetPodSandboxId()]
+		if uid == "" {
+			continue
+		}
+		name := ctr.GetLabels()[labelContainerName]
+		if name == "" {
+			name = ctr.GetMetadata().GetName()
+		}
+		rc := runtimeContainer{id: ctr.GetId(), name: name, created: ctr.GetCreatedAt(),
+			running: ctr.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING}
+		if byPod[uid] == nil {
+			byPod[uid] = map[string]runtimeContainer{}
+		}
+		if old, ok := byPod[uid][name]; !ok || better(rc, old) {
+			byPod[uid][name] = rc
+		}
+	}
+	stats, err := c.listContainerStats(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	layers := make(map[string]*signals.FsUsage, len(stats))
+	for _, s := range stats {
+		wl := s.GetWritableLayer()
+		if wl.GetUsedBytes() == nil || wl.GetInodesUsed() == nil {
+			continue
+		}
+		layers[s.GetAttributes().GetId()] = &signals.FsUsage{
+			Bytes:  clampInt64(wl.GetUsedBytes().GetValue()),
+			Inodes: clampInt64(wl.GetInodesUsed().GetValue()),
+		}
+	}
+	return byPod, layers, nil
+}
+
+// better reports whether a should stand for its pod's container name rather
+// than b: running before not running, then the later created.
+func better(a, b runtimeContainer) bool {
+	if a.running != b.running {
+		return a.running
+	}
+	return a.created > b.created
+}
+
+func clampInt64(v uint64) int64 {
+	if v > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(v)
+}
+
+// MergeDisk copies the disk pieces of disk (Containers' Rootfs and Logs,
+// Volumes) into stats, the usage read from the pods' cgroups, keyed by pod
+// UID; a pod only in disk is added. It is how one PodStatsSource gives both.
+func MergeDisk(stats, disk map[string]signals.PodStats) map[string]signals.PodStats {
+	if stats == nil {
+		stats = make(map[string]signals.PodStats, len(disk))
+	}
+	for uid, d := range disk {
+		st, ok := stats[uid]
+		if !ok {
+			stats[uid] = d
+			continue
+		}
+		for _, dc := range d.Containers {
+			i := indexOf(st.Containers, dc.Name)
+			if i < 0 {
+				st.Containers = append(st.Containers, signals.ContainerStats{Name: dc.Name})
+				i = len(st.Containers) - 1
+			}
+			st.Containers[i].Rootfs, st.Containers[i].Logs = dc.Rootfs, dc.Logs
+		}
+		st.Volumes = d.Volumes
+		stats[uid] = st
+	}
+	return stats
+}
+
+func indexOf(cs []signals.ContainerStats, name string) int {
+	for i := range cs {
+		if cs[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
