@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -125,9 +126,9 @@ func TestImageFsSingle(t *testing.T) {
 	}
 }
 
-// TestRuntimeDown: while containerd is stopped the imagefs signals are
-// missing (an error naming the endpoint, within the call timeout), and they
-// come back when it starts again.
+// TestRuntimeDown: while containerd is frozen or stopped the imagefs signals
+// are missing (an error naming the endpoint, within the call timeout), and
+// they come back when it runs again.
 func TestRuntimeDown(t *testing.T) {
 	rt := testruntime.StartForTest(t, testruntime.Options{Root: testruntime.MountTmpfs(t, "128m", 10000)})
 	c := dial(t, rt)
@@ -138,12 +139,37 @@ func TestRuntimeDown(t *testing.T) {
 	if got := observe(t, src); len(got) != 2 {
 		t.Fatalf("with containerd up: %v, want imagefs.available and imagefs.inodesFree", got)
 	}
-	if err := rt.StopContainerd(); err != nil {
+	// A frozen containerd (SIGSTOP) accepts connections and never answers:
+	// the call ends at its timeout.
+	pid := rt.PID()
+	t.Cleanup(func() { _ = unix.Kill(pid, unix.SIGCONT) }) // before the runtime's Stop
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	waitStopped(t, pid)
 	begin := time.Now()
 	got, err := signals.Collect(t.Context(), time.Now(), []signals.Source{src})
 	took := time.Since(begin)
+	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("with containerd frozen: %v after %s", err, took.Round(time.Millisecond))
+	if err == nil || len(got) != 0 || !strings.Contains(err.Error(), rt.Endpoint()) {
+		t.Errorf("with containerd frozen: %v, %v; want no observation and an error naming %s", got, err, rt.Endpoint())
+	}
+	if took > callTimeout+time.Second {
+		t.Errorf("Observe took %s with containerd frozen, want at most the call timeout %s", took, callTimeout)
+	}
+	if got := observe(t, src); len(got) != 2 {
+		t.Fatalf("with containerd thawed: %v, want both imagefs signals", got)
+	}
+
+	if err := rt.StopContainerd(); err != nil {
+		t.Fatal(err)
+	}
+	begin = time.Now()
+	got, err = signals.Collect(t.Context(), time.Now(), []signals.Source{src})
+	took = time.Since(begin)
 	t.Logf("with containerd stopped: %v after %s", err, took.Round(time.Millisecond))
 	if err == nil || len(got) != 0 {
 		t.Errorf("with containerd stopped: %v, %v; want no observation and an error", got, err)
@@ -173,6 +199,31 @@ func TestRuntimeDown(t *testing.T) {
 			t.Fatalf("after containerd started again: %v, %v", got, err)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// waitStopped waits until every thread of pid is stopped: SIGSTOP takes
+// effect asynchronously.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stopped := true
+		stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		for _, p := range stats {
+			b, err := os.ReadFile(p)
+			// The state follows the command name in parentheses.
+			if i := strings.LastIndexByte(string(b), ')'); err == nil && i > 0 && i+2 < len(b) && b[i+2] != 'T' {
+				stopped = false
+			}
+		}
+		if stopped && len(stats) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containerd (pid %d) not stopped after SIGSTOP", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
