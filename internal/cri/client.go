@@ -82,6 +82,14 @@ func normalize(endpoint string) string {
 // Endpoint returns the runtime service endpoint.
 func (c *Client) Endpoint() string { return c.endpoint }
 
+// RuntimeService is the CRI runtime client, for reclaim.Runtime. Each of its
+// calls is bounded by the Dial timeout (cri-client's own per-call timeout).
+func (c *Client) RuntimeService() internalapi.RuntimeService { return c.rs }
+
+// ImageService is the CRI image client, for reclaim.Images; its calls are
+// bounded like RuntimeService's.
+func (c *Client) ImageService() internalapi.ImageManagerService { return c.is }
+
 // Close closes both connections.
 func (c *Client) Close() error {
 	ctx := klog.NewContext(context.Background(), logr.Discard())
