@@ -95,12 +95,6 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot set up the node's signals", "err", err)
 		return 1
 	}
-	layout, err := layoutOf(hc)
-	if err != nil {
-		log.Error("cannot tell the node's filesystem layout", "err", err)
-		return 1
-	}
-
 	reg := prometheus.NewRegistry()
 	if err := registerProcessMetrics(reg); err != nil {
 		log.Error("cannot register process metrics", "err", err)
@@ -121,18 +115,41 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot read pod cgroups", "err", err)
 		return 1
 	}
-	deps := manager.Deps{
-		Clock:   clock.RealClock{},
-		Sources: sources,
-		Pods:    cgroupPods{hc},
-		Stats:   cgroupStats{hs},
-		Metrics: met,
-		Log:     log,
-	}
 	// Every long-running part sends its result here; the first failure
 	// brings the others down.
 	errc := make(chan error, 8)
 	running := 0
+
+	// The container runtime: image filesystem, pods' disk use, reclaim.
+	rc := newRuntimeConn(cfg, hc, host.NewFilesystems(), log)
+	defer rc.close()
+	if cfg.ImageFSPath == "" {
+		sources = append(sources, imageFsSource{rc})
+	}
+	dialCtx, cancelDial := context.WithTimeout(ctx, cfg.RuntimeRequestTimeout)
+	layout, err := rc.connect(dialCtx)
+	cancelDial()
+	if err != nil {
+		layout, err = layoutOf(hc)
+		if err != nil {
+			log.Error("cannot tell the node's filesystem layout", "err", err)
+			return 1
+		}
+		log.Warn("cannot reach the container runtime; retrying every housekeeping interval. Until then imagefs is not observed (unless --imagefs-path), pods have no disk stats and nothing is reclaimed",
+			"endpoint", cfg.ContainerRuntimeEndpoint, "assumedLayout", layout.String(), "err", err)
+		go func() { errc <- rc.retry(ctx, cfg.HousekeepingInterval) }()
+		running++
+	}
+
+	deps := manager.Deps{
+		Clock:     clock.RealClock{},
+		Sources:   sources,
+		Pods:      cgroupPods{hc},
+		Stats:     podStats{hs, rc},
+		Reclaimer: runtimeReclaimer{rc},
+		Metrics:   met,
+		Log:       log,
+	}
 	if cfg.Kubeconfig == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
 	} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
@@ -14,13 +13,6 @@ import (
 type cgroupPods struct{ cfg host.Config }
 
 func (p cgroupPods) Pods(context.Context) ([]ranking.Pod, error) { return host.DiscoverPods(p.cfg) }
-
-// cgroupStats reads pod usage from the pod cgroups.
-type cgroupStats struct{ r *host.PodStatsReader }
-
-func (s cgroupStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
-	return s.r.Read(ctx, pods, now)
-}
 
 // layoutOf tells whether the image filesystem is dedicated; without
 // --imagefs-path evictd knows of no image filesystem yet and treats the node

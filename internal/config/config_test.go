@@ -232,6 +232,12 @@ func TestFlagSyntax(t *testing.T) {
 		{"pressure-taint-effect", []string{"--pressure-taint-effect=PreferNoSchedule"}, func(c *Config) any { return c.TaintEffect }, "PreferNoSchedule", ""},
 		{"pressure-taint-effect unknown", []string{"--pressure-taint-effect=NoEntry"}, nil, nil,
 			`--pressure-taint-effect: invalid value "NoEntry": want NoSchedule, PreferNoSchedule or NoExecute`},
+		{"runtime-request-timeout", []string{"--runtime-request-timeout=3s"}, func(c *Config) any { return c.RuntimeRequestTimeout }, 3 * time.Second, ""},
+		{"runtime-request-timeout zero", []string{"--runtime-request-timeout=0s"}, nil, nil,
+			`--runtime-request-timeout: invalid value "0s": must be positive`},
+		{"pod-logs-dir relative", []string{"--pod-logs-dir=logs"}, nil, nil,
+			`--pod-logs-dir: invalid value "logs": must be an absolute directory path`},
+		{"volume-stats-agg-period", []string{"--volume-stats-agg-period=1m"}, func(c *Config) any { return c.VolumeStatsAggPeriod }, time.Minute, ""},
 		{"unknown flag", []string{"--eviction-hardd=memory.available<1Gi"}, nil, nil,
 			"unknown flag: --eviction-hardd"},
 	}
@@ -287,8 +293,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 30 {
-		t.Errorf("got %d flags, want 30", n)
+	if n != 33 {
+		t.Errorf("got %d flags, want 33", n)
 	}
 }
 

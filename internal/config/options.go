@@ -24,6 +24,9 @@ const (
 	defaultCgroupMount               = "/sys/fs/cgroup"
 	defaultLogLevel                  = "info"
 	defaultTaintEffect               = "NoSchedule"
+	defaultRuntimeRequestTimeout     = 5 * time.Second
+	defaultPodLogsDir                = "/var/log/pods"
+	defaultVolumeStatsAggPeriod      = 10 * time.Second
 )
 
 // defaultEnforceNodeAllocatable returns a fresh copy of the kubelet's default.
@@ -64,6 +67,9 @@ type Options struct {
 	cgroupMount          string
 	logLevel             string
 	taintEffect          string
+	runtimeTimeout       time.Duration
+	podLogsDir           string
+	volumeStatsAgg       time.Duration
 
 	// hostname is the node name when --hostname-override is not given;
 	// os.Hostname, replaceable in tests.
@@ -148,6 +154,12 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Directory path where the cgroup filesystem is mounted.")
 	fs.StringVar(&o.logLevel, "log-level", defaultLogLevel,
 		"Least severe log level written: debug, info, warn or error.")
+	fs.DurationVar(&o.runtimeTimeout, "runtime-request-timeout", defaultRuntimeRequestTimeout,
+		"Timeout, as a Go duration, of each request to the container runtime (the kubelet's default, 2m, would stall a pass; evictd's is short).")
+	fs.StringVar(&o.podLogsDir, "pod-logs-dir", defaultPodLogsDir,
+		"Directory path where the kubelet keeps container logs (<namespace>_<name>_<uid>/<container>/), counted in pods' disk use.")
+	fs.DurationVar(&o.volumeStatsAgg, "volume-stats-agg-period", defaultVolumeStatsAggPeriod,
+		"How long, as a Go duration, a measurement of a pod's log and volume directories is reused before they are walked again (the kubelet's default is 1m).")
 	fs.StringVar(&o.taintEffect, "pressure-taint-effect", defaultTaintEffect,
 		"Effect of the evictd.io/*-pressure taints evictd puts on its node while under pressure: NoSchedule, PreferNoSchedule or NoExecute.")
 }

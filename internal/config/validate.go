@@ -87,6 +87,13 @@ type Config struct {
 	// TaintEffect is the effect of evictd's pressure taints: NoSchedule
 	// (default), PreferNoSchedule or NoExecute.
 	TaintEffect string
+	// RuntimeRequestTimeout bounds each CRI request. Default 5s.
+	RuntimeRequestTimeout time.Duration
+	// PodLogsDir holds the containers' logs. Default /var/log/pods.
+	PodLogsDir string
+	// VolumeStatsAggPeriod is how long a directory measurement is reused.
+	// Default 10s.
+	VolumeStatsAggPeriod time.Duration
 	// ConfigFile and NodeConfigFile are the files read, "" if none.
 	ConfigFile     string
 	NodeConfigFile string
@@ -128,6 +135,9 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		DryRun:                    o.dryRun,
 		MetricsBindAddress:        o.metricsBindAddress,
 		ImageFSPath:               o.imageFSPath,
+		RuntimeRequestTimeout:     o.runtimeTimeout,
+		PodLogsDir:                o.podLogsDir,
+		VolumeStatsAggPeriod:      o.volumeStatsAgg,
 		ProcRoot:                  o.procRoot,
 		CgroupMount:               o.cgroupMount,
 		ConfigFile:                o.configFile,
@@ -145,6 +155,8 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		{"minimum-image-ttl-duration", o.minimumImageTTL, false},
 		{"node-status-update-frequency", o.nodeStatusUpdateFrequency, true},
 		{"housekeeping-interval", o.housekeepingInterval, true},
+		{"runtime-request-timeout", o.runtimeTimeout, true},
+		{"volume-stats-agg-period", o.volumeStatsAgg, false},
 	} {
 		switch {
 		case d.v < 0:
@@ -175,7 +187,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	}
 
 	for _, p := range []struct{ flag, v string }{
-		{"root-dir", o.rootDir}, {"proc-root", o.procRoot}, {"cgroup-mount", o.cgroupMount}, {"imagefs-path", o.imageFSPath},
+		{"root-dir", o.rootDir}, {"proc-root", o.procRoot}, {"cgroup-mount", o.cgroupMount}, {"imagefs-path", o.imageFSPath}, {"pod-logs-dir", o.podLogsDir},
 	} {
 		if p.v == "" && p.flag == "imagefs-path" {
 			continue

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/internal/cri"
+	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/reclaim"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
+)
+
+// runtimeParts is what evictd gets from the container runtime once it can
+// reach it: the image filesystem, the pods' disk use, and reclaim.
+type runtimeParts struct {
+	client    *cri.Client
+	imageFs   signals.Source // nil when --imagefs-path names the image fs
+	disk      *cri.DiskStats
+	reclaimer *reclaim.Reclaimer
+}
+
+// runtimeConn reaches the container runtime through the CRI. evictd must
+// protect the node even while the runtime is down or not there yet, so the
+// connection is retried in the background and every part that needs it
+// reports an error (a missing signal, missing disk stats, no reclaim) until
+// it is up — never a zero.
+type runtimeConn struct {
+	cfg   *config.Config
+	hc    host.Config
+	fs    *host.Filesystems
+	log   *slog.Logger
+	parts atomic.Pointer[runtimeParts]
+}
+
+func newRuntimeConn(cfg *config.Config, hc host.Config, fs *host.Filesystems, log *slog.Logger) *runtimeConn {
+	return &runtimeConn{cfg: cfg, hc: hc, fs: fs, log: log.With("component", "cri", "endpoint", cfg.ContainerRuntimeEndpoint)}
+}
+
+// connect dials once; it returns the filesystem layout the runtime shows.
+func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
+	c, err := cri.Dial(ctx, r.cfg.ContainerRuntimeEndpoint, r.cfg.ImageServiceEndpoint, r.cfg.RuntimeRequestTimeout, r.log)
+	if err != nil {
+		return signals.SingleFs, err
+	}
+	parts := &runtimeParts{client: c}
+	imageFsPath := r.cfg.ImageFSPath
+	layout := signals.SingleFs
+	if imageFsPath == "" {
+		if parts.imageFs, err = cri.NewImageFsSource(c, r.fs); err != nil {
+			c.Close()
+			return layout, err
+		}
+		info, err := c.Filesystems(ctx)
+		if err != nil {
+			c.Close()
+			return layout, err
+		}
+		imageFsPath = info.ImageMountpoint()
+		if layout, err = cri.Layout(ctx, c, r.fs, r.cfg.RootDir); err != nil {
+			c.Close()
+			return layout, err
+		}
+	} else if layout, err = r.fs.Layout(r.cfg.RootDir, imageFsPath); err != nil {
+		c.Close()
+		return layout, err
+	}
+	if parts.disk, err = cri.NewDiskStats(c, cri.DiskStatsConfig{
+		KubeletRootDir: r.cfg.RootDir, PodLogsDir: r.cfg.PodLogsDir, MaxAge: r.cfg.VolumeStatsAggPeriod,
+	}); err != nil {
+		c.Close()
+		return layout, err
+	}
+	parts.reclaimer = reclaim.New(reclaim.Config{
+		NodeFsPath: r.cfg.RootDir, ImageFsPath: imageFsPath, MinImageAge: r.cfg.MinimumImageTTL,
+		Timeout: r.cfg.RuntimeRequestTimeout,
+	}, c.RuntimeService(), c.ImageService(), r.log.With("component", "reclaim"))
+	r.parts.Store(parts)
+	r.log.Info("connected to the container runtime", "imageFs", imageFsPath, "layout", layout.String())
+	return layout, nil
+}
+
+// retry dials every interval until it succeeds or ctx is done.
+func (r *runtimeConn) retry(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for r.parts.Load() == nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if _, err := r.connect(ctx); err != nil {
+			r.log.Debug("container runtime still unreachable", "err", err)
+		}
+	}
+	return nil
+}
+
+func (r *runtimeConn) close() {
+	if p := r.parts.Load(); p != nil {
+		p.client.Close()
+	}
+}
+
+func (r *runtimeConn) notConnected() error {
+	return fmt.Errorf("container runtime %s not connected", r.cfg.ContainerRuntimeEndpoint)
+}
+
+// imageFsSource observes imagefs.* through the runtime.
+type imageFsSource struct{ r *runtimeConn }
+
+func (s imageFsSource) Observe(ctx context.Context, now time.Time) ([]signals.Observation, error) {
+	p := s.r.parts.Load()
+	if p == nil {
+		return nil, fmt.Errorf("%s: %w", signals.ImageFsAvailable, s.r.notConnected())
+	}
+	return p.imageFs.Observe(ctx, now)
+}
+
+// podStats merges the pods' cgroup usage (memory, PIDs) with their disk
+// usage from the runtime.
+type podStats struct {
+	cgroups *host.PodStatsReader
+	r       *runtimeConn
+}
+
+func (s podStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
+	stats, err := s.cgroups.Read(ctx, pods, now)
+	p := s.r.parts.Load()
+	if p == nil {
+		return stats, errors.Join(err, s.r.notConnected())
+	}
+	disk, derr := p.disk.PodStats(ctx, now, pods)
+	return cri.MergeDisk(stats, disk), errors.Join(err, derr)
+}
+
+// runtimeReclaimer reclaims through the runtime once it is connected.
+type runtimeReclaimer struct{ r *runtimeConn }
+
+func (rr runtimeReclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]manager.ReclaimAction, error) {
+	p := rr.r.parts.Load()
+	if p == nil {
+		return nil, rr.r.notConnected()
+	}
+	return p.reclaimer.Reclaim(ctx, sig, layout)
+}
