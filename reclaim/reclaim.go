@@ -24,6 +24,17 @@ const (
 // DefaultTimeout bounds one CRI call when Config.Timeout is 0.
 const DefaultTimeout = 30 * time.Second
 
+// DefaultSettle bounds the wait for freed space to show when Config.Settle
+// is 0.
+const DefaultSettle = 5 * time.Second
+
+// While settling, the filesystem is read every settlePoll and counts as
+// settled once a reading has not changed for settleQuiet.
+const (
+	settlePoll  = 100 * time.Millisecond
+	settleQuiet = time.Second
+)
+
 // Runtime is the part of the CRI runtime service reclaim needs; the
 // k8s.io/cri-client runtime client (internalapi.RuntimeService) satisfies it.
 type Runtime interface {
@@ -62,12 +73,20 @@ type Config struct {
 	// SandboxImage is the runtime's sandbox (pause) image, never removed;
 	// images the runtime reports as pinned are never removed either.
 	SandboxImage string
-	// Clock tells the time for image ages; default the real clock.
-	Clock clock.PassiveClock
+	// Clock tells the time for image ages and paces the settling wait;
+	// default the real clock.
+	Clock clock.Clock
 	// Timeout bounds each CRI call; default DefaultTimeout (30 s).
 	Timeout time.Duration
 	// Measure reads a filesystem's available bytes; default StatfsAvailable.
 	Measure Measure
+	// Settle bounds how long, after a kind of reclaim removed something,
+	// the filesystem is watched until its available bytes stop changing
+	// (for settleQuiet, 1 s): containerd frees a removed container's
+	// snapshot in its garbage collector, a few hundred milliseconds later,
+	// and both FreedBytes and the manager's observation after reclaim
+	// should see it. Default DefaultSettle (5 s); negative: no wait.
+	Settle time.Duration
 }
 
 // Validate rejects a configuration that cannot work, in the kubelet's words.
@@ -113,6 +132,9 @@ func New(cfg Config, rt Runtime, img Images, log *slog.Logger) *Reclaimer {
 	}
 	if cfg.Measure == nil {
 		cfg.Measure = StatfsAvailable
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = DefaultSettle
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -217,6 +239,9 @@ func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout sign
 			a = r.removeUnusedImages(ctx, log)
 		}
 		after, errAfter := r.cfg.Measure(path)
+		if errAfter == nil && a.Removed > 0 {
+			after, errAfter = r.settle(ctx, path, after)
+		}
 		if err := errors.Join(errBefore, errAfter); err != nil {
 			log.Warn("cannot measure what reclaim freed", "kind", kind, "path", path, "err", err)
 		} else if a.FreedBytes = after - before; a.FreedBytes < 0 {
@@ -227,6 +252,32 @@ func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout sign
 		actions = append(actions, a)
 	}
 	return actions, nil
+}
+
+// settle reads path's filesystem until its available bytes have not changed
+// for settleQuiet, at most for the configured Settle, and returns the last
+// reading (last is the one just taken).
+func (r *Reclaimer) settle(ctx context.Context, path string, last int64) (int64, error) {
+	if r.cfg.Settle < 0 {
+		return last, nil
+	}
+	clk := r.cfg.Clock
+	deadline, quietSince := clk.Now().Add(r.cfg.Settle), clk.Now()
+	for clk.Now().Before(deadline) && clk.Since(quietSince) < settleQuiet {
+		select {
+		case <-ctx.Done():
+			return last, nil
+		case <-clk.After(settlePoll):
+		}
+		v, err := r.cfg.Measure(path)
+		if err != nil {
+			return last, err
+		}
+		if v != last {
+			last, quietSince = v, clk.Now()
+		}
+	}
+	return last, nil
 }
 
 // call runs one CRI call bounded by the configured timeout.

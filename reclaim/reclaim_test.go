@@ -195,7 +195,7 @@ func TestReclaimOrder(t *testing.T) {
 				avail[p] += 100 // each reading sees 100 bytes more
 				return avail[p], nil
 			}
-			r := New(Config{NodeFsPath: "/node", ImageFsPath: "/image", Measure: measure}, cri, cri, quiet())
+			r := New(Config{NodeFsPath: "/node", ImageFsPath: "/image", Measure: measure, Settle: -1}, cri, cri, quiet())
 			actions, err := r.Reclaim(t.Context(), tt.sig, tt.layout)
 			if err != nil {
 				t.Fatal(err)
@@ -265,7 +265,7 @@ func TestReclaimFaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cri := node()
 			cri.InjectError(tt.method, boom)
-			r := New(Config{NodeFsPath: "/node", Measure: func(string) (int64, error) { return 0, nil }}, cri, cri, quiet())
+			r := New(Config{NodeFsPath: "/node", Measure: func(string) (int64, error) { return 0, nil }, Settle: -1}, cri, cri, quiet())
 			actions, err := r.Reclaim(t.Context(), signals.NodeFsAvailable, signals.SingleFs)
 			if err != nil || len(actions) != 2 {
 				t.Fatalf("Reclaim = %+v, %v; want two actions", actions, err)
@@ -291,7 +291,7 @@ func TestReclaimFaults(t *testing.T) {
 func TestReclaimNegativeFreedIsZero(t *testing.T) {
 	cri := &fakeCRI{}
 	avail := int64(1000)
-	r := New(Config{NodeFsPath: "/node", Measure: func(string) (int64, error) { avail -= 10; return avail, nil }}, cri, cri, quiet())
+	r := New(Config{NodeFsPath: "/node", Measure: func(string) (int64, error) { avail -= 10; return avail, nil }, Settle: -1}, cri, cri, quiet())
 	actions, err := r.Reclaim(t.Context(), signals.NodeFsAvailable, signals.SplitImageFs)
 	if err != nil || len(actions) != 1 || actions[0].FreedBytes != 0 {
 		t.Errorf("Reclaim while the filesystem fills = %+v, %v; want one action freeing 0", actions, err)
@@ -345,7 +345,7 @@ func TestPlanContainers(t *testing.T) {
 
 func TestPlanImages(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	clk := clocktesting.NewFakePassiveClock(start)
+	clk := clocktesting.NewFakeClock(start)
 	r := New(Config{NodeFsPath: "/", MinImageAge: 2 * time.Minute, SandboxImage: "pause:3.10", Clock: clk}, nil, nil, quiet())
 	images := []*runtimeapi.Image{
 		{Id: "sha256:by-id"},
