@@ -317,7 +317,11 @@ func (p *Publisher) write(ctx context.Context, snap snapshot, late bool) error {
 
 	for _, c := range conds {
 		old := findCondition(node.Status.Conditions, c.Type)
-		if old == nil || old.Status != c.Status || !old.LastTransitionTime.Equal(&c.LastTransitionTime) {
+		// The node keeps times in whole seconds: compare at that
+		// precision, or every heartbeat after a transition would log the
+		// condition as newly set.
+		since := c.LastTransitionTime.Rfc3339Copy()
+		if old == nil || old.Status != c.Status || !old.LastTransitionTime.Equal(&since) {
 			p.log.Info("node condition set", "condition", string(c.Type), "status", string(c.Status),
 				"reason", c.Reason, "message", c.Message, "since", c.LastTransitionTime.Time)
 		}

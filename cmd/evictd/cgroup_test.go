@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// This file holds the real cgroup v1 side of the end-to-end test: a
+// kubepods-shaped hierarchy under a test parent used as --cgroup-root, pod
+// cgroups named as the kubelet's cgroupfs driver names them, and child
+// processes that hold an exact amount of memory in a pod cgroup (as
+// signals/host's real cgroup test does).
+
+// cgroupMount is where this machine's cgroup v1 controllers are mounted.
+const cgroupMount = "/sys/fs/cgroup"
+
+// allocEnv makes the test binary a child that maps and faults in this many
+// MiB of anonymous memory once told to on stdin, says "ready", and holds the
+// memory until its stdin closes or it is killed.
+const allocEnv = "EVICTD_E2E_ALLOC_MIB"
+
+// init runs before TestMain (main_test.go, which makes the binary the agent
+// with EVICTD_TEST_MAIN=1): with allocEnv set the binary is an allocator.
+func init() {
+	if v := os.Getenv(allocEnv); v != "" {
+		os.Exit(allocateAndHold(v))
+	}
+}
+
+func allocateAndHold(mib string) int {
+	n, err := strconv.Atoi(mib)
+	if err != nil || n <= 0 || n > 1024 {
+		fmt.Fprintf(os.Stderr, "%s=%q: want 1..1024\n", allocEnv, mib)
+		return 2
+	}
+	// Say when the runtime has started, so that the parent moves the child
+	// into the pod cgroup only then and the runtime's own start-up memory
+	// is not charged to the pod.
+	fmt.Println("waiting")
+	in := bufio.NewReader(os.Stdin)
+	if _, err := in.ReadString('\n'); err != nil {
+		return 2
+	}
+	// MAP_POPULATE: the kernel faults in every page, so exactly n MiB are
+	// charged to the cgroup the child is in now, without Go code touching
+	// them (under -race that would double the figure).
+	buf, err := unix.Mmap(-1, 0, n<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mmap %d MiB: %v\n", n, err)
+		return 2
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, in)
+	_ = unix.Munmap(buf)
+	return 0
+}
+
+// cgroupV1Available reports why the test cannot build cgroups here, or "".
+func cgroupV1Available() string {
+	if os.Geteuid() != 0 {
+		return "creating cgroups needs root"
+	}
+	for c, probe := range map[cgroup1.Name]string{cgroup1.Memory: "memory.usage_in_bytes", cgroup1.Pids: "cgroup.procs"} {
+		if _, err := os.Stat(filepath.Join(cgroupMount, string(c), probe)); err != nil {
+			return fmt.Sprintf("needs the cgroup v1 %s controller at %s: %v", c, filepath.Join(cgroupMount, string(c)), err)
+		}
+	}
+	return ""
+}
+
+func cgroupHierarchy() ([]cgroup1.Subsystem, error) {
+	return []cgroup1.Subsystem{cgroup1.NewMemory(cgroupMount), cgroup1.NewPids(cgroupMount)}, nil
+}
+
+// newCgroup creates the cgroup at rel (relative to each controller's mount)
+// in the memory and pids controllers, with a memory limit when limit > 0,
+// and removes it when top ends (t is the test that fails if it cannot). Cleanups run last-registered first, so a
+// cgroup created after its parent is removed before it, and an allocator
+// started after its cgroup was created is killed before the cgroup goes.
+func newCgroup(t, top testing.TB, rel string, limit int64) cgroup1.Cgroup {
+	t.Helper()
+	res := &specs.LinuxResources{}
+	if limit > 0 {
+		res.Memory = &specs.LinuxMemory{Limit: &limit}
+	}
+	cg, err := cgroup1.New(cgroup1.StaticPath(rel), res, cgroup1.WithHierarchy(cgroupHierarchy))
+	top.Cleanup(func() { removeCgroup(top, rel) })
+	if err != nil {
+		t.Fatalf("create cgroup %s: %v", rel, err)
+	}
+	return cg
+}
+
+// removeCgroup removes the cgroup at rel from the memory and pids
+// controllers. A cgroup whose last task just exited can be busy for a moment.
+func removeCgroup(t testing.TB, rel string) {
+	for _, c := range []string{"memory", "pids"} {
+		dir := filepath.Join(cgroupMount, c, rel)
+		var err error
+		for attempt := 0; attempt < 100; attempt++ {
+			if err = os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+				err = nil
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Errorf("remove cgroup %s: %v", dir, err)
+		}
+	}
+}
+
+// allocator is a child process holding memory in a pod cgroup.
+type allocator struct {
+	mib   int
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+
+	once sync.Once
+}
+
+// startAllocator starts an allocator child of mib MiB in cg and makes it
+// fault its memory in; it returns once the memory is charged to cg. The
+// child is killed and reaped when top ends, if it has not been killed
+// before; t is the test that fails if it cannot start.
+func startAllocator(t, top testing.TB, cg cgroup1.Cgroup, mib int) *allocator {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", allocEnv, mib))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &allocator{mib: mib, cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	top.Cleanup(a.kill)
+	a.expect(t, "waiting")
+	if err := cg.AddProc(uint64(cmd.Process.Pid)); err != nil {
+		t.Fatalf("move allocator %d into its pod cgroup: %v", cmd.Process.Pid, err)
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatalf("tell allocator to allocate: %v", err)
+	}
+	a.expect(t, "ready")
+	return a
+}
+
+// expect reads the child's next line.
+func (a *allocator) expect(t testing.TB, want string) {
+	t.Helper()
+	line, err := a.out.ReadString('\n')
+	if err != nil || line != want+"\n" {
+		t.Fatalf("allocator: got %q, %v; want %s", line, err, want)
+	}
+}
+
+// kill kills the child and waits until it has exited, so its memory is
+// uncharged when kill returns. It is safe to call more than once and from
+// any goroutine.
+func (a *allocator) kill() {
+	a.once.Do(func() {
+		_ = a.cmd.Process.Kill()
+		_ = a.cmd.Wait()
+	})
+}
