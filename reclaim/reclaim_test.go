@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -406,5 +407,56 @@ func TestNormalizeRef(t *testing.T) {
 		if got := normalizeRef(in); got != want {
 			t.Errorf("normalizeRef(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestReclaimSettles: space freed by the runtime's garbage collector after
+// the removal returned (here on the third reading) is counted, and the wait
+// ends once the filesystem has been quiet for a second, or at Settle.
+func TestReclaimSettles(t *testing.T) {
+	tests := []struct {
+		name      string
+		settle    time.Duration
+		readings  []int64 // before, after, then each poll; the last repeats
+		wantFreed int64
+		wantReads int
+	}{
+		{"late gc", 0, []int64{100, 100, 100, 100, 300}, 200, 2 + 3 + 10},
+		{"nothing more", 0, []int64{100, 150}, 50, 2 + 10},
+		{"bounded", 500 * time.Millisecond, []int64{100, 100, 100, 100, 100, 100, 100, 100, 900}, 0, 2 + 5},
+		{"no wait", -1, []int64{100, 100, 300}, 0, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			reads := 0
+			measure := func(string) (int64, error) {
+				v := tt.readings[min(reads, len(tt.readings)-1)]
+				reads++
+				return v, nil
+			}
+			cri := &fakeCRI{containers: []*runtimeapi.Container{container("c0", "gone", "app", 0, exited, "i")}}
+			r := New(Config{NodeFsPath: "/node", Clock: clk, Measure: measure, Settle: tt.settle}, cri, cri, quiet())
+			done := make(chan []manager.ReclaimAction)
+			go func() {
+				actions, _ := r.Reclaim(t.Context(), signals.NodeFsAvailable, signals.SplitImageFs)
+				done <- actions
+			}()
+			for {
+				select {
+				case actions := <-done:
+					if len(actions) != 1 || actions[0].FreedBytes != tt.wantFreed || reads != tt.wantReads {
+						t.Errorf("Reclaim = %+v after %d readings; want freed %d after %d", actions, reads, tt.wantFreed, tt.wantReads)
+					}
+					return
+				default:
+				}
+				if clk.HasWaiters() {
+					clk.Step(settlePoll)
+				} else {
+					runtime.Gosched() // let the Reclaimer reach its next wait
+				}
+			}
+		})
 	}
 }
