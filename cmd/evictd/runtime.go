@@ -77,10 +77,22 @@ func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
 		c.Close()
 		return layout, err
 	}
-	parts.reclaimer = reclaim.New(reclaim.Config{
-		NodeFsPath: r.cfg.RootDir, ImageFsPath: imageFsPath, MinImageAge: r.cfg.MinimumImageTTL,
-		Timeout: r.cfg.RuntimeRequestTimeout,
-	}, c.RuntimeService(), c.ImageService(), r.log.With("component", "reclaim"))
+	// Sandboxes run the runtime's pause image, which no container names:
+	// reclaim must know it or it would delete it as unused. Without it,
+	// evictd reclaims nothing rather than risk that.
+	if sandboxImage, err := c.SandboxImage(ctx); err != nil {
+		r.log.Warn("node-level reclaim disabled: cannot tell the runtime's sandbox image", "err", err)
+	} else {
+		rcfg := reclaim.Config{
+			NodeFsPath: r.cfg.RootDir, ImageFsPath: imageFsPath, MinImageAge: r.cfg.MinimumImageTTL,
+			SandboxImage: sandboxImage, Timeout: r.cfg.RuntimeRequestTimeout,
+		}
+		if err := rcfg.Validate(); err != nil {
+			c.Close()
+			return layout, err
+		}
+		parts.reclaimer = reclaim.New(rcfg, c.RuntimeService(), c.ImageService(), r.log.With("component", "reclaim"))
+	}
 	r.parts.Store(parts)
 	r.log.Info("connected to the container runtime", "imageFs", imageFsPath, "layout", layout.String())
 	return layout, nil
@@ -148,6 +160,9 @@ func (rr runtimeReclaimer) Reclaim(ctx context.Context, sig signals.Signal, layo
 	p := rr.r.parts.Load()
 	if p == nil {
 		return nil, rr.r.notConnected()
+	}
+	if p.reclaimer == nil {
+		return nil, fmt.Errorf("node-level reclaim is disabled: the runtime at %s did not name its sandbox image", rr.r.cfg.ContainerRuntimeEndpoint)
 	}
 	return p.reclaimer.Reclaim(ctx, sig, layout)
 }

@@ -124,6 +124,10 @@ func TestImageFsSingle(t *testing.T) {
 	if got, err := Layout(t.Context(), c, host.NewFilesystems(), kubeletDir); err != nil || got != signals.SingleFs {
 		t.Errorf("Layout = %s, %v; want %s", got, err, signals.SingleFs)
 	}
+	// The runtime names its sandbox image, which reclaim must never remove.
+	if got, err := c.SandboxImage(t.Context()); err != nil || got != testruntime.PauseImage {
+		t.Errorf("SandboxImage = %q, %v; want %q", got, err, testruntime.PauseImage)
+	}
 }
 
 // TestRuntimeDown: while containerd is frozen or stopped the imagefs signals

@@ -242,7 +242,10 @@ func checkBenchDecision(tb testing.TB, dec Decision, pods int) {
 // decide, export metrics, log and publish the status. "decide" is
 // Decider.Decide alone on the same observations, pods and stats, read once
 // before the timer starts: the difference between the two is the cost of
-// the file reads and of the loop's bookkeeping.
+// the file reads and of the loop's bookkeeping. "decide-soft" is the same
+// with memory.available at 500Mi, so that only the soft threshold is met
+// (its grace period has run out before the timer starts): a soft decision
+// also lists every other evictable pod as a fallback.
 func BenchmarkPass(b *testing.B) {
 	for _, n := range benchPodCounts {
 		// The node is written by the first sub-benchmark of its size that
@@ -271,23 +274,54 @@ func BenchmarkPass(b *testing.B) {
 			checkBenchPass(b, m.Status(), n)
 		})
 		b.Run(fmt.Sprintf("decide/pods=%d", n), func(b *testing.B) {
-			obs, pods, stats := readBenchNode(b, node(b))
-			d := NewDecider(benchDeciderConfig(b))
-			now := t0
-			var dec Decision
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				now = now.Add(10 * time.Second)
-				for s, o := range obs {
-					o.Time = now
-					obs[s] = o
-				}
-				dec = d.Decide(now, obs, pods, stats)
-			}
-			b.StopTimer()
-			checkBenchDecision(b, dec, n)
+			benchDecide(b, node(b), 0)
 		})
+		b.Run(fmt.Sprintf("decide-soft/pods=%d", n), func(b *testing.B) {
+			benchDecide(b, node(b), 500*mi)
+		})
+
+	}
+}
+
+// benchDecide measures Decider.Decide on what one pass read from node. A
+// non-zero memAvailable replaces the observed memory.available; then the
+// soft threshold alone is met, and passes are made until its grace period
+// has run out before the timer starts.
+func benchDecide(b *testing.B, node benchNode, memAvailable int64) {
+	obs, pods, stats := readBenchNode(b, node)
+	soft := memAvailable != 0
+	if soft {
+		o := obs[signals.MemoryAvailable]
+		o.Available = memAvailable
+		obs[signals.MemoryAvailable] = o
+	}
+	d := NewDecider(benchDeciderConfig(b))
+	now := t0
+	decide := func() Decision {
+		// Each pass is 10s after the last, with fresh observations.
+		now = now.Add(10 * time.Second)
+		for s, o := range obs {
+			o.Time = now
+			obs[s] = o
+		}
+		return d.Decide(now, obs, pods, stats)
+	}
+	for range 7 { // past the soft threshold's 1m grace period
+		decide()
+	}
+	var dec Decision
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		dec = decide()
+	}
+	b.StopTimer()
+	checkBenchDecision(b, dec, node.pods)
+	switch {
+	case !soft && !dec.Hard:
+		b.Fatalf("got a soft decision (%s), want the hard threshold's", dec.Reason)
+	case soft && (dec.Hard || len(dec.Fallbacks) != node.pods-1):
+		b.Fatalf("got hard %t with %d fallbacks, want soft with %d", dec.Hard, len(dec.Fallbacks), node.pods-1)
 	}
 }
 

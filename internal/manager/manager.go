@@ -64,6 +64,11 @@ type Config struct {
 	// DryRun decides and reports but acts on nothing.
 	DryRun  bool
 	Decider DeciderConfig
+	// MaxEvictionWait is the longest an Evicter may take to return (its
+	// bounded wait for the pod to go, plus its requests); a pass that runs
+	// longer than three housekeeping intervals plus this makes the loop
+	// unready. Default 60s.
+	MaxEvictionWait time.Duration
 }
 
 // Deps are the loop's connections to the world. Clock, Sources, Pods,
@@ -95,6 +100,9 @@ type Manager struct {
 	decider *Decider
 	wake    chan struct{}
 	status  atomic.Pointer[Status]
+	// passStarted is the start of the pass under way in Unix nanoseconds,
+	// 0 between passes; Ready reads it from other goroutines.
+	passStarted atomic.Int64
 
 	// Owned by Run.
 	lastReason  string
@@ -113,6 +121,9 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	if deps.Evicter == nil {
 		cfg.DryRun = true
+	}
+	if cfg.MaxEvictionWait <= 0 {
+		cfg.MaxEvictionWait = 60 * time.Second
 	}
 	return &Manager{
 		cfg:       cfg,
@@ -138,14 +149,24 @@ func (m *Manager) Thresholds() []thresholds.Threshold { return m.decider.Thresho
 // Status returns what the last pass saw and decided (nil before the first).
 func (m *Manager) Status() *Status { return m.status.Load() }
 
-// Ready reports an error until a pass has completed, and when the last one
-// is older than three housekeeping intervals (the loop is stuck).
+// Ready reports an error until a pass has completed, and when the loop
+// looks stuck: the last pass ended more than three housekeeping intervals
+// ago, or the pass under way (which may wait for an evicted pod to go) has
+// run longer than that plus the longest wait an eviction may take.
 func (m *Manager) Ready() error {
 	st := m.status.Load()
 	if st == nil {
 		return errors.New("no pass has completed yet")
 	}
-	if age := m.deps.Clock.Since(st.Time); age > 3*m.cfg.HousekeepingInterval {
+	limit := 3 * m.cfg.HousekeepingInterval
+	if started := m.passStarted.Load(); started != 0 {
+		age := m.deps.Clock.Since(time.Unix(0, started))
+		if age > limit+m.cfg.MaxEvictionWait {
+			return fmt.Errorf("the pass under way started %s ago", age.Round(time.Second))
+		}
+		return nil
+	}
+	if age := m.deps.Clock.Since(st.Time); age > limit {
 		return fmt.Errorf("last pass was %s ago", age.Round(time.Second))
 	}
 	return nil
@@ -173,6 +194,8 @@ func (m *Manager) Run(ctx context.Context) error {
 func (m *Manager) pass(ctx context.Context, trigger string) {
 	log, met := m.deps.Log, m.deps.Metrics
 	start := m.deps.Clock.Now()
+	m.passStarted.Store(start.UnixNano())
+	defer m.passStarted.Store(0)
 	met.IncPass(trigger)
 
 	obs, err := signals.Collect(ctx, start, m.deps.Sources)

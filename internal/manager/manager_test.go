@@ -412,6 +412,33 @@ func TestLoopBurstOfWakeUpsGivesOnePass(t *testing.T) {
 	}
 }
 
+func TestReadyWhileAnEvictionWaits(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	h := newHarness(t, false, ths)
+	h.next("start")
+	// Hold the next pass inside its observation, as a long eviction wait
+	// would hold it inside act.
+	release, entered := make(chan struct{}), make(chan struct{})
+	h.src.mu.Lock()
+	h.src.hold, h.src.entered = release, entered
+	h.src.mu.Unlock()
+	h.clock.Step(10 * time.Second)
+	<-entered
+	h.clock.Step(40 * time.Second) // 40s into the pass: past 3 intervals, within 3 intervals + 60s
+	if err := h.m.Ready(); err != nil {
+		t.Errorf("40s into a pass: Ready() = %v, want nil", err)
+	}
+	h.clock.Step(55 * time.Second) // 95s into the pass: past 3 intervals + 60s
+	if err := h.m.Ready(); err == nil || !strings.Contains(err.Error(), "under way") {
+		t.Errorf("95s into a pass: Ready() = %v, want an error about the pass under way", err)
+	}
+	h.src.mu.Lock()
+	h.src.hold = nil
+	h.src.mu.Unlock()
+	close(release)
+	h.next("tick")
+}
+
 func TestReady(t *testing.T) {
 	ths := mustParse(t, thresholds.Settings{})
 	h := newHarness(t, false, ths)
