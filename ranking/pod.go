@@ -20,6 +20,10 @@ type Container struct {
 	// MemoryRequest and EphemeralStorageRequest are in bytes (0 = none).
 	MemoryRequest           int64
 	EphemeralStorageRequest int64
+	// EphemeralStorageLimit is the container's ephemeral-storage limit in
+	// bytes (0 = none). Only app containers carry one: the kubelet checks
+	// the limits of spec.containers alone, not of init containers.
+	EphemeralStorageLimit int64
 }
 
 // Pod is what ranking needs to know about a pod. Whoever builds it (the API
@@ -43,7 +47,14 @@ type Pod struct {
 	// requests in bytes.
 	MemoryRequest           int64
 	EphemeralStorageRequest int64
-	Containers              []Container
+	// EphemeralStorageLimit is the pod's ephemeral-storage limit in bytes
+	// as the kubelet's PodLimits computes it (the containers' limits
+	// summed, or the largest init container's); 0 = none.
+	EphemeralStorageLimit int64
+	Containers            []Container
+	// EmptyDirLimits holds the sizeLimit in bytes of each emptyDir volume
+	// that sets a positive one, by volume name (nil when none does).
+	EmptyDirLimits map[string]int64
 	// LocalVolumes names the pod's volumes that count towards its node
 	// disk usage, as the kubelet counts them: emptyDir on the default
 	// medium, configMap, gitRepo and hostPath. Secret, downwardAPI and

@@ -14,6 +14,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -222,6 +223,7 @@ func createWorld(t *testing.T, ctx context.Context, admin kubernetes.Interface) 
 	always := v1.ContainerRestartPolicyAlways
 	grace := int64(45)
 	sandboxed := "sandboxed"
+	scratchLimit := resource.MustParse("100Mi")
 	pods := []*v1.Pod{
 		newPod("shop", "web", thisNode, func(p *v1.Pod) {
 			p.Labels = map[string]string{"app": "web"}
@@ -256,7 +258,7 @@ func createWorld(t *testing.T, ctx context.Context, admin kubernetes.Interface) 
 		}),
 		newPod("shop", "volumes", thisNode, func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{
-				{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+				{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &scratchLimit}}},
 				{Name: "shm", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
 				{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}}}},
 				{Name: "creds", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}},
@@ -317,12 +319,17 @@ func checkPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, go
 			p.Containers = []ranking.Container{c("app", 100*mi, 1024*mi)}
 		}),
 		plain("shop", "replica"),
-		with(plain("shop", "volumes"), func(p *ranking.Pod) { p.LocalVolumes = []string{"scratch", "config", "logs"} }),
+		with(plain("shop", "volumes"), func(p *ranking.Pod) {
+			p.LocalVolumes = []string{"scratch", "config", "logs"}
+			p.EmptyDirLimits = map[string]int64{"scratch": 100 * mi}
+		}),
 		with(plain("shop", "web"), func(p *ranking.Pod) {
 			p.QOS = ranking.Guaranteed
 			p.MemoryRequest = 512 * mi // the init container's
 			p.EphemeralStorageRequest = 1024 * mi
+			p.EphemeralStorageLimit = 1024 * mi
 			p.Containers = []ranking.Container{c("app", 256*mi, 1024*mi), c("init", 512*mi, 0)}
+			p.Containers[0].EphemeralStorageLimit = 1024 * mi
 		}),
 	}
 	for i := range want {

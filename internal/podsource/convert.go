@@ -77,18 +77,49 @@ func convert(pod *v1.Pod) (ranking.Pod, []string) {
 	// The containers the kubelet's eviction message looks at: the app
 	// containers, then every init container (sidecar or not); ephemeral
 	// containers cannot have requests.
-	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+	// Only the app containers carry their ephemeral-storage limit: the
+	// kubelet's local-storage eviction checks spec.containers alone.
+	for k, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
 		for i := range cs {
 			c := &cs[i]
-			p.Containers = append(p.Containers, ranking.Container{
+			rc := ranking.Container{
 				Name:                    c.Name,
 				MemoryRequest:           clampBytes(c.Resources.Requests[v1.ResourceMemory], note, "container %q memory request", c.Name),
 				EphemeralStorageRequest: clampBytes(c.Resources.Requests[v1.ResourceEphemeralStorage], note, "container %q ephemeral-storage request", c.Name),
-			})
+			}
+			if k == 0 {
+				rc.EphemeralStorageLimit = clampBytes(c.Resources.Limits[v1.ResourceEphemeralStorage], note, "container %q ephemeral-storage limit", c.Name)
+			}
+			p.Containers = append(p.Containers, rc)
 		}
 	}
+	// The pod's limit is the kubelet's: PodLimits with no options (the
+	// overhead added to a non-zero limit, pod-level limits used when set).
+	if l, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[v1.ResourceEphemeralStorage]; ok {
+		p.EphemeralStorageLimit = clampBytes(l, note, "pod ephemeral-storage limit")
+	}
 	p.LocalVolumes = localVolumeNames(pod)
+	p.EmptyDirLimits = emptyDirLimits(pod, note)
 	return p, notes
+}
+
+// emptyDirLimits maps each emptyDir volume with a positive sizeLimit to
+// that limit in bytes, whatever its medium: the kubelet checks the usage of
+// memory-backed emptyDirs against their sizeLimit too. Nil when there are
+// none.
+func emptyDirLimits(pod *v1.Pod, note func(string, ...any)) map[string]int64 {
+	var limits map[string]int64
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Sign() <= 0 {
+			continue
+		}
+		if limits == nil {
+			limits = map[string]int64{}
+		}
+		limits[v.Name] = clampBytes(*v.EmptyDir.SizeLimit, note, "emptyDir %q sizeLimit", v.Name)
+	}
+	return limits
 }
 
 // podRequests is the request list the kubelet's GetResourceRequestQuantity

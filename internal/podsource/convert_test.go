@@ -139,7 +139,7 @@ func TestConvertRequests(t *testing.T) {
 		{name: "limits stand for missing requests",
 			spec:   v1.PodSpec{Containers: []v1.Container{ctr("a", nil, rl("memory", "256Mi", "ephemeral-storage", "1Gi"))}},
 			memory: 256 * mi, disk: 1024 * mi,
-			containers: []cr{{Name: "a", MemoryRequest: 256 * mi, EphemeralStorageRequest: 1024 * mi}}},
+			containers: []cr{{Name: "a", MemoryRequest: 256 * mi, EphemeralStorageRequest: 1024 * mi, EphemeralStorageLimit: 1024 * mi}}},
 		{name: "pod overhead added",
 			spec:   v1.PodSpec{Overhead: rl("memory", "64Mi", "ephemeral-storage", "10Mi"), Containers: []v1.Container{ctr("a", rl("memory", "100Mi", "ephemeral-storage", "1Gi"), nil)}},
 			memory: 164 * mi, disk: 1034 * mi,
@@ -326,5 +326,80 @@ func BenchmarkConvert(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Convert(pod)
+	}
+}
+
+func TestConvertLocalStorageLimits(t *testing.T) {
+	gi := int64(1024 * mi)
+	size := func(q string) *resource.Quantity { v := resource.MustParse(q); return &v }
+	emptyDir := func(name string, medium v1.StorageMedium, limit *resource.Quantity) v1.Volume {
+		return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: medium, SizeLimit: limit}}}
+	}
+	tests := []struct {
+		name           string
+		spec           v1.PodSpec
+		pod            int64
+		containers     map[string]int64
+		emptyDirs      map[string]int64
+		wantNoteSubstr string
+	}{
+		{name: "no limits",
+			spec:       v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}},
+			containers: map[string]int64{"a": 0}},
+		{name: "containers' limits summed",
+			spec:       v1.PodSpec{Containers: []v1.Container{ctr("a", nil, rl("ephemeral-storage", "1Gi")), ctr("b", nil, rl("ephemeral-storage", "512Mi"))}},
+			pod:        gi + 512*mi,
+			containers: map[string]int64{"a": gi, "b": 512 * mi}},
+		{name: "a container without a limit still gives the pod one",
+			spec:       v1.PodSpec{Containers: []v1.Container{ctr("a", nil, rl("ephemeral-storage", "1Gi")), ctr("b", nil, nil)}},
+			pod:        gi,
+			containers: map[string]int64{"a": gi, "b": 0}},
+		{name: "larger init container sets the pod limit but carries none itself",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, rl("ephemeral-storage", "1Gi"))},
+				InitContainers: []v1.Container{ctr("init", nil, rl("ephemeral-storage", "2Gi"))}},
+			pod:        2 * gi,
+			containers: map[string]int64{"a": gi, "init": 0}},
+		{name: "overhead added to a non-zero limit",
+			spec: v1.PodSpec{Overhead: rl("ephemeral-storage", "10Mi"),
+				Containers: []v1.Container{ctr("a", nil, rl("ephemeral-storage", "1Gi"))}},
+			pod:        gi + 10*mi,
+			containers: map[string]int64{"a": gi}},
+		{name: "emptyDir sizeLimits, any medium, positive only",
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}, Volumes: []v1.Volume{
+				emptyDir("cache", v1.StorageMediumDefault, size("100Mi")),
+				emptyDir("shm", v1.StorageMediumMemory, size("64Mi")),
+				emptyDir("unbounded", v1.StorageMediumDefault, nil),
+				emptyDir("zero", v1.StorageMediumDefault, size("0")),
+				{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
+			}},
+			containers: map[string]int64{"a": 0},
+			emptyDirs:  map[string]int64{"cache": 100 * mi, "shm": 64 * mi}},
+		{name: "limit beyond int64 is clamped",
+			spec:           v1.PodSpec{Containers: []v1.Container{ctr("a", nil, rl("ephemeral-storage", "1e30"))}},
+			pod:            math.MaxInt64,
+			containers:     map[string]int64{"a": math.MaxInt64},
+			wantNoteSubstr: `container "a" ephemeral-storage limit 1e30 is beyond`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, notes := convert(podOf(tt.spec))
+			if got.EphemeralStorageLimit != tt.pod {
+				t.Errorf("EphemeralStorageLimit = %d, want %d", got.EphemeralStorageLimit, tt.pod)
+			}
+			limits := map[string]int64{}
+			for _, c := range got.Containers {
+				limits[c.Name] = c.EphemeralStorageLimit
+			}
+			if !reflect.DeepEqual(limits, tt.containers) {
+				t.Errorf("container limits = %v, want %v", limits, tt.containers)
+			}
+			if !reflect.DeepEqual(got.EmptyDirLimits, tt.emptyDirs) {
+				t.Errorf("EmptyDirLimits = %v, want %v", got.EmptyDirLimits, tt.emptyDirs)
+			}
+			joined := strings.Join(notes, "; ")
+			if tt.wantNoteSubstr == "" && len(notes) > 0 || !strings.Contains(joined, tt.wantNoteSubstr) {
+				t.Errorf("notes = %q, want one containing %q", joined, tt.wantNoteSubstr)
+			}
+		})
 	}
 }
