@@ -21,6 +21,10 @@ const (
 	// OutcomeNoEvictablePod: a threshold calls for an eviction but every
 	// pod is critical, or there are no pods.
 	OutcomeNoEvictablePod Outcome = "none-evictable"
+	// OutcomeLocalStorage: pods over their own local-storage limits are
+	// evicted; as in the kubelet, no threshold eviction happens in the
+	// same pass, though thresholds are still evaluated.
+	OutcomeLocalStorage Outcome = "local-storage"
 )
 
 // hardEvictionGracePeriodSeconds is the grace period of a hard eviction, as
@@ -56,6 +60,10 @@ type Decision struct {
 	// Pod, the loop moves on to them. A hard threshold puts the node first
 	// and has none.
 	Fallbacks []Eviction `json:"-"`
+	// LocalStorage lists the pods over their own local-storage limits,
+	// one violation per pod, checked every pass before the thresholds;
+	// when it is not empty the outcome is OutcomeLocalStorage.
+	LocalStorage []Violation `json:"localStorage,omitempty"`
 }
 
 // Eviction is one pod to evict and how.
@@ -78,7 +86,8 @@ type Request struct {
 }
 
 // Requests lists the evictions to try, in order: the chosen pod, then the
-// fallbacks. Empty unless the outcome is OutcomeEvict.
+// fallbacks. Empty unless the outcome is OutcomeEvict; the local-storage
+// evictions are LocalStorageRequests.
 func (d Decision) Requests() []Request {
 	if d.Outcome != OutcomeEvict {
 		return nil
@@ -86,6 +95,16 @@ func (d Decision) Requests() []Request {
 	reqs := []Request{{Signal: d.Signal, Hard: d.Hard, Eviction: Eviction{Pod: d.Pod, GracePeriod: d.GracePeriod, Message: d.Message, Annotations: d.Annotations}}}
 	for _, e := range d.Fallbacks {
 		reqs = append(reqs, Request{Signal: d.Signal, Hard: d.Hard, Eviction: e})
+	}
+	return reqs
+}
+
+// LocalStorageRequests lists the local-storage evictions, one per
+// offending pod; all of them are to be carried out.
+func (d Decision) LocalStorageRequests() []Request {
+	reqs := make([]Request, 0, len(d.LocalStorage))
+	for _, v := range d.LocalStorage {
+		reqs = append(reqs, v.Request())
 	}
 	return reqs
 }
@@ -133,12 +152,28 @@ func (d *Decider) Evaluate(now time.Time, obs signals.Observations) thresholds.E
 	return d.tracker.Evaluate(now, d.thresholds, obs)
 }
 
-// Decide runs one pass's decision: evaluate thresholds, pick the starved
-// signal (memory first), rank the pods for it and choose the first one that
-// may be evicted.
+// Decide runs one pass's decision: evaluate thresholds; then, as the
+// kubelet does before looking at them, find the pods over their own
+// local-storage limits, which are evicted instead of any threshold victim;
+// otherwise pick the starved signal (memory first), rank the pods for it
+// and choose the first one that may be evicted.
 func (d *Decider) Decide(now time.Time, obs signals.Observations, pods []ranking.Pod, stats map[string]signals.PodStats) Decision {
 	ev := d.Evaluate(now, obs)
+	if vs := localStorageViolations(pods, stats, d.cfg.Layout); len(vs) > 0 {
+		return localStorageDecision(now, ev, vs)
+	}
 	return d.decide(now, ev, obs, pods, stats)
+}
+
+// localStorageDecision is the decision of a pass that found pods over
+// their local-storage limits.
+func localStorageDecision(now time.Time, ev thresholds.Evaluation, vs []Violation) Decision {
+	reason := fmt.Sprintf("%d pod(s) over their local-storage limits, evicted before any threshold: %s (%s)",
+		len(vs), vs[0].Pod.Ref(), vs[0].Signal)
+	if len(ev.Actionable) > 0 {
+		reason += fmt.Sprintf("; threshold %s waits for the next pass", thresholds.Format(ev.Actionable[0]))
+	}
+	return Decision{Time: now, Outcome: OutcomeLocalStorage, Reason: reason, Evaluation: ev, LocalStorage: vs}
 }
 
 func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Observations, pods []ranking.Pod, stats map[string]signals.PodStats) Decision {

@@ -253,6 +253,9 @@ func (m *Manager) warnOnChange(last *string, err error, msg string) {
 // puts the node first. At most one pod is evicted per pass.
 func (m *Manager) act(ctx context.Context, dec Decision) string {
 	met := m.deps.Metrics
+	if dec.Outcome == OutcomeLocalStorage {
+		return m.actLocalStorage(ctx, dec)
+	}
 	if dec.Outcome != OutcomeEvict {
 		if dec.Signal != "" {
 			met.IncDecision(dec.Signal, string(dec.Outcome))
@@ -301,6 +304,45 @@ func (m *Manager) act(ctx context.Context, dec Decision) string {
 		}
 	}
 	return strings.Join(append(results, "no pod could be evicted"), "; ")
+}
+
+// actLocalStorage evicts every pod over its own local-storage limit, as
+// the kubelet does, one request per pod, or reports them in dry-run.
+func (m *Manager) actLocalStorage(ctx context.Context, dec Decision) string {
+	met := m.deps.Metrics
+	var results []string
+	for _, req := range dec.LocalStorageRequests() {
+		log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
+		if m.cfg.DryRun {
+			met.IncEviction(req.Signal, "dry-run")
+			log.Info("dry run: would evict", "message", req.Message)
+			results = append(results, "dry-run "+req.Pod.Ref())
+			continue
+		}
+		err := m.deps.Evicter.Evict(ctx, req)
+		switch {
+		case err == nil:
+			met.IncEviction(req.Signal, "evicted")
+			log.Info("evicted", "message", req.Message)
+			results = append(results, "evicted "+req.Pod.Ref())
+		case errors.Is(err, ErrNotGoneInTime):
+			met.IncEviction(req.Signal, "evicted")
+			log.Warn("eviction issued; the pod has not gone yet", "err", err)
+			results = append(results, "evicted "+req.Pod.Ref()+" (still terminating)")
+		case errors.Is(err, ErrPodGone):
+			log.Info("the pod is already gone", "err", err)
+			results = append(results, "gone "+req.Pod.Ref())
+		default:
+			met.IncEviction(req.Signal, "failed")
+			log.Error("eviction failed", "err", err)
+			results = append(results, "failed "+req.Pod.Ref()+": "+err.Error())
+		}
+	}
+	if !m.cfg.DryRun {
+		// Look again at once: the thresholds' turn comes next pass.
+		m.Wake()
+	}
+	return strings.Join(results, "; ")
 }
 
 // logDecision writes one Info line when the decision or its reason changes,

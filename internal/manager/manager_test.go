@@ -114,22 +114,28 @@ func mustParse(t *testing.T, s thresholds.Settings) []thresholds.Threshold {
 
 func newHarness(t *testing.T, dryRun bool, ths []thresholds.Threshold) *harness {
 	t.Helper()
-	h := &harness{
-		t: t, clock: clocktesting.NewFakeClock(t0), src: &script{available: 4096 * mi},
-		ev: &recorder{}, pub: &publisher{}, reg: prometheus.NewRegistry(), passes: make(chan *Status, 16), done: make(chan error, 1),
-	}
 	hog := ranking.Pod{Namespace: "default", Name: "hog", UID: "u-hog", QOS: ranking.BestEffort}
 	calm := ranking.Pod{Namespace: "default", Name: "calm", UID: "u-calm", QOS: ranking.Burstable, MemoryRequest: 512 * mi}
 	stats := fixedStats{
 		"u-hog":  {UID: "u-hog", Time: t0, MemoryWorkingSet: signals.Int64(900 * mi)},
 		"u-calm": {UID: "u-calm", Time: t0, MemoryWorkingSet: signals.Int64(100 * mi)},
 	}
+	return newHarnessWith(t, dryRun, ths, fixedPods{hog, calm}, stats)
+}
+
+// newHarnessWith is newHarness with the test's own pods and stats.
+func newHarnessWith(t *testing.T, dryRun bool, ths []thresholds.Threshold, pods fixedPods, stats fixedStats) *harness {
+	t.Helper()
+	h := &harness{
+		t: t, clock: clocktesting.NewFakeClock(t0), src: &script{available: 4096 * mi},
+		ev: &recorder{}, pub: &publisher{}, reg: prometheus.NewRegistry(), passes: make(chan *Status, 16), done: make(chan error, 1),
+	}
 	m, err := New(Config{
 		HousekeepingInterval: 10 * time.Second,
 		DryRun:               dryRun,
 		Decider:              DeciderConfig{Thresholds: ths, TransitionPeriod: 5 * time.Minute, MaxPodGracePeriodSeconds: 20},
 	}, Deps{
-		Clock: h.clock, Sources: []signals.Source{h.src}, Pods: fixedPods{hog, calm}, Stats: stats,
+		Clock: h.clock, Sources: []signals.Source{h.src}, Pods: pods, Stats: stats,
 		Evicter: h.ev, Status: h.pub, Metrics: metrics.New(h.reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AfterPass: func(st *Status) { h.passes <- st },
 	})
