@@ -62,7 +62,9 @@ type PodJSON struct {
 	Requests                      map[string]Quantity `json:"requests,omitempty"`
 	TerminationGracePeriodSeconds *int64              `json:"terminationGracePeriodSeconds,omitempty"`
 	LocalVolumes                  []string            `json:"localVolumes,omitempty"`
-	Containers                    []ContainerJSON     `json:"containers,omitempty"`
+	// EmptyDirSizeLimits maps emptyDir volume names to their sizeLimit.
+	EmptyDirSizeLimits map[string]Quantity `json:"emptyDirSizeLimits,omitempty"`
+	Containers         []ContainerJSON     `json:"containers,omitempty"`
 	// Usage is the pod's measured usage; a pod without it has no stats.
 	Usage *PodUsageJSON `json:"usage,omitempty"`
 }

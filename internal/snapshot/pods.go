@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/evictd/evictd/ranking"
@@ -81,7 +82,12 @@ func podOf(f string, now time.Time, pj PodJSON) (ranking.Pod, *signals.PodStats,
 			Name:                    cj.Name,
 			MemoryRequest:           cj.Requests[resMemory].Value,
 			EphemeralStorageRequest: cj.Requests[resEphemeralStorage].Value,
+			EphemeralStorageLimit:   cj.Limits[resEphemeralStorage].Value,
 		})
+		// The pod's limit is the sum of the containers' when any has one.
+		if l := cj.Limits[resEphemeralStorage].Value; l > 0 {
+			pod.EphemeralStorageLimit = satAdd(pod.EphemeralStorageLimit, l)
+		}
 		pod.MemoryRequest += cj.Requests[resMemory].Value
 		pod.EphemeralStorageRequest += cj.Requests[resEphemeralStorage].Value
 	}
@@ -90,6 +96,16 @@ func podOf(f string, now time.Time, pj PodJSON) (ranking.Pod, *signals.PodStats,
 	}
 	if q, ok := pj.Requests[resEphemeralStorage]; ok {
 		pod.EphemeralStorageRequest = q.Value
+	}
+
+	for name, q := range pj.EmptyDirSizeLimits {
+		if q.Value <= 0 {
+			continue
+		}
+		if pod.EmptyDirLimits == nil {
+			pod.EmptyDirLimits = map[string]int64{}
+		}
+		pod.EmptyDirLimits[name] = q.Value
 	}
 
 	switch ranking.QOSClass(pj.QOS) {
@@ -202,4 +218,12 @@ func fsUsage(u *FsUsageJSON) *signals.FsUsage {
 		return nil
 	}
 	return &signals.FsUsage{Bytes: u.Bytes.Value, Inodes: u.Inodes.Value}
+}
+
+// satAdd adds two non-negative numbers, saturating at the largest int64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -67,5 +68,35 @@ func TestReadSumsContainers(t *testing.T) {
 	}
 	if _, ok := step.Stats["default/b"]; ok {
 		t.Errorf("pod b has no usage and must have no stats")
+	}
+}
+
+func TestReadLocalStorageLimits(t *testing.T) {
+	sc, err := Read(strings.NewReader(`{
+	  "observations": {"memory.available": {"available": "1Gi", "capacity": "4Gi"}},
+	  "pods": [
+	    {"name": "a", "emptyDirSizeLimits": {"cache": "100Mi", "zero": "0"}, "containers": [
+	      {"name": "x", "limits": {"ephemeral-storage": "1Gi"}},
+	      {"name": "y", "limits": {"ephemeral-storage": "512Mi"}},
+	      {"name": "z"}
+	    ]},
+	    {"name": "b", "containers": [{"name": "x"}]}
+	  ]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mi = 1 << 20
+	a, b := sc.Steps[0].Pods[0], sc.Steps[0].Pods[1]
+	if a.EphemeralStorageLimit != 1536*mi {
+		t.Errorf("pod a limit: got %d, want the containers' sum 1.5Gi", a.EphemeralStorageLimit)
+	}
+	if got := []int64{a.Containers[0].EphemeralStorageLimit, a.Containers[1].EphemeralStorageLimit, a.Containers[2].EphemeralStorageLimit}; !reflect.DeepEqual(got, []int64{1024 * mi, 512 * mi, 0}) {
+		t.Errorf("container limits: got %v, want 1Gi, 512Mi, none", got)
+	}
+	if want := map[string]int64{"cache": 100 * mi}; !reflect.DeepEqual(a.EmptyDirLimits, want) {
+		t.Errorf("emptyDir limits: got %v, want %v", a.EmptyDirLimits, want)
+	}
+	if b.EphemeralStorageLimit != 0 || b.EmptyDirLimits != nil {
+		t.Errorf("pod b: got limit %d and emptyDir limits %v, want none", b.EphemeralStorageLimit, b.EmptyDirLimits)
 	}
 }
