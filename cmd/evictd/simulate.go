@@ -91,6 +91,18 @@ type stepResult struct {
 	GracePeriod  int64             `json:"gracePeriodSeconds,omitempty"`
 	Message      string            `json:"message,omitempty"`
 	Annotations  map[string]string `json:"annotations,omitempty"`
+	// LocalStorage lists the pods evicted for exceeding their own
+	// local-storage limits, before any threshold.
+	LocalStorage []localStorageResult `json:"localStorage,omitempty"`
+}
+
+type localStorageResult struct {
+	Pod         string `json:"pod"`
+	Signal      string `json:"signal"`
+	Usage       string `json:"usage"`
+	Limit       string `json:"limit"`
+	GracePeriod int64  `json:"gracePeriodSeconds"`
+	Message     string `json:"message"`
 }
 
 type obsResult struct {
@@ -167,6 +179,13 @@ func newStepResult(step snapshot.Step, dec manager.Decision, ths []thresholds.Th
 			Usage: usage, Request: human(c.Request, res), Key: c.Key, Skip: c.Skip,
 		})
 	}
+	for _, req := range dec.LocalStorageRequests() {
+		v := dec.LocalStorage[len(r.LocalStorage)]
+		r.LocalStorage = append(r.LocalStorage, localStorageResult{
+			Pod: req.Pod.Ref(), Signal: string(req.Signal), Usage: human(v.Usage, signals.ResourceEphemeralStorage),
+			Limit: human(v.Limit, signals.ResourceEphemeralStorage), GracePeriod: req.GracePeriod, Message: req.Message,
+		})
+	}
 	if dec.Pod != nil {
 		r.Victim, r.GracePeriod, r.Message, r.Annotations = dec.Pod.Ref(), dec.GracePeriod, dec.Message, dec.Annotations
 	}
@@ -205,6 +224,10 @@ func (r stepResult) write(w io.Writer) {
 		_ = tw.Flush()
 	}
 	fmt.Fprintf(w, "decision: %s — %s\n", r.Outcome, r.Reason)
+	for _, l := range r.LocalStorage {
+		fmt.Fprintf(w, "evict: %s for %s (%s used, limit %s) with a grace period of %ds\n", l.Pod, l.Signal, l.Usage, l.Limit, l.GracePeriod)
+		fmt.Fprintf(w, "event: Warning Evicted %q\n", l.Message)
+	}
 	if r.Victim != "" {
 		fmt.Fprintf(w, "evict: %s with a grace period of %ds\n", r.Victim, r.GracePeriod)
 		fmt.Fprintf(w, "event: Warning Evicted %q\n", r.Message)

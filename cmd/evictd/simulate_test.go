@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,32 @@ func simulated(t *testing.T, path string, extra ...string) []stepResult {
 		t.Fatalf("simulate %s: output is not JSON: %v\n%s", path, err, out)
 	}
 	return steps
+}
+
+func TestSimulateLocalStorageExample(t *testing.T) {
+	steps := simulated(t, filepath.Join("..", "..", "examples", "local-storage-limits.json"))
+	if len(steps) != 1 {
+		t.Fatalf("got %d steps, want 1", len(steps))
+	}
+	type v struct{ pod, signal, message string }
+	var got []v
+	for _, l := range steps[0].LocalStorage {
+		if l.GracePeriod != 1 {
+			t.Errorf("%s: grace %d, want 1", l.Pod, l.GracePeriod)
+		}
+		got = append(got, v{l.Pod, l.Signal, l.Message})
+	}
+	want := []v{
+		{"default/cache-filler", "emptydirfs.limit", `Usage of EmptyDir volume "cache" exceeds the limit "1Gi". `},
+		{"default/over-pod-limit", "ephemeralpodfs.limit", "Pod ephemeral local storage usage exceeds the total limit of containers 2Gi. "},
+		{"default/chatty-container", "ephemeralcontainerfs.limit", `Container logger exceeded its local ephemeral storage limit "500Mi". `},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("local-storage evictions:\n got %+v\nwant %+v", got, want)
+	}
+	if steps[0].Victim != "" {
+		t.Errorf("threshold victim %q in a local-storage step", steps[0].Victim)
+	}
 }
 
 func TestSimulateExamples(t *testing.T) {
@@ -56,6 +83,9 @@ func TestSimulateExamples(t *testing.T) {
 		{"only-guaranteed-left.json", nil, []want{{outcome: "evict", victim: "default/reports", grace: 1, pressure: true}}},
 		{"disk-dedicated-imagefs.json", nil, []want{{outcome: "evict", victim: "default/scratch-writer", grace: 1, pressure: true}}},
 		{"pid-pressure.json", nil, []want{{outcome: "evict", victim: "default/fork-bomb", grace: 1, pressure: true}}},
+		// Pods over their own local-storage limits go with no threshold met;
+		// the pod without stats and the static pod stay.
+		{"local-storage-limits.json", nil, []want{{outcome: "local-storage"}}},
 		// The command line overrides the snapshot's flags.
 		{"besteffort-biggest-first.json", []string{"--eviction-hard=memory.available<100Mi"}, []want{none}},
 	} {
