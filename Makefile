@@ -55,7 +55,7 @@ fmt-check:
 # cost; figures go to docs/BENCHMARKS.md by hand, with these commands.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./internal/manager/ ./thresholds/ ./ranking/ | tee bench.out
-	./hack/idle-cost.sh $(BIN) 60 | tee -a bench.out
+	./hack/idle-cost.sh $(BIN) 60 --root-dir $(RUN_ROOT_DIR) | tee -a bench.out
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/evictd

@@ -2,10 +2,11 @@
 # Measures the agent's idle cost in standalone mode on this host: starts it,
 # lets it settle, then samples its CPU time and RSS over a window, and stops
 # it (by PID) however the script ends.
-#   usage: hack/idle-cost.sh BIN [SECONDS]
+#   usage: hack/idle-cost.sh BIN [SECONDS [AGENT FLAGS...]]
 set -euo pipefail
-bin=${1:?usage: idle-cost.sh BIN [SECONDS]}
+bin=${1:?usage: idle-cost.sh BIN [SECONDS [AGENT FLAGS...]]}
 secs=${2:-60}
+shift $(( $# >= 2 ? 2 : $# ))
 settle=5
 log=$(mktemp)
 pid=
@@ -17,7 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin" --metrics-bind-address 127.0.0.1:0 --log-level warn >"$log" 2>&1 &
+"$bin" --metrics-bind-address 127.0.0.1:0 --log-level warn "$@" >"$log" 2>&1 &
 pid=$!
 sleep "$settle"
 kill -0 "$pid" 2>/dev/null || { echo "evictd exited early:"; cat "$log"; exit 1; }
