@@ -127,16 +127,16 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		sources = append(sources, imageFsSource{rc})
 	}
 	dialCtx, cancelDial := context.WithTimeout(ctx, cfg.RuntimeRequestTimeout)
-	layout, err := rc.connect(dialCtx)
+	layout, dialErr := rc.connect(dialCtx)
 	cancelDial()
-	if err != nil {
+	if dialErr != nil {
 		layout, err = layoutOf(hc)
 		if err != nil {
 			log.Error("cannot tell the node's filesystem layout", "err", err)
 			return 1
 		}
-		log.Warn("cannot reach the container runtime; retrying every housekeeping interval. Until then imagefs is not observed (unless --imagefs-path), pods have no disk stats and nothing is reclaimed",
-			"endpoint", cfg.ContainerRuntimeEndpoint, "assumedLayout", layout.String(), "err", err)
+		log.Warn("cannot reach the container runtime; retrying in the background. Until then imagefs is not observed (unless --imagefs-path), pods have no disk stats and nothing is reclaimed",
+			"endpoint", cfg.ContainerRuntimeEndpoint, "assumedLayout", layout.String(), "err", dialErr)
 		go func() { errc <- rc.retry(ctx, cfg.HousekeepingInterval) }()
 		running++
 	}

@@ -98,22 +98,27 @@ func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
 	return layout, nil
 }
 
-// retry dials every interval until it succeeds or ctx is done.
+// retry dials until it succeeds or ctx is done: first after every, then
+// backing off to at most maxRuntimeRetry, so a node with no runtime (or a
+// socket that does not speak the CRI) costs next to nothing.
 func (r *runtimeConn) retry(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
+	wait := every
 	for r.parts.Load() == nil {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(wait):
 		}
 		if _, err := r.connect(ctx); err != nil {
-			r.log.Debug("container runtime still unreachable", "err", err)
+			r.log.Debug("container runtime still unreachable", "err", err, "nextTry", wait)
+			wait = min(2*wait, max(every, maxRuntimeRetry))
 		}
 	}
 	return nil
 }
+
+// maxRuntimeRetry bounds the time between two attempts to reach the runtime.
+const maxRuntimeRetry = time.Minute
 
 func (r *runtimeConn) close() {
 	if p := r.parts.Load(); p != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -54,6 +55,15 @@ func Dial(ctx context.Context, endpoint, imageEndpoint string, timeout time.Dura
 	c := &Client{endpoint: endpoint, imageEndpoint: imageEndpoint, timeout: timeout, log: log.With("endpoint", endpoint),
 		du: newDirUsage(DefaultMaxAge, DefaultMaxEntries)}
 
+	// cri-client leaves its gRPC connection open (and reconnecting) when
+	// the runtime does not answer its first call, so a runtime that is not
+	// there must be found out before any client is made: dial the sockets.
+	for _, ep := range []string{endpoint, imageEndpoint} {
+		if err := probe(ctx, ep, timeout); err != nil {
+			return nil, err
+		}
+	}
+
 	dctx, cancel := c.callContext(ctx)
 	defer cancel()
 	rs, err := remote.NewRemoteRuntimeService(dctx, endpoint, timeout, nil, false)
@@ -69,6 +79,20 @@ func Dial(ctx context.Context, endpoint, imageEndpoint string, timeout time.Dura
 	c.rs, c.is = rs, is
 	c.log.Info("connected to the container runtime", "image_endpoint", imageEndpoint, "timeout", timeout)
 	return c, nil
+}
+
+// probe checks that a unix socket endpoint accepts connections.
+func probe(ctx context.Context, endpoint string, timeout time.Duration) error {
+	path, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok {
+		return nil // not a unix socket: left to the client to reach
+	}
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return fmt.Errorf("CRI endpoint %s: %w", endpoint, err)
+	}
+	return conn.Close()
 }
 
 // normalize gives a bare socket path the unix:// scheme.
