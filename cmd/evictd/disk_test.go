@@ -73,6 +73,7 @@ func TestDiskE2E(t *testing.T) {
 		}
 		t.Run("pods over their local-storage limits, no threshold met", env.overLimits)
 	})
+	t.Run("inode exhaustion: the lower QoS tier goes first", dc.inodes)
 	t.Logf("TestDiskE2E wall time: %s", time.Since(begin).Round(time.Millisecond))
 }
 
@@ -134,6 +135,7 @@ type diskEnv struct {
 	agentStart time.Time
 
 	mu      sync.Mutex
+	tiers   map[string]string     // pod uid → its QoS tier's cgroup below kubepods ("" or "/burstable" ...); besteffort if absent
 	pods    map[string]*v1.Pod    // name → as created
 	handled map[types.UID]bool    // terminating pods taken care of
 	evicted map[string]*diskEvict // name → what the kubelet saw
@@ -162,10 +164,14 @@ type diskEvict struct {
 // starts containerd, imports the workload image, creates the node and
 // starts the test's kubelet. The agent is started by startAgent.
 func (dc *diskCluster) newEnv(t *testing.T, node string, single bool, threshold string) *diskEnv {
+	return dc.newEnvSized(t, node, single, 256, threshold)
+}
+
+func (dc *diskCluster) newEnvSized(t *testing.T, node string, single bool, imageFsMiB int, threshold string) *diskEnv {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &diskEnv{dc: dc, t: t, ctx: ctx, node: node, threshold: threshold,
-		pods: map[string]*v1.Pod{}, handled: map[types.UID]bool{}, evicted: map[string]*diskEvict{}}
-	e.imageFs = testruntime.MountExt4(t, 256)
+		pods: map[string]*v1.Pod{}, handled: map[types.UID]bool{}, evicted: map[string]*diskEvict{}, tiers: map[string]string{}}
+	e.imageFs = testruntime.MountExt4(t, imageFsMiB)
 	if single {
 		e.nodeFs = e.imageFs
 	} else {
@@ -280,6 +286,14 @@ func (e *diskEnv) runAPIPod(t *testing.T, name string, emptyDirs []string, mutat
 			t.Fatal(err)
 		}
 	}
+	e.mu.Lock()
+	switch pod.Status.QOSClass {
+	case v1.PodQOSGuaranteed:
+		e.tiers[string(pod.UID)] = ""
+	case v1.PodQOSBurstable:
+		e.tiers[string(pod.UID)] = "/burstable"
+	}
+	e.mu.Unlock()
 	sb, _ := e.runSandbox(t, string(pod.UID), name, "app", workloadImage, nil)
 	now := metav1.Now()
 	pod.Status.Phase = v1.PodRunning
@@ -313,12 +327,18 @@ func (e *diskEnv) runSandbox(t *testing.T, uid, name, ctr, image string, args []
 	hostNet := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}
 	labels := map[string]string{"io.kubernetes.pod.uid": uid, "io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": diskNS}
 	logDir := filepath.Join(e.logsDir, diskNS+"_"+name+"_"+uid)
+	e.mu.Lock()
+	tier, ok := e.tiers[uid]
+	e.mu.Unlock()
+	if !ok {
+		tier = "/besteffort"
+	}
 	podCfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Uid: uid, Namespace: diskNS},
 		Labels:       labels,
 		LogDirectory: logDir,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent:    e.cgroupRoot + "/kubepods/besteffort/pod" + uid,
+			CgroupParent:    e.cgroupRoot + "/kubepods" + tier + "/pod" + uid,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: hostNet},
 		},
 	}
@@ -931,5 +951,111 @@ func removeCgroupTree(t *testing.T, rel string) {
 				t.Errorf("remove cgroup %s: %v", d, err)
 			}
 		}
+	}
+}
+
+// inodes: single fs on a 64 MiB ext4 (16384 inodes), threshold
+// nodefs.inodesFree<4000. A Guaranteed pod holds 10000 files in its
+// emptyDir, a BestEffort pod 2000: nothing to reclaim, and the BestEffort
+// pod is evicted although the Guaranteed one uses five times its inodes.
+func (dc *diskCluster) inodes(t *testing.T) {
+	const threshold = 4000
+	e := dc.newEnvSized(t, "inode-node", true, 64, fmt.Sprintf("nodefs.inodesFree<%d", threshold))
+	g := e.runAPIPod(t, "g-many", []string{"cache"}, func(s *v1.PodSpec) {
+		rl := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")}
+		s.Containers[0].Resources = v1.ResourceRequirements{Requests: rl, Limits: rl}
+	})
+	if g.api.Status.QOSClass != v1.PodQOSGuaranteed {
+		t.Fatalf("g-many: QoS class %s, want Guaranteed", g.api.Status.QOSClass)
+	}
+	be := e.runAPIPod(t, "z-few", []string{"cache"}, nil)
+	e.startAgent(t)
+	diskPoll(t, "the agent to list both pods", func() (bool, string) {
+		st, raw := e.status(t)
+		return st.Pods == 2, raw
+	})
+	free := statfsFiles(t, e.nodeFs)
+	t.Logf("nodefs inodes free before the files: %d", free)
+	makeFiles(t, e.emptyDir(be.api, "cache"), 2000)
+	// The Guaranteed pod's files: all but the last 2500 first, then, once
+	// the agent has measured them, the rest, which cross the threshold.
+	many := int(free) - 2000 - threshold + 1000
+	if many < 8000 {
+		t.Fatalf("inodes free %d: too few for the scenario", free)
+	}
+	makeFiles(t, filepath.Join(e.emptyDir(g.api, "cache"), "a"), many-2500)
+	if f := statfsFiles(t, e.nodeFs); f < threshold+1000 {
+		t.Fatalf("inodes free %d after the first step, want room above %d", f, threshold)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	from := e.passes(t)
+	diskPoll(t, "two more passes of the agent", func() (bool, string) {
+		n := e.passes(t)
+		return n >= from+2, fmt.Sprintf("passes %v, from %v", n, from)
+	})
+	if got := e.terminating(); len(got) > 0 {
+		t.Fatalf("pods evicted before the threshold was met: %v", got)
+	}
+	makeFiles(t, filepath.Join(e.emptyDir(g.api, "cache"), "b"), 2500)
+	written := time.Now()
+	t.Logf("inodes free %d after the files (threshold %d)", statfsFiles(t, e.nodeFs), threshold)
+	var ev *diskEvict
+	diskPoll(t, "the BestEffort pod's eviction", func() (bool, string) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		ev = e.evicted["z-few"]
+		return ev != nil, "not yet"
+	})
+	t.Logf("threshold crossed → eviction seen: %s", ev.seen.Sub(written).Round(time.Millisecond))
+	want := "The node was low on resource: inodes. Threshold quantity: 4k, available: "
+	if c := podCondition(ev.final, v1.DisruptionTarget); c == nil || c.Status != v1.ConditionTrue || c.Reason != evictdReason || !strings.HasPrefix(c.Message, want) {
+		t.Errorf("z-few: DisruptionTarget condition %+v, want True, reason %s, message starting %q", c, evictdReason, want)
+	} else {
+		t.Logf("z-few's DisruptionTarget message: %s", c.Message)
+	}
+	diskPoll(t, "the inodes threshold clear", func() (bool, string) {
+		st, raw := e.status(t)
+		for _, th := range st.Thresholds {
+			if th.Met {
+				return false, raw
+			}
+		}
+		return len(st.Thresholds) > 0, raw
+	})
+	time.Sleep(3 * time.Second)
+	if got := e.terminating(); !slices.Equal(got, []string{"z-few"}) {
+		t.Errorf("pods evicted: %v, want the BestEffort pod alone", got)
+	}
+	e.checkRunning(t, g)
+}
+
+func statfsFiles(t *testing.T, dir string) uint64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ffree
+}
+
+// makeFiles creates n empty files in dir (created if missing).
+func makeFiles(t *testing.T, dir string, n int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("f%06d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	d, err := os.Open(dir)
+	if err == nil {
+		err = errors.Join(d.Sync(), d.Close())
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
