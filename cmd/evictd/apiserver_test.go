@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -20,24 +17,19 @@ import (
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/internal/testcluster"
 )
@@ -1267,70 +1259,9 @@ func waitAllowed(t *testing.T, client kubernetes.Interface, attr authorizationv1
 	})
 }
 
-// createManifest creates, with client, every object of the multi-document
-// YAML file at path (copied from internal/podsource's tests). It knows the
-// kinds an RBAC manifest holds and fails on any other, naming it;
-// documents holding only comments are skipped. It returns the objects'
-// kinds and names.
-func createManifest(ctx context.Context, client kubernetes.Interface, path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	decode := scheme.Codecs.UniversalDeserializer().Decode
-	var created []string
-	for i := 1; ; i++ {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return created, nil
-		}
-		if err != nil {
-			return created, fmt.Errorf("%s: document %d: %w", path, i, err)
-		}
-		var probe map[string]any
-		if err := yaml.Unmarshal(doc, &probe); err != nil {
-			return created, fmt.Errorf("%s: document %d: %w", path, i, err)
-		}
-		if len(probe) == 0 {
-			continue
-		}
-		obj, gvk, err := decode(bytes.TrimSpace(doc), nil, nil)
-		if err != nil {
-			return created, fmt.Errorf("%s: document %d: %w", path, i, err)
-		}
-		create := metav1.CreateOptions{}
-		switch o := obj.(type) {
-		case *v1.ServiceAccount:
-			_, err = client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, create)
-		case *rbacv1.ClusterRole:
-			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, create)
-		case *rbacv1.ClusterRoleBinding:
-			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, create)
-		case *rbacv1.Role:
-			_, err = client.RbacV1().Roles(o.Namespace).Create(ctx, o, create)
-		case *rbacv1.RoleBinding:
-			_, err = client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, create)
-		default:
-			return created, fmt.Errorf("%s: document %d: kind %s is not handled", path, i, gvk.Kind)
-		}
-		name := gvk.Kind + "/" + obj.(metav1.Object).GetName()
-		if err != nil {
-			return created, fmt.Errorf("%s: create %s: %w", path, name, err)
-		}
-		created = append(created, name)
-	}
-}
-
-// serviceAccountToken returns a bearer token of the ServiceAccount
-// namespace/name from the TokenRequest API, valid for an hour.
-func serviceAccountToken(ctx context.Context, client kubernetes.Interface, namespace, name string) (string, error) {
-	ttl := int64(3600)
-	tr, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("token for ServiceAccount %s/%s: %w", namespace, name, err)
-	}
-	return tr.Status.Token, nil
-}
+// The manifest and token helpers live in testcluster, shared by every
+// package that runs evictd under deploy/rbac.yaml's identity.
+var (
+	createManifest      = testcluster.CreateManifest
+	serviceAccountToken = testcluster.ServiceAccountToken
+)

@@ -6,17 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -55,7 +51,7 @@ func newEnv(t *testing.T, opts testcluster.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := evictdToken(t, admin)
+	token := evictdToken(t, c)
 	evictd, err := kubernetes.NewForConfig(c.TokenConfig(token))
 	if err != nil {
 		t.Fatal(err)
@@ -72,45 +68,14 @@ func newEnv(t *testing.T, opts testcluster.Options) *env {
 	return &env{admin: admin, evictd: evictd, rec: rec}
 }
 
-// evictdToken applies deploy/rbac.yaml with the admin client and returns a
-// token of the evictd ServiceAccount from the TokenRequest API.
-func evictdToken(t *testing.T, admin kubernetes.Interface) string {
+// evictdToken returns a token of evictd's identity from deploy/rbac.yaml.
+func evictdToken(t *testing.T, c *testcluster.Cluster) string {
 	t.Helper()
-	ctx := t.Context()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "rbac.yaml"))
+	token, err := c.EvictdToken(t.Context())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("evictd's identity: %v", err)
 	}
-	var sa *v1.ServiceAccount
-	for i, doc := range bytes.Split(raw, []byte("\n---\n")) {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("deploy/rbac.yaml document %d: %v", i, err)
-		}
-		switch o := obj.(type) {
-		case *v1.ServiceAccount:
-			sa = o
-			_, err = admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("deploy/rbac.yaml document %d: unexpected %T", i, obj)
-		}
-		if err != nil {
-			t.Fatalf("apply deploy/rbac.yaml document %d: %v", i, err)
-		}
-	}
-	if sa == nil {
-		t.Fatal("deploy/rbac.yaml has no ServiceAccount")
-	}
-	tr, err := admin.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token of %s/%s: %v", sa.Namespace, sa.Name, err)
-	}
-	return tr.Status.Token
+	return token
 }
 
 // waitAllowed waits until RBAC, which learns of new bindings through its

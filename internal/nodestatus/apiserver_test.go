@@ -1,27 +1,19 @@
 package nodestatus_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -49,69 +41,17 @@ func startEnv(t *testing.T) *env {
 	t.Helper()
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
-	applyRBAC(t, admin, filepath.Join("..", "..", "deploy", "rbac.yaml"))
-	evictd := kubernetes.NewForConfigOrDie(c.TokenConfig(evictdToken(t, admin)))
+	token, err := c.EvictdToken(t.Context())
+	if err != nil {
+		t.Fatalf("evictd's identity: %v", err)
+	}
+	evictd := kubernetes.NewForConfigOrDie(c.TokenConfig(token))
 	// The authorizer learns of the new binding through a watch: wait for it.
 	eventually(t, 10*time.Second, func() error {
 		_, err := evictd.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err
 	})
 	return &env{cluster: c, admin: admin, evictd: evictd}
-}
-
-// applyRBAC creates every object of the manifest at path with the admin
-// client: the ServiceAccount, ClusterRole and ClusterRoleBinding of evictd.
-func applyRBAC(t *testing.T, admin kubernetes.Interface, path string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("open RBAC manifest: %v", err)
-	}
-	defer f.Close()
-	ctx := context.Background()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatalf("read %s: %v", path, err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("decode %s: %v", path, err)
-		}
-		switch o := obj.(type) {
-		case *v1.ServiceAccount:
-			_, err = admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("%s: unexpected kind %s", path, gvk)
-		}
-		if err != nil {
-			t.Fatalf("create %s from %s: %v", gvk.Kind, path, err)
-		}
-	}
-}
-
-// evictdToken returns a bearer token of the kube-system/evictd
-// ServiceAccount from the TokenRequest API.
-func evictdToken(t *testing.T, admin kubernetes.Interface) string {
-	t.Helper()
-	seconds := int64(3600)
-	tr, err := admin.CoreV1().ServiceAccounts("kube-system").CreateToken(context.Background(), "evictd",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("request a token for kube-system/evictd: %v", err)
-	}
-	return tr.Status.Token
 }
 
 // kubeletConditions are what a kubelet reports for a healthy node.

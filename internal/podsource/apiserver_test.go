@@ -50,12 +50,12 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 		t.Fatalf("admin client: %v", err)
 	}
 
-	created, err := createManifest(ctx, admin, "../../deploy/rbac.yaml")
+	created, err := testcluster.CreateManifest(ctx, admin, "../../deploy/rbac.yaml")
 	if err != nil {
 		t.Fatalf("apply deploy/rbac.yaml: %v", err)
 	}
 	t.Logf("deploy/rbac.yaml: created %s", strings.Join(created, ", "))
-	token, err := serviceAccountToken(ctx, admin, "kube-system", "evictd")
+	token, err := testcluster.ServiceAccountToken(ctx, admin, "kube-system", "evictd")
 	if err != nil {
 		t.Fatal(err)
 	}

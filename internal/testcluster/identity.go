@@ -1,4 +1,4 @@
-package podsource
+package testcluster
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
@@ -19,12 +20,31 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// createManifest creates, with client, every object of the multi-document
+// EvictdToken gives tests evictd's production identity: it creates the
+// objects of the repository's deploy/rbac.yaml with the admin client and
+// returns a bearer token of the kube-system/evictd ServiceAccount, so that
+// what evictd is allowed to do is what that manifest grants.
+func (c *Cluster) EvictdToken(ctx context.Context) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	admin, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		return "", fmt.Errorf("admin client: %w", err)
+	}
+	if _, err := CreateManifest(ctx, admin, filepath.Join(root, "deploy", "rbac.yaml")); err != nil {
+		return "", err
+	}
+	return ServiceAccountToken(ctx, admin, "kube-system", "evictd")
+}
+
+// CreateManifest creates, with client, every object of the multi-document
 // YAML file at path. It knows the kinds an RBAC manifest holds
 // (ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding) and
 // fails on any other, naming it; documents holding only comments are
 // skipped. It returns the objects' kinds and names.
-func createManifest(ctx context.Context, client kubernetes.Interface, path string) ([]string, error) {
+func CreateManifest(ctx context.Context, client kubernetes.Interface, path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -75,9 +95,9 @@ func createManifest(ctx context.Context, client kubernetes.Interface, path strin
 	}
 }
 
-// serviceAccountToken returns a bearer token of the ServiceAccount
+// ServiceAccountToken returns a bearer token of the ServiceAccount
 // namespace/name from the TokenRequest API, valid for an hour.
-func serviceAccountToken(ctx context.Context, client kubernetes.Interface, namespace, name string) (string, error) {
+func ServiceAccountToken(ctx context.Context, client kubernetes.Interface, namespace, name string) (string, error) {
 	ttl := int64(3600)
 	tr, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
