@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/evictd/evictd/internal/childproc"
 )
 
 // AdminUser is the identity of AdminConfig, in the group system:masters.
@@ -64,7 +66,7 @@ type Cluster struct {
 	readyIn time.Duration
 
 	mu                       sync.Mutex
-	etcd, apiserver, ctrlMgr *process
+	etcd, apiserver, ctrlMgr *childproc.Process
 	stopped                  bool
 }
 
@@ -189,9 +191,9 @@ func (c *Cluster) Stop() error {
 	}
 	c.stopped = true
 	var errs []error
-	for _, p := range []*process{c.ctrlMgr, c.apiserver, c.etcd} {
+	for _, p := range []*childproc.Process{c.ctrlMgr, c.apiserver, c.etcd} {
 		if p != nil {
-			errs = append(errs, p.stop())
+			errs = append(errs, p.Stop(termGrace))
 		}
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
@@ -208,7 +210,7 @@ func (c *Cluster) StopAPIServer() error {
 	if c.apiserver == nil {
 		return nil
 	}
-	err := c.apiserver.stop()
+	err := c.apiserver.Stop(termGrace)
 	c.apiserver = nil
 	return err
 }
@@ -221,7 +223,7 @@ func (c *Cluster) StartAPIServer() error {
 	switch {
 	case c.stopped:
 		return errors.New("cluster stopped")
-	case c.apiserver != nil && !c.apiserver.exited():
+	case c.apiserver != nil && !c.apiserver.Exited():
 		return errors.New("kube-apiserver already running")
 	}
 	return c.startAPIServer(context.Background(), c.apiPort)
@@ -266,9 +268,9 @@ func (c *Cluster) PIDs() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pids := map[string]int{}
-	for _, p := range []*process{c.etcd, c.apiserver, c.ctrlMgr} {
-		if p != nil && !p.exited() {
-			pids[p.name] = p.pid()
+	for _, p := range []*childproc.Process{c.etcd, c.apiserver, c.ctrlMgr} {
+		if p != nil && !p.Exited() {
+			pids[p.Name] = p.PID()
 		}
 	}
 	return pids
@@ -294,7 +296,7 @@ func (c *Cluster) Logs(n int) map[string]string {
 	logs := map[string]string{}
 	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
 		if _, err := os.Stat(c.logPath(name)); err == nil {
-			logs[name] = tailFile(c.logPath(name), n)
+			logs[name] = childproc.Tail(c.logPath(name), n)
 		}
 	}
 	return logs

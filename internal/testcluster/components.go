@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/evictd/evictd/internal/childproc"
 )
 
 // How many times a component is started on fresh ports when another process
@@ -92,7 +94,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, port int) error {
 		return err
 	}
 
-	var p *process
+	var p *childproc.Process
 	if port == 0 {
 		var ports []int
 		if p, ports, err = c.startOnFreePorts(ctx, "kube-apiserver", 1, args, ready, nil); err != nil {
@@ -101,11 +103,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, port int) error {
 		c.apiPort, c.url = ports[0], "https://127.0.0.1:"+strconv.Itoa(ports[0])
 	} else {
 		ports := []int{port}
-		if p, err = startProcess("kube-apiserver", c.bins["kube-apiserver"], args(ports), c.logPath("kube-apiserver")); err != nil {
+		if p, err = childproc.Start("kube-apiserver", c.bins["kube-apiserver"], args(ports), c.logPath("kube-apiserver")); err != nil {
 			return err
 		}
 		if err := c.waitReady(ctx, p, func(ctx context.Context) error { return ready(ctx, ports) }); err != nil {
-			return errors.Join(err, p.stop())
+			return errors.Join(err, p.Stop(termGrace))
 		}
 	}
 	c.apiserver = p
@@ -166,13 +168,13 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 // took it first) it runs reset, if any, and tries other ports.
 func (c *Cluster) startOnFreePorts(ctx context.Context, name string, n int,
 	args func(ports []int) []string, ready func(ctx context.Context, ports []int) error, reset func() error,
-) (*process, []int, error) {
+) (*childproc.Process, []int, error) {
 	for attempt := 1; ; attempt++ {
 		ports, err := freePorts(n)
 		if err != nil {
 			return nil, nil, err
 		}
-		p, err := startProcess(name, c.bins[name], args(ports), c.logPath(name))
+		p, err := childproc.Start(name, c.bins[name], args(ports), c.logPath(name))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -180,10 +182,10 @@ func (c *Cluster) startOnFreePorts(ctx context.Context, name string, n int,
 		if err == nil {
 			return p, ports, nil
 		}
-		if stopErr := p.stop(); stopErr != nil {
+		if stopErr := p.Stop(termGrace); stopErr != nil {
 			return nil, nil, errors.Join(err, stopErr)
 		}
-		if attempt == portAttempts || !p.bindFailed() {
+		if attempt == portAttempts || !p.LogContains("address already in use") {
 			return nil, nil, err
 		}
 		if reset != nil {
@@ -196,7 +198,7 @@ func (c *Cluster) startOnFreePorts(ctx context.Context, name string, n int,
 
 // waitReady polls check until it succeeds, the process exits, ctx ends or
 // Options.ReadyTimeout passes.
-func (c *Cluster) waitReady(ctx context.Context, p *process, check func(context.Context) error) error {
+func (c *Cluster) waitReady(ctx context.Context, p *childproc.Process, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ReadyTimeout)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -207,11 +209,11 @@ func (c *Cluster) waitReady(ctx context.Context, p *process, check func(context.
 			return nil
 		}
 		select {
-		case <-p.done:
-			return p.exitError()
+		case <-p.Done():
+			return p.ExitError()
 		case <-ctx.Done():
 			return fmt.Errorf("%s (pid %d) not ready: %w (last check: %v); last lines of %s:\n%s",
-				p.name, p.pid(), ctx.Err(), err, p.logPath, tailFile(p.logPath, 30))
+				p.Name, p.PID(), ctx.Err(), err, p.LogPath, childproc.Tail(p.LogPath, 30))
 		case <-tick.C:
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
+
+	"github.com/evictd/evictd/internal/childproc"
 )
 
 // PauseImage is the sandbox image of every runtime (the workload binary
@@ -68,7 +70,7 @@ type Runtime struct {
 	readyIn     time.Duration
 
 	mu      sync.Mutex
-	daemon  *daemon
+	daemon  *childproc.Process
 	rs      internalapi.RuntimeService
 	is      internalapi.ImageManagerService
 	stopped bool
@@ -166,7 +168,7 @@ func daemonDir(base, dir, name string) (string, error) {
 // startDaemon starts containerd and waits until its CRI reports
 // RuntimeReady; r.mu is held.
 func (r *Runtime) startDaemon(ctx context.Context) error {
-	d, err := startDaemon("containerd", []string{"--config", r.path("config.toml")}, r.LogPath())
+	d, err := childproc.Start("containerd", "containerd", []string{"--config", r.path("config.toml")}, r.LogPath())
 	if err != nil {
 		return err
 	}
@@ -176,8 +178,8 @@ func (r *Runtime) startDaemon(ctx context.Context) error {
 	quiet := klog.NewContext(ctx, logr.Discard()) // the CRI client logs every failed try
 	var last error
 	for {
-		if d.exited() {
-			return d.exitError()
+		if d.Exited() {
+			return d.ExitError()
 		}
 		if last = r.ready(quiet); last == nil {
 			return nil
@@ -185,7 +187,7 @@ func (r *Runtime) startDaemon(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("containerd (pid %d) not ready after %s: %w; last lines of %s:\n%s",
-				d.pid(), r.opts.ReadyTimeout, last, r.LogPath(), tailFile(r.LogPath(), 30))
+				d.PID(), r.opts.ReadyTimeout, last, r.LogPath(), childproc.Tail(r.LogPath(), 30))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -228,8 +230,8 @@ func (r *Runtime) StartContainerd(ctx context.Context) error {
 	switch {
 	case r.stopped:
 		return errors.New("runtime stopped")
-	case r.daemon != nil && !r.daemon.exited():
-		return fmt.Errorf("containerd (pid %d) already running", r.daemon.pid())
+	case r.daemon != nil && !r.daemon.Exited():
+		return fmt.Errorf("containerd (pid %d) already running", r.daemon.PID())
 	}
 	return r.startDaemon(ctx)
 }
@@ -265,10 +267,10 @@ func (r *Runtime) ReadyIn() time.Duration { return r.readyIn }
 func (r *Runtime) PID() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.daemon == nil || r.daemon.exited() {
+	if r.daemon == nil || r.daemon.Exited() {
 		return 0
 	}
-	return r.daemon.pid()
+	return r.daemon.PID()
 }
 
 // RuntimeService returns the runtime's CRI runtime client (k8s.io/cri-client),

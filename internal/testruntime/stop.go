@@ -24,7 +24,7 @@ func (r *Runtime) Stop() error {
 	}
 	r.stopped = true
 	var errs []error
-	if r.daemon != nil && !r.daemon.exited() && r.rs != nil {
+	if r.daemon != nil && !r.daemon.Exited() && r.rs != nil {
 		errs = append(errs, r.removeSandboxes())
 	}
 	errs = append(errs, r.stopDaemon())
@@ -105,7 +105,7 @@ func (r *Runtime) stopDaemon() error {
 		r.rs, r.is = nil, nil
 	}
 	if r.daemon != nil {
-		errs = append(errs, r.daemon.stop())
+		errs = append(errs, r.daemon.Stop(termGrace))
 	}
 	return errors.Join(errs...)
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/evictd/evictd/internal/childproc"
 )
 
 // skipOrFail skips t, or fails it under CI=true, where `make test` installs
@@ -44,7 +46,7 @@ func StartForTest(t testing.TB, opts Options) *Runtime {
 		r.Socket(), r.Snapshotter(), r.RootDir(), r.ReadyIn().Round(time.Millisecond), r.LogPath())
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("testruntime: last lines of %s:\n%s", r.LogPath(), tailFile(r.LogPath(), 40))
+			t.Logf("testruntime: last lines of %s:\n%s", r.LogPath(), childproc.Tail(r.LogPath(), 40))
 		}
 		if err := r.Stop(); err != nil {
 			t.Errorf("testruntime: stop: %v", err)

@@ -1,4 +1,4 @@
-package testcluster
+package childproc
 
 import "syscall"
 
@@ -6,7 +6,7 @@ import "syscall"
 // cleaning up (a panic, `go test -timeout`), so no control plane outlives the
 // tests that started it. (The signal follows the OS thread that started the
 // child; Go only ends a thread when a goroutine locked to it exits, which
-// this package never does.)
+// childproc never does.)
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

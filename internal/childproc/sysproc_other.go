@@ -1,6 +1,6 @@
 //go:build !linux
 
-package testcluster
+package childproc
 
 import "syscall"
 
