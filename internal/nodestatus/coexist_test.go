@@ -76,10 +76,12 @@ func TestCoexistsWithKubeletAndOtherTaints(t *testing.T) {
 		eventually(t, 20*time.Second, func() (err error) {
 			// A conflict with the concurrent writers sends the publisher
 			// into its backoff, which waits on the fake clock: move the
-			// clock on while the state is not there yet.
+			// clock on while the state is not there yet, by whole seconds,
+			// since the API server keeps times to the second and the
+			// transition times compared below must stay whole.
 			defer func() {
 				if err != nil && fc.HasWaiters() {
-					fc.Step(100 * time.Millisecond)
+					fc.Step(time.Second)
 				}
 			}()
 			n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
