@@ -9,14 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/testalloc"
 )
 
 // This file holds the real cgroup v1 side of the end-to-end test: a
@@ -37,36 +37,8 @@ const allocEnv = "EVICTD_E2E_ALLOC_MIB"
 // with EVICTD_TEST_MAIN=1): with allocEnv set the binary is an allocator.
 func init() {
 	if v := os.Getenv(allocEnv); v != "" {
-		os.Exit(allocateAndHold(v))
+		os.Exit(testalloc.Hold(allocEnv, v, 1024))
 	}
-}
-
-func allocateAndHold(mib string) int {
-	n, err := strconv.Atoi(mib)
-	if err != nil || n <= 0 || n > 1024 {
-		fmt.Fprintf(os.Stderr, "%s=%q: want 1..1024\n", allocEnv, mib)
-		return 2
-	}
-	// Say when the runtime has started, so that the parent moves the child
-	// into the pod cgroup only then and the runtime's own start-up memory
-	// is not charged to the pod.
-	fmt.Println("waiting")
-	in := bufio.NewReader(os.Stdin)
-	if _, err := in.ReadString('\n'); err != nil {
-		return 2
-	}
-	// MAP_POPULATE: the kernel faults in every page, so exactly n MiB are
-	// charged to the cgroup the child is in now, without Go code touching
-	// them (under -race that would double the figure).
-	buf, err := unix.Mmap(-1, 0, n<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "mmap %d MiB: %v\n", n, err)
-		return 2
-	}
-	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, in)
-	_ = unix.Munmap(buf)
-	return 0
 }
 
 // cgroupV1Available reports why the test cannot build cgroups here, or "".

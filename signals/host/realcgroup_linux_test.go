@@ -13,15 +13,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
+	"github.com/evictd/evictd/internal/testalloc"
 	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
@@ -33,38 +32,9 @@ const allocEnv = "EVICTD_HOST_TEST_ALLOC_MIB"
 
 func TestMain(m *testing.M) {
 	if v := os.Getenv(allocEnv); v != "" {
-		os.Exit(allocateAndHold(v))
+		os.Exit(testalloc.Hold(allocEnv, v, 512))
 	}
 	os.Exit(m.Run())
-}
-
-func allocateAndHold(mib string) int {
-	n, err := strconv.Atoi(mib)
-	if err != nil || n <= 0 || n > 512 {
-		fmt.Fprintf(os.Stderr, "%s=%q: want 1..512\n", allocEnv, mib)
-		return 2
-	}
-	// Say when the runtime has started, so that the parent moves the child
-	// into the pod cgroup only then, and the runtime's own start-up memory
-	// is not counted in what the test measures.
-	fmt.Println("waiting")
-	in := bufio.NewReader(os.Stdin)
-	if _, err := in.ReadString('\n'); err != nil {
-		return 2
-	}
-	// The kernel faults in every page of the mapping (MAP_POPULATE), so the
-	// memory is touched without Go code writing it: under -race every
-	// instrumented write would also touch the detector's shadow memory and
-	// the child would hold about twice n MiB.
-	buf, err := unix.Mmap(-1, 0, n<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "mmap %d MiB: %v\n", n, err)
-		return 2
-	}
-	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, in)
-	_ = unix.Munmap(buf)
-	return 0
 }
 
 // TestRealCgroupV1 builds a kubepods-shaped hierarchy in this machine's
