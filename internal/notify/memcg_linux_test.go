@@ -1,0 +1,218 @@
+package notify
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+const memcgMount = "/sys/fs/cgroup/memory"
+
+// requireMemcg skips t (fails it under CI=true) unless this is root on a
+// machine with cgroup v1 memcg threshold notifications.
+func requireMemcg(t *testing.T) {
+	t.Helper()
+	requireRoot(t)
+	if err := memcgAvailable(memcgMount); err != nil {
+		skipOrFail(t, "no cgroup v1 memory controller with cgroup.event_control: %v", err)
+	}
+}
+
+func readUsage(t *testing.T, dir string) int64 {
+	t.Helper()
+	p := filepath.Join(dir, "memory.usage_in_bytes")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := singleValue(p, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestMemcgThresholdReal arms a threshold on a real memory cgroup, re-arms
+// it, has a child in the cgroup allocate past it and waits for the wake-up;
+// afterwards every eventfd is closed and every goroutine gone.
+func TestMemcgThresholdReal(t *testing.T) {
+	requireMemcg(t)
+	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	// Registered first, run last: after the child is gone.
+	t.Cleanup(func() { checkNoLeak(t, fds, goroutines) })
+	dir := testCgroup(t, memcgMount)
+	child := startAllocator(t, 128)
+	child.moveTo(t, dir)
+	u0 := readUsage(t, dir)
+
+	n := NewMemcgThreshold(dir)
+	if err := n.Set(u0 + 256<<20); err != nil {
+		t.Fatalf("Set: %v", err)
+	}
+	wakes := make(chan struct{}, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx, func() { wakes <- struct{}{} }) }()
+	// Re-armed below what the child takes: the old eventfd is replaced.
+	want := u0 + 64<<20
+	if err := n.Set(want); err != nil {
+		t.Fatalf("re-arm: %v", err)
+	}
+	if got := n.Level(); got != want {
+		t.Errorf("Level: got %d, want %d", got, want)
+	}
+	if err := n.Set(want); err != nil { // same level: nothing to do
+		t.Fatalf("Set again: %v", err)
+	}
+	child.allocate(t)
+	waitWake(t, wakes, "usage crossed the armed level")
+	t.Logf("usage %d -> %d, level %d", u0, readUsage(t, dir), want)
+
+	cancel()
+	waitDone(t, done)
+	if err := n.Set(want); err == nil {
+		t.Error("Set after Run ended: got no error, want one")
+	}
+}
+
+func TestMemcgThresholdCloseStopsRun(t *testing.T) {
+	requireMemcg(t)
+	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	n := NewMemcgThreshold(memcgMount)
+	if err := n.Set(1 << 62); err != nil {
+		t.Fatalf("Set: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(context.Background(), func() {}) }()
+	if err := n.Set(0); err != nil || n.Level() != 0 {
+		t.Errorf("Set(0): got %v, level %d; want disarmed", err, n.Level())
+	}
+	if err := n.Set(1 << 61); err != nil {
+		t.Fatalf("Set: %v", err)
+	}
+	_ = n.Close()
+	waitDone(t, done)
+	checkNoLeak(t, fds, goroutines)
+}
+
+func TestMemcgThresholdBadDir(t *testing.T) {
+	n := NewMemcgThreshold(filepath.Join(t.TempDir(), "nope"))
+	err := n.Set(100)
+	if err == nil {
+		t.Fatal("got no error, want one")
+	}
+	if want := "memory.usage_in_bytes"; !strings.Contains(err.Error(), want) {
+		t.Errorf("got %q, want it to name %s", err, want)
+	}
+}
+
+// TestMemoryUpdateArmsAtUsageLevel runs Memory on a real cgroup standing
+// for the root: Update arms the memory.available threshold at capacity −
+// threshold + inactive_file, and the child's allocation past it wakes.
+func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
+	requireMemcg(t)
+	dir := testCgroup(t, memcgMount)
+	child := startAllocator(t, 160)
+	child.moveTo(t, dir)
+
+	q := resource.MustParse("100Mi")
+	m, err := NewMemory(MemoryConfig{
+		Thresholds:  []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
+		RootDir:     dir,
+		KernelMemcg: true,
+		Clock:       clock.RealClock{},
+		Log:         testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Sources(); len(got) != 1 {
+		t.Fatalf("got sources %q, want one memcg notifier", got)
+	}
+	ws, err := workingSet(dir, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inactive, err := inactiveFile(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 200Mi available of a capacity that the cgroup's working set fills
+	// but for 200Mi.
+	capacity := ws + 200<<20
+	m.Update(signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 200 << 20, Capacity: capacity, Time: time.Now()}})
+	want := UsageLevel(capacity, 100<<20, inactive)
+	if got := m.Levels()["memory.available hard"]; got != want {
+		t.Errorf("armed at %d, want %d", got, want)
+	}
+
+	wakes := make(chan struct{}, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
+	child.allocate(t)
+	waitWake(t, wakes, "the child took 160Mi of 200Mi available with a 100Mi threshold")
+	cancel()
+	waitDone(t, done)
+}
+
+// TestMemoryFastPollReal polls a real cgroup's working set: active within
+// the margin, it wakes when the child's allocation meets the threshold.
+func TestMemoryFastPollReal(t *testing.T) {
+	requireMemcg(t)
+	dir := testCgroup(t, memcgMount)
+	child := startAllocator(t, 160)
+	child.moveTo(t, dir)
+
+	q := resource.MustParse("100Mi")
+	m, err := NewMemory(MemoryConfig{
+		Thresholds:       []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
+		RootDir:          dir,
+		FastPollInterval: 10 * time.Millisecond,
+		FastPollMargin:   thresholds.Value{Percentage: 0.5},
+		Clock:            clock.RealClock{},
+		Log:              testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := workingSet(dir, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := ws + 200<<20
+	obs := signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 200 << 20, Capacity: capacity, Time: time.Now()}}
+	m.Update(obs)
+	if !m.FastPollActive() {
+		t.Fatalf("100Mi above the threshold, within a margin of half the capacity: fast poll inactive")
+	}
+	wakes := make(chan struct{}, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
+	child.allocate(t)
+	waitWake(t, wakes, "the fast poll saw the threshold met")
+	name := m.Sources()[0]
+	if got := m.Count(name); got == 0 {
+		t.Errorf("%s: got %d wake-ups counted, want some", name, got)
+	}
+	// Far from the threshold the poll stops.
+	obs[signals.MemoryAvailable] = signals.Observation{Signal: signals.MemoryAvailable, Available: capacity, Capacity: capacity, Time: time.Now()}
+	m.cfg.FastPollMargin = thresholds.Value{Percentage: 0.1}
+	m.Update(obs)
+	if m.FastPollActive() {
+		t.Error("far from the threshold: fast poll still active")
+	}
+	cancel()
+	waitDone(t, done)
+}

@@ -1,0 +1,343 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+// MemoryConfig says what Memory watches and how.
+type MemoryConfig struct {
+	// Thresholds are the thresholds in force; Memory watches those on
+	// memory.available (the root cgroup) and allocatableMemory.available
+	// (the kubepods cgroup).
+	Thresholds []thresholds.Threshold
+	// RootDir is the root memory cgroup's directory: the memory
+	// controller's mount on cgroup v1 (/sys/fs/cgroup/memory), the cgroup2
+	// mount on v2.
+	RootDir string
+	// KubepodsDir is the kubepods cgroup's directory in the same hierarchy.
+	KubepodsDir string
+	// V2 says the directories are cgroup v2.
+	V2 bool
+	// KernelMemcg enables the cgroup v1 memcg threshold notifiers
+	// (--kernel-memcg-notification); ignored on v2, which has none.
+	KernelMemcg bool
+	// PSIFile is the machine's memory pressure file (/proc/pressure/memory);
+	// "" or a missing file sets no machine-wide trigger.
+	PSIFile string
+	// PSI is the trigger set on PSIFile and, on v2, on kubepods'
+	// memory.pressure. Default DefaultPSISpec.
+	PSI PSISpec
+	// FastPollInterval is the fast poll's period; 0 disables it.
+	FastPollInterval time.Duration
+	// FastPollMargin: the fast poll runs while a memory signal's available
+	// amount is within this much (a quantity, or a fraction of the signal's
+	// capacity) above one of its thresholds.
+	FastPollMargin thresholds.Value
+	Clock          clock.Clock
+	Log            *slog.Logger
+	// Counter counts wake-ups by source kind; may be nil.
+	Counter Counter
+}
+
+// Memory runs every memory wake-up source the machine offers for a set of
+// thresholds, and re-arms them from each pass's observations (Update).
+type Memory struct {
+	cfg   MemoryConfig
+	group *Group
+	fast  *FastPoll
+
+	mu      sync.Mutex
+	watches []*watch
+	lastErr string
+}
+
+// watch is one memory threshold on the cgroup whose usage backs its signal.
+type watch struct {
+	name  string
+	th    thresholds.Threshold
+	dir   string
+	root  bool
+	memcg *MemcgThreshold // nil without memcg notifications
+
+	// From the last Update; read by the fast poll.
+	known              bool
+	capacity, quantity int64
+	met                bool
+}
+
+// NewMemory sets up the sources; Run starts them.
+func NewMemory(cfg MemoryConfig) (*Memory, error) {
+	if cfg.Log == nil || cfg.Clock == nil {
+		return nil, errors.New("notify: a logger and a clock are required")
+	}
+	if cfg.PSI == (PSISpec{}) {
+		cfg.PSI = DefaultPSISpec
+	}
+	m := &Memory{cfg: cfg, group: NewGroup(cfg.Log, cfg.Counter)}
+	for _, th := range cfg.Thresholds {
+		w := &watch{th: th, name: fmt.Sprintf("%s %s", th.Signal, kindName(th.Soft))}
+		switch th.Signal {
+		case signals.MemoryAvailable:
+			w.dir, w.root = cfg.RootDir, true
+		case signals.AllocatableMemoryAvailable:
+			w.dir = cfg.KubepodsDir
+		default:
+			continue
+		}
+		if w.dir == "" {
+			continue
+		}
+		m.watches = append(m.watches, w)
+	}
+
+	if cfg.KernelMemcg && !cfg.V2 {
+		for _, w := range m.watches {
+			// kubepods may not exist yet: the notifier is armed by
+			// the first Update that finds it.
+			if w.root {
+				if err := memcgAvailable(w.dir); err != nil {
+					cfg.Log.Info("no memcg threshold notifications on the root cgroup", "err", err)
+					continue
+				}
+			}
+			w.memcg = NewMemcgThreshold(w.dir)
+			m.group.Add("memcg "+w.name+" on "+w.dir, KindMemcg, w.memcg)
+		}
+	}
+	if cfg.PSIFile != "" {
+		if err := m.addPSI(cfg.PSIFile); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.V2 && cfg.KubepodsDir != "" {
+		if err := m.addPSI(filepath.Join(cfg.KubepodsDir, "memory.pressure")); err != nil {
+			return nil, err
+		}
+		ev := NewMemoryEvents(cfg.KubepodsDir)
+		if _, err := os.Stat(ev.Path()); err == nil {
+			m.group.Add("memory.events of "+cfg.KubepodsDir, KindMemoryEvents, ev)
+		} else {
+			cfg.Log.Info("no memory.events wake-ups", "err", err)
+		}
+	}
+	if cfg.FastPollInterval > 0 && len(m.watches) > 0 {
+		fp, err := NewFastPoll(cfg.FastPollInterval, cfg.Clock, m.check)
+		if err != nil {
+			return nil, err
+		}
+		m.fast = fp
+		m.group.Add(fmt.Sprintf("fast poll every %s near a memory threshold", cfg.FastPollInterval), KindFastPoll, fp)
+	}
+	return m, nil
+}
+
+func (m *Memory) addPSI(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		m.cfg.Log.Info("no PSI wake-ups", "err", err)
+		return nil
+	}
+	p, err := NewPSITrigger(path, m.cfg.PSI)
+	if err != nil {
+		return err
+	}
+	m.group.Add(fmt.Sprintf("PSI trigger %q on %s", m.cfg.PSI.String(), path), KindPSI, p)
+	return nil
+}
+
+func kindName(soft bool) string {
+	if soft {
+		return "soft"
+	}
+	return "hard"
+}
+
+// Sources names the sources set up, in order.
+func (m *Memory) Sources() []string { return m.group.Names() }
+
+// Count is how many wake-ups the named source has given.
+func (m *Memory) Count(name string) uint64 { return m.group.Count(name) }
+
+// FastPollActive reports whether the fast poll is polling.
+func (m *Memory) FastPollActive() bool { return m.fast != nil && m.fast.Active() }
+
+// Run runs the sources until ctx is done, calling wake at each event.
+func (m *Memory) Run(ctx context.Context, wake func()) error {
+	defer func() {
+		for _, w := range m.watches {
+			if w.memcg != nil {
+				_ = w.memcg.Close()
+			}
+		}
+	}()
+	return m.group.Run(ctx, wake)
+}
+
+// Update re-arms the memcg notifiers from a pass's observations, at each
+// threshold's usage level (UsageLevel, with the cgroup's inactive_file read
+// now), and turns the fast poll on while an observed memory signal is
+// within the margin of a threshold. A signal not observed keeps its last
+// arming. Errors are logged when they change, not at every pass.
+func (m *Memory) Update(obs signals.Observations) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	near := false
+	var errs []error
+	inactive := map[string]int64{}
+	for _, w := range m.watches {
+		o, ok := obs[w.th.Signal]
+		if !ok {
+			w.known = false
+			continue
+		}
+		q := thresholds.Quantity(w.th.Value, o.Capacity)
+		w.known, w.capacity, w.quantity, w.met = true, o.Capacity, q, o.Available < q
+		if o.Available-q <= thresholds.Quantity(m.cfg.FastPollMargin, o.Capacity) {
+			near = true
+		}
+		if w.memcg == nil {
+			continue
+		}
+		in, ok := inactive[w.dir]
+		if !ok {
+			var err error
+			if in, err = inactiveFile(w.dir, m.cfg.V2); err != nil {
+				errs = append(errs, fmt.Errorf("memcg %s: %w", w.name, err))
+				continue
+			}
+			inactive[w.dir] = in
+		}
+		if err := w.memcg.Set(UsageLevel(o.Capacity, q, in)); err != nil {
+			errs = append(errs, fmt.Errorf("memcg %s: %w", w.name, err))
+		}
+	}
+	if m.fast != nil {
+		m.fast.SetActive(near)
+	}
+	err := errors.Join(errs...)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	switch {
+	case msg == m.lastErr:
+	case msg == "":
+		m.cfg.Log.Info("memory threshold notifiers armed again")
+	default:
+		m.cfg.Log.Warn("cannot arm some memory threshold notifiers; passes still run every housekeeping interval", "err", err)
+	}
+	m.lastErr = msg
+}
+
+// Levels returns each memcg notifier's armed usage level by watch name
+// ("memory.available hard"), 0 when disarmed.
+func (m *Memory) Levels() map[string]int64 {
+	out := map[string]int64{}
+	for _, w := range m.watches {
+		if w.memcg != nil {
+			out[w.name] = w.memcg.Level()
+		}
+	}
+	return out
+}
+
+// check is the fast poll's: it reads each watched cgroup's working set and
+// says to wake when a threshold's met state differs from what the last
+// pass (or check) saw: newly met, or newly relieved.
+func (m *Memory) check() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wake := false
+	for _, w := range m.watches {
+		if !w.known {
+			continue
+		}
+		ws, err := workingSet(w.dir, w.root, m.cfg.V2)
+		if err != nil {
+			continue // the next pass reports it
+		}
+		if met := w.capacity-ws < w.quantity; met != w.met {
+			w.met, wake = met, true
+		}
+	}
+	return wake
+}
+
+// inactiveFile reads the cgroup's inactive page cache from memory.stat:
+// total_inactive_file (the whole subtree) on v1, inactive_file on v2.
+func inactiveFile(dir string, v2 bool) (int64, error) {
+	key := "total_inactive_file"
+	if v2 {
+		key = "inactive_file"
+	}
+	p := filepath.Join(dir, "memory.stat")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	v, err := statValues(p, data, key)
+	if err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// workingSet is usage − inactive_file as signals/host computes it:
+// memory.usage_in_bytes on v1, memory.current on v2, and on the v2 root
+// (which has no memory.current) anon + file from memory.stat.
+func workingSet(dir string, root, v2 bool) (int64, error) {
+	statPath := filepath.Join(dir, "memory.stat")
+	stat, err := os.ReadFile(statPath)
+	if err != nil {
+		return 0, err
+	}
+	var usage, inactive int64
+	switch {
+	case !v2:
+		p := filepath.Join(dir, "memory.usage_in_bytes")
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return 0, err
+		}
+		if usage, err = singleValue(p, data); err != nil {
+			return 0, err
+		}
+		v, err := statValues(statPath, stat, "total_inactive_file")
+		if err != nil {
+			return 0, err
+		}
+		inactive = v[0]
+	case root:
+		v, err := statValues(statPath, stat, "anon", "file", "inactive_file")
+		if err != nil {
+			return 0, err
+		}
+		usage, inactive = v[0]+v[1], v[2]
+	default:
+		p := filepath.Join(dir, "memory.current")
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return 0, err
+		}
+		if usage, err = singleValue(p, data); err != nil {
+			return 0, err
+		}
+		v, err := statValues(statPath, stat, "inactive_file")
+		if err != nil {
+			return 0, err
+		}
+		inactive = v[0]
+	}
+	return max(usage-inactive, 0), nil
+}
