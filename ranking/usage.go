@@ -194,6 +194,9 @@ func nonNegative(v int64) int64 { return max(v, 0) }
 
 // modeFor picks how sig ranks pods under layout.
 func modeFor(sig signals.Signal, layout signals.FsLayout) mode {
+	if sig.Stall() { // memory pressure stall ranks as memory.available does
+		return byMemory
+	}
 	switch sig {
 	case signals.MemoryAvailable, signals.AllocatableMemoryAvailable:
 		return byMemory

@@ -3,6 +3,8 @@ package thresholds
 import (
 	"strconv"
 	"strings"
+
+	"github.com/evictd/evictd/signals"
 )
 
 // String returns the value as an operator writes it: "100Mi" or "10%".
@@ -14,12 +16,22 @@ func (v Value) String() string {
 }
 
 // String returns the threshold as an operator writes it in --eviction-hard
-// or --eviction-soft: "memory.available<100Mi", "nodefs.available<10%".
+// or --eviction-soft: "memory.available<100Mi", "nodefs.available<10%",
+// "memory.pressure.full.avg10>20%".
 func (t Threshold) String() string { return Format(t) }
 
 // Format is Threshold.String as a function, for logs and check-config.
 func Format(t Threshold) string {
-	return string(t.Signal) + "<" + t.Value.String()
+	return string(t.Signal) + t.Operator.String() + FormatValue(t)
+}
+
+// FormatValue is t's value as written after the operator: "100Mi", "10%",
+// or, for a stall threshold, the percentage of time ("20.5%").
+func FormatValue(t Threshold) string {
+	if t.Operator == GreaterThan && t.Value.Quantity != nil {
+		return signals.FormatStall(quantityInt64(t.Value.Quantity))
+	}
+	return t.Value.String()
 }
 
 // Describe returns one line for check-config: the threshold, whether it is

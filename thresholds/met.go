@@ -66,8 +66,12 @@ func addSat(a, b int64) int64 {
 
 // isMet is the kubelet's predicate: threshold (+ minimum reclaim when
 // enforceMinReclaim) > available, strictly. An observation exactly at the
-// threshold is not pressure.
+// threshold is not pressure. A GreaterThan (stall) threshold is met while
+// the stall is strictly above it; it has no minimum reclaim.
 func isMet(t Threshold, o signals.Observation, enforceMinReclaim bool) bool {
+	if t.Operator == GreaterThan {
+		return o.Available > Quantity(t.Value, o.Capacity)
+	}
 	want := Quantity(t.Value, o.Capacity)
 	if enforceMinReclaim && t.MinReclaim != nil {
 		want = addSat(want, Quantity(*t.MinReclaim, o.Capacity))

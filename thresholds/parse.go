@@ -1,6 +1,7 @@
 package thresholds
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -225,6 +226,17 @@ func parseStatement(e entry) (Threshold, bool, error) {
 	if !sig.Valid() {
 		return Threshold{}, false, fmt.Errorf("%s: unsupported eviction signal %s", e.source, e.signal)
 	}
+	value, above := strings.CutPrefix(e.value, ">")
+	switch {
+	case sig.Stall() && !above:
+		return Threshold{}, false, fmt.Errorf("%s: %s<%s: a memory pressure stall signal takes \">\" (%s>%s): the node is under pressure while the stall is above the value",
+			e.source, sig, e.value, sig, e.value)
+	case above && !sig.Stall():
+		return Threshold{}, false, fmt.Errorf("%s: %s>%s: only the memory.pressure.* stall signals take \">\"; %s takes \"<\" (%s<%s)",
+			e.source, sig, value, sig, sig, value)
+	case above:
+		return parseStallStatement(e, sig, value)
+	}
 	t := Threshold{Signal: sig, Source: e.source}
 	if strings.HasSuffix(e.value, "%") {
 		if e.value == "0%" || e.value == "100%" {
@@ -254,6 +266,59 @@ func parseStatement(e entry) (Threshold, bool, error) {
 	}
 	t.Value.Quantity = primed(q)
 	return t, true, nil
+}
+
+// parseStallStatement parses the value of a "signal>value" stall threshold:
+// a percentage of time, written "20", "20%" or "20.5", above 0 and below 100,
+// with at most two decimals (the resolution the kernel reports).
+func parseStallStatement(e entry, sig signals.Signal, value string) (Threshold, bool, error) {
+	bp, err := parseStallPercent(value)
+	if err != nil {
+		return Threshold{}, false, fmt.Errorf("%s: %s>%s: %w", e.source, sig, value, err)
+	}
+	return Threshold{
+		Signal:   sig,
+		Operator: GreaterThan,
+		Value:    Value{Quantity: primed(*resource.NewQuantity(bp, resource.DecimalSI))},
+		Source:   e.source,
+	}, true, nil
+}
+
+// parseStallPercent parses "20", "20%" or "20.25" into 1/signals.StallScale
+// of the time (2000, 2000, 2025) without floating point, so NaN, infinities,
+// exponents and signs are errors.
+func parseStallPercent(s string) (int64, error) {
+	const want = "the stall threshold must be a percentage of time above 0 and below 100, such as 20 or 12.5%, with at most two decimals"
+	num := strings.TrimSuffix(s, "%")
+	whole, frac, hasPoint := strings.Cut(num, ".")
+	if whole == "" || !allDigits(whole) || (hasPoint && (frac == "" || !allDigits(frac))) || len(frac) > 2 {
+		return 0, errors.New(want)
+	}
+	if len(whole) > 3 {
+		return 0, errors.New(want)
+	}
+	w, _ := strconv.ParseInt(whole, 10, 64) // at most 3 digits
+	var f int64
+	if frac != "" {
+		f, _ = strconv.ParseInt(frac, 10, 64) // at most 2 digits
+		if len(frac) == 1 {
+			f *= 10
+		}
+	}
+	bp := w*100 + f
+	if bp <= 0 || bp >= signals.StallScale {
+		return 0, errors.New(want)
+	}
+	return bp, nil
+}
+
+func allDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // parsePercentage is the kubelet's: every trailing % is dropped, the rest
@@ -302,6 +367,9 @@ func parseMinimumReclaims(m map[string]string, source string) (map[signals.Signa
 		sig := signals.Signal(e.signal)
 		if !sig.Valid() {
 			return nil, fmt.Errorf("%s: unsupported eviction signal %s", source, e.signal)
+		}
+		if sig.Stall() {
+			return nil, fmt.Errorf("%s: %s=%s: minimum reclaim does not apply to a memory pressure stall signal (evicting a pod frees memory, not a share of stalled time); remove it", source, sig, e.value)
 		}
 		if strings.HasSuffix(e.value, "%") {
 			pc, err := parsePercentage(e.value)

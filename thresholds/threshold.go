@@ -9,7 +9,10 @@ import (
 )
 
 // Value is a threshold amount: an absolute quantity, or a fraction of the
-// signal's capacity when Quantity is nil.
+// signal's capacity when Quantity is nil. A stall threshold
+// (signals.Signal.Stall) is always a Quantity in 1/signals.StallScale of the
+// time (2050 for 20.5%), so that it compares exactly with the kernel's
+// two-decimal figures.
 type Value struct {
 	Quantity *resource.Quantity
 	// Percentage is a fraction of capacity: 0.1 means 10%. Parse yields
@@ -19,11 +22,34 @@ type Value struct {
 	Percentage float32
 }
 
+// Operator is how a threshold compares its signal's observation with its
+// value.
+type Operator int
+
+const (
+	// LessThan is the kubelet's only operator: pressure while available is
+	// below the value ("memory.available<100Mi").
+	LessThan Operator = iota
+	// GreaterThan is for the memory pressure stall signals alone: pressure
+	// while the stall is above the value ("memory.pressure.full.avg10>20").
+	GreaterThan
+)
+
+// String is the operator as written: "<" or ">".
+func (op Operator) String() string {
+	if op == GreaterThan {
+		return ">"
+	}
+	return "<"
+}
+
 // Threshold says: the node is under pressure while Signal's available
-// amount is below Value. Operator is always LessThan, as in the kubelet.
+// amount is below Value (Operator LessThan, as in the kubelet), or, for a
+// stall signal, while the stall is above Value (Operator GreaterThan).
 type Threshold struct {
-	Signal signals.Signal
-	Value  Value
+	Signal   signals.Signal
+	Operator Operator
+	Value    Value
 	// GracePeriod is how long a soft threshold must hold before evicting;
 	// zero for hard thresholds.
 	GracePeriod time.Duration

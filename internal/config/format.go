@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/evictd/evictd/thresholds"
@@ -39,7 +40,13 @@ func FormatThresholds(w io.Writer, c *Config) error {
 			}
 			value = asWritten(m, string(t.Signal), t.Value)
 		}
-		fmt.Fprintf(tw, "%s\t<\t%s\t%s\t%s\t%s\t%s\n", t.Signal, value, grace, reclaim, kind, t.Source)
+		if t.Operator == thresholds.GreaterThan {
+			value = strings.TrimPrefix(value, ">")
+			if t.Source != mapSource(c.Settings, t.Soft) {
+				value = thresholds.FormatValue(t)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Signal, t.Operator, value, grace, reclaim, kind, t.Source)
 	}
 	if len(c.Thresholds) == 0 {
 		fmt.Fprintln(tw, "(none: evictd will not evict)")

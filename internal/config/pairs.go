@@ -64,7 +64,7 @@ func parsePairs(value, sep, want string) (map[string]string, error) {
 		if entry == "" {
 			continue
 		}
-		k, v, ok := strings.Cut(entry, sep)
+		k, v, ok := cutPair(entry, sep)
 		if !ok {
 			return nil, fmt.Errorf("malformed pair %q: want %s%s", entry, want, onlySeparator(sep))
 		}
@@ -80,6 +80,23 @@ func parsePairs(value, sep, want string) (map[string]string, error) {
 	return out, nil
 }
 
+// cutPair splits entry at sep. For "<" maps it also splits a stall
+// threshold, "memory.pressure.full.avg10>20", at its ">", which stays at
+// the front of the value (">20") for thresholds.Parse to read.
+func cutPair(entry, sep string) (k, v string, ok bool) {
+	if sep != "<" {
+		return strings.Cut(entry, sep)
+	}
+	i := strings.IndexAny(entry, "<>")
+	switch {
+	case i < 0:
+		return entry, "", false
+	case entry[i] == '>':
+		return entry[:i], ">" + strings.TrimSpace(entry[i+1:]), true
+	}
+	return entry[:i], entry[i+1:], true
+}
+
 func onlySeparator(sep string) string {
 	if sep == "<" {
 		return ` ("<" is the only separator)`
@@ -90,6 +107,10 @@ func onlySeparator(sep string) string {
 func formatPairs(m map[string]string, sep string) string {
 	pairs := make([]string, 0, len(m))
 	for k, v := range m {
+		if sep == "<" && strings.HasPrefix(v, ">") {
+			pairs = append(pairs, k+v) // a stall threshold keeps its ">"
+			continue
+		}
 		pairs = append(pairs, k+sep+v)
 	}
 	sort.Strings(pairs)

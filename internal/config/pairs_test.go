@@ -27,8 +27,12 @@ func TestParsePairs(t *testing.T) {
 			wantMap: map[string]string{"a": "b=c"}},
 		{name: "equals where langle is wanted", in: "memory.available=1Gi", sep: "<", want: "signal<quantity",
 			wantErr: `malformed pair "memory.available=1Gi": want signal<quantity ("<" is the only separator)`},
-		{name: "greater-than", in: "memory.available>1Gi", sep: "<", want: "signal<quantity",
-			wantErr: `malformed pair "memory.available>1Gi": want signal<quantity ("<" is the only separator)`},
+		// ">" is split here and kept on the value; thresholds.Parse accepts
+		// it for the memory.pressure.* stall signals only.
+		{name: "greater-than keeps its operator", in: "memory.pressure.full.avg10 > 20, memory.available>1Gi", sep: "<", want: "signal<quantity",
+			wantMap: map[string]string{"memory.pressure.full.avg10": ">20", "memory.available": ">1Gi"}},
+		{name: "greater-than where equals is wanted", in: "memory.pressure.full.avg10>20", sep: "=", want: "signal=duration",
+			wantErr: `malformed pair "memory.pressure.full.avg10>20": want signal=duration`},
 		{name: "langle where equals is wanted", in: "memory.available<1m", sep: "=", want: "signal=duration",
 			wantErr: `malformed pair "memory.available<1m": want signal=duration`},
 		{name: "no key", in: "<1Gi", sep: "<", want: "signal<quantity",

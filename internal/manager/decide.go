@@ -190,8 +190,8 @@ func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Ob
 	c, ok := ranking.FirstEvictable(dec.Candidates)
 	if !ok {
 		dec.Outcome = OutcomeNoEvictablePod
-		dec.Reason = fmt.Sprintf("%s is met (available %d < %d) but no pod may be evicted: %d pods, all critical or none",
-			thresholds.Format(th), o.Available, thresholds.Quantity(th.Value, o.Capacity), len(pods))
+		dec.Reason = fmt.Sprintf("%s is met (%s) but no pod may be evicted: %d pods, all critical or none",
+			thresholds.Format(th), observedRaw(th, o), len(pods))
 		return dec
 	}
 	dec.Outcome = OutcomeEvict
@@ -219,6 +219,15 @@ func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Ob
 func (d *Decider) eviction(th thresholds.Threshold, o signals.Observation, c ranking.Candidate) Eviction {
 	msg, ann := evictionMessage(th, o, c)
 	return Eviction{Pod: c.Pod, GracePeriod: gracePeriod(th, c.Pod, d.cfg.MaxPodGracePeriodSeconds), Message: msg, Annotations: ann}
+}
+
+// observedRaw compares o with th in raw units for the decision log:
+// "available 80 < 100", or "stall 35.5% > 20%".
+func observedRaw(th thresholds.Threshold, o signals.Observation) string {
+	if th.Operator == thresholds.GreaterThan {
+		return fmt.Sprintf("stall %s > %s", signals.FormatStall(o.Available), thresholds.FormatValue(th))
+	}
+	return fmt.Sprintf("available %d < %d", o.Available, thresholds.Quantity(th.Value, o.Capacity))
 }
 
 // noActionReason explains a pass that evicts nothing.

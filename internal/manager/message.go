@@ -28,6 +28,16 @@ func quantity(v int64, r signals.Resource) string {
 	return resource.NewQuantity(v, format).String()
 }
 
+// observed says what o shows, for reasons and condition messages:
+// "available 80Mi of 1Gi", or for a stall signal "stall 35.5% of the time".
+func observed(o signals.Observation) string {
+	if o.Signal.Stall() {
+		return "stall " + signals.FormatStall(o.Available) + " of the time"
+	}
+	res := o.Signal.Resource()
+	return "available " + quantity(o.Available, res) + " of " + quantity(o.Capacity, res)
+}
+
 // evictionMessage builds the text of the Evicted event and the pod's
 // DisruptionTarget condition, in the kubelet's words, and the event's
 // annotations naming the containers that used more than they requested.
@@ -35,8 +45,13 @@ func evictionMessage(th thresholds.Threshold, obs signals.Observation, c ranking
 	res := th.Signal.Resource()
 	var b strings.Builder
 	fmt.Fprintf(&b, "The node was low on resource: %s. ", res)
-	fmt.Fprintf(&b, "Threshold quantity: %s, available: %s. ",
-		quantity(thresholds.Quantity(th.Value, obs.Capacity), res), quantity(obs.Available, res))
+	if th.Signal.Stall() {
+		// No kubelet wording exists for a stall; keep the same shape.
+		fmt.Fprintf(&b, "Threshold: %s, observed: %s stalled. ", thresholds.Format(th), signals.FormatStall(obs.Available))
+	} else {
+		fmt.Fprintf(&b, "Threshold quantity: %s, available: %s. ",
+			quantity(thresholds.Quantity(th.Value, obs.Capacity), res), quantity(obs.Available, res))
+	}
 
 	var names, usages []string
 	if c.Stats != nil && (res == signals.ResourceMemory || res == signals.ResourceEphemeralStorage) {

@@ -37,8 +37,7 @@ func pressureReports(ev thresholds.Evaluation, obs signals.Observations) []Press
 				continue
 			}
 			o := obs[th.Signal]
-			r.Message = fmt.Sprintf("threshold %s is met: available %s of %s",
-				thresholds.Format(th), quantity(o.Available, th.Signal.Resource()), quantity(o.Capacity, th.Signal.Resource()))
+			r.Message = fmt.Sprintf("threshold %s is met: %s", thresholds.Format(th), observed(o))
 			break
 		}
 		if ps.Active && r.Message == fmt.Sprintf("no %s threshold is met", p) {

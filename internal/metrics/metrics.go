@@ -41,6 +41,10 @@ const (
 	TriggerWake = "wake"
 )
 
+// wakeupSources are the values of evictd_wakeups_total's source label: the
+// kinds of internal/notify's wake-up sources.
+var wakeupSources = []string{"memcg", "psi", "memory-events", "fast-poll"}
+
 // Histogram buckets, in seconds.
 var (
 	// A pass reads a few files and lists pods: from 100µs on an idle
@@ -69,6 +73,7 @@ var (
 type Metrics struct {
 	available *prometheus.GaugeVec
 	capacity  *prometheus.GaugeVec
+	stall     *prometheus.GaugeVec
 	obsAge    *prometheus.GaugeVec
 	sigErrors *prometheus.CounterVec
 	threshold *prometheus.GaugeVec
@@ -81,6 +86,7 @@ type Metrics struct {
 	reclaimed *prometheus.CounterVec
 	passDur   prometheus.Histogram
 	passes    *prometheus.CounterVec
+	wakeups   *prometheus.CounterVec
 	statsAge  *prometheus.HistogramVec
 	detection *prometheus.HistogramVec
 	buildInfo *prometheus.GaugeVec
@@ -113,6 +119,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_signal_capacity",
 			Help: "Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.",
 		}, []string{"signal"}),
+		stall: newStallGauge(),
 		obsAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_signal_observation_age_seconds",
 			Help: "Age of the signal's last observation when the last pass used it.",
@@ -123,7 +130,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"signal"}),
 		threshold: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_threshold",
-			Help: "Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it.",
+			Help: "Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.",
 		}, []string{"signal", "kind"}),
 		thrMet: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_threshold_met",
@@ -162,6 +169,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_passes_total",
 			Help: "Passes of the loop, by what started them: the housekeeping tick or a wake-up (notifier, after an eviction).",
 		}, []string{"trigger"}),
+		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_wakeups_total",
+			Help: "Wake-ups of the loop by source: memcg (cgroup v1 threshold notification), psi (pressure stall trigger), memory-events (cgroup v2 memory.events), fast-poll. Wake-ups arriving while a pass is pending share one pass.",
+		}, []string{"source"}),
 		statsAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "evictd_stats_age_seconds",
 			Help:    "Time between the observation an eviction decision was based on and the decision.",
@@ -198,6 +209,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	var errs []error
 	m.available = registerOrShare(reg, m.available, &errs)
 	m.capacity = registerOrShare(reg, m.capacity, &errs)
+	m.stall = registerOrShare(reg, m.stall, &errs)
 	m.obsAge = registerOrShare(reg, m.obsAge, &errs)
 	m.sigErrors = registerOrShare(reg, m.sigErrors, &errs)
 	m.threshold = registerOrShare(reg, m.threshold, &errs)
@@ -210,6 +222,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.reclaimed = registerOrShare(reg, m.reclaimed, &errs)
 	m.passDur = registerOrShare(reg, m.passDur, &errs)
 	m.passes = registerOrShare(reg, m.passes, &errs)
+	m.wakeups = registerOrShare(reg, m.wakeups, &errs)
 	m.statsAge = registerOrShare(reg, m.statsAge, &errs)
 	m.detection = registerOrShare(reg, m.detection, &errs)
 	m.buildInfo = registerOrShare(reg, m.buildInfo, &errs)
@@ -250,6 +263,9 @@ func (m *Metrics) initCounters() {
 	}
 	m.passes.WithLabelValues(TriggerTick)
 	m.passes.WithLabelValues(TriggerWake)
+	for _, s := range wakeupSources {
+		m.wakeups.WithLabelValues(s)
+	}
 }
 
 // mainVersion is the module version the binary was built from, as the Go
@@ -271,9 +287,14 @@ func (m *Metrics) SetVersion(version string) {
 	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
-// SetObservation exports the last reading of sig.
+// SetObservation exports the last reading of sig. A stall signal's
+// reading goes to evictd_memory_pressure_stall_ratio instead, since it is
+// not an amount available.
 func (m *Metrics) SetObservation(sig signals.Signal, available, capacity int64) {
 	if m == nil {
+		return
+	}
+	if m.setStall(sig, available, capacity) {
 		return
 	}
 	m.available.WithLabelValues(string(sig)).Set(float64(available))
@@ -292,6 +313,7 @@ func (m *Metrics) ForgetObservation(sig signals.Signal) {
 	m.available.Delete(l)
 	m.capacity.Delete(l)
 	m.obsAge.Delete(l)
+	m.forgetStall(sig)
 	m.threshold.DeletePartialMatch(l)
 	m.thrMet.DeletePartialMatch(l)
 }
@@ -313,12 +335,13 @@ func (m *Metrics) IncSignalError(sig signals.Signal) {
 }
 
 // SetThreshold exports a threshold of sig (kind is KindHard or KindSoft) as
-// an absolute quantity in sig's unit, and whether it is met.
+// an absolute quantity in sig's unit (for a stall signal, value is in
+// 1/signals.StallScale and is exported as a ratio), and whether it is met.
 func (m *Metrics) SetThreshold(sig signals.Signal, kind string, value int64, met bool) {
 	if m == nil {
 		return
 	}
-	m.threshold.WithLabelValues(string(sig), kind).Set(float64(value))
+	m.threshold.WithLabelValues(string(sig), kind).Set(thresholdValue(sig, value))
 	m.thrMet.WithLabelValues(string(sig), kind).Set(boolToFloat(met))
 }
 
@@ -386,6 +409,14 @@ func (m *Metrics) IncPass(trigger string) {
 		return
 	}
 	m.passes.WithLabelValues(trigger).Inc()
+}
+
+// IncWakeup counts a wake-up of the loop from a source of that kind.
+func (m *Metrics) IncWakeup(source string) {
+	if m == nil {
+		return
+	}
+	m.wakeups.WithLabelValues(source).Inc()
 }
 
 // ObserveStatsAge records how old the observation behind a decision about

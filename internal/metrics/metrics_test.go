@@ -43,6 +43,45 @@ evictd_signal_capacity{signal="pid.available"} 4.194304e+06
 `,
 		},
 		{
+			name: "SetObservation of the stall signals: a ratio by kind and window, not an amount available",
+			do: func(m *Metrics) {
+				m.SetObservation(signals.MemoryPressureFullAvg10, 3550, signals.StallScale)
+				m.SetObservation(signals.MemoryPressureSomeAvg300, 1, signals.StallScale)
+				m.SetObservation(signals.MemoryPressureSomeAvg60, 0, signals.StallScale)
+				m.SetObservation(signals.MemoryAvailable, 80<<20, 16<<30)
+				m.SetThreshold(signals.MemoryPressureFullAvg10, KindHard, 2000, true)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.stall, m.available, m.threshold) },
+			want: `
+# HELP evictd_memory_pressure_stall_ratio Share of time, averaged over the window, in which some task (kind=some) or every non-idle task (kind=full) of the node was stalled waiting for memory (PSI, /proc/pressure/memory), at the last observation.
+# TYPE evictd_memory_pressure_stall_ratio gauge
+evictd_memory_pressure_stall_ratio{kind="full",window="10s"} 0.355
+evictd_memory_pressure_stall_ratio{kind="some",window="300s"} 0.0001
+evictd_memory_pressure_stall_ratio{kind="some",window="60s"} 0
+# HELP evictd_signal_available Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# TYPE evictd_signal_available gauge
+evictd_signal_available{signal="memory.available"} 8.388608e+07
+# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.
+# TYPE evictd_threshold gauge
+evictd_threshold{kind="hard",signal="memory.pressure.full.avg10"} 0.2
+`,
+		},
+		{
+			name: "ForgetObservation of a stall signal deletes its ratio and thresholds",
+			do: func(m *Metrics) {
+				m.SetObservation(signals.MemoryPressureFullAvg10, 3550, signals.StallScale)
+				m.SetObservation(signals.MemoryPressureFullAvg60, 1200, signals.StallScale)
+				m.SetThreshold(signals.MemoryPressureFullAvg10, KindHard, 2000, true)
+				m.ForgetObservation(signals.MemoryPressureFullAvg10)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.stall, m.threshold) },
+			want: `
+# HELP evictd_memory_pressure_stall_ratio Share of time, averaged over the window, in which some task (kind=some) or every non-idle task (kind=full) of the node was stalled waiting for memory (PSI, /proc/pressure/memory), at the last observation.
+# TYPE evictd_memory_pressure_stall_ratio gauge
+evictd_memory_pressure_stall_ratio{kind="full",window="60s"} 0.12
+`,
+		},
+		{
 			name: "ForgetObservation deletes everything read from the signal",
 			do: func(m *Metrics) {
 				for _, s := range []signals.Signal{signals.MemoryAvailable, signals.NodeFsAvailable} {
@@ -68,7 +107,7 @@ evictd_signal_capacity{signal="memory.available"} 1000
 # HELP evictd_signal_observation_age_seconds Age of the signal's last observation when the last pass used it.
 # TYPE evictd_signal_observation_age_seconds gauge
 evictd_signal_observation_age_seconds{signal="memory.available"} 0.5
-# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it.
+# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.
 # TYPE evictd_threshold gauge
 evictd_threshold{kind="hard",signal="memory.available"} 10
 evictd_threshold{kind="soft",signal="memory.available"} 20
@@ -114,7 +153,7 @@ evictd_signal_errors_total{signal="nodefs.inodesFree"} 2
 			},
 			collect: func(m *Metrics) prometheus.Collector { return collectors(m.threshold, m.thrMet) },
 			want: `
-# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it.
+# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.
 # TYPE evictd_threshold gauge
 evictd_threshold{kind="hard",signal="memory.available"} 1.048576e+08
 evictd_threshold{kind="soft",signal="nodefs.inodesFree"} 50000
@@ -242,6 +281,23 @@ evictd_pass_duration_seconds_count 3
 # TYPE evictd_passes_total counter
 evictd_passes_total{trigger="tick"} 2
 evictd_passes_total{trigger="wake"} 1
+`,
+		},
+		{
+			name: "IncWakeup",
+			do: func(m *Metrics) {
+				m.IncWakeup("memcg")
+				m.IncWakeup("memcg")
+				m.IncWakeup("fast-poll")
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.wakeups },
+			want: `
+# HELP evictd_wakeups_total Wake-ups of the loop by source: memcg (cgroup v1 threshold notification), psi (pressure stall trigger), memory-events (cgroup v2 memory.events), fast-poll. Wake-ups arriving while a pass is pending share one pass.
+# TYPE evictd_wakeups_total counter
+evictd_wakeups_total{source="fast-poll"} 1
+evictd_wakeups_total{source="memcg"} 2
+evictd_wakeups_total{source="memory-events"} 0
+evictd_wakeups_total{source="psi"} 0
 `,
 		},
 		{

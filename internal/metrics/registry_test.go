@@ -28,6 +28,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		{"evictd_decisions_total", m.decisions, n * 5},
 		{"evictd_evictions_total", m.evictions, n * 4},
 		{"evictd_passes_total", m.passes, 2},
+		{"evictd_wakeups_total", m.wakeups, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +48,7 @@ var allNames = []string{
 	"evictd_decisions_total",
 	"evictd_detection_latency_seconds",
 	"evictd_evictions_total",
+	"evictd_memory_pressure_stall_ratio",
 	"evictd_node_pressure",
 	"evictd_pass_duration_seconds",
 	"evictd_passes_total",
@@ -57,11 +59,13 @@ var allNames = []string{
 	"evictd_stats_age_seconds",
 	"evictd_threshold",
 	"evictd_threshold_met",
+	"evictd_wakeups_total",
 }
 
 // exerciseAll gives every family at least one series.
 func exerciseAll(m *Metrics) {
 	m.SetObservation(signals.MemoryAvailable, 1, 2)
+	m.SetObservation(signals.MemoryPressureFullAvg10, 1, signals.StallScale)
 	m.SetObservationAge(signals.MemoryAvailable, 1)
 	m.IncSignalError(signals.MemoryAvailable)
 	m.SetThreshold(signals.MemoryAvailable, KindHard, 1, true)
@@ -70,6 +74,7 @@ func exerciseAll(m *Metrics) {
 	m.IncEviction(signals.MemoryAvailable, ResultEvicted)
 	m.ObservePass(time.Millisecond)
 	m.IncPass(TriggerTick)
+	m.IncWakeup("memcg")
 	m.ObserveStatsAge(signals.MemoryAvailable, time.Millisecond)
 	m.ObserveDetectionLatency(signals.MemoryAvailable, time.Millisecond)
 }

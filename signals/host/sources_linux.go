@@ -7,7 +7,8 @@ import (
 // Sources builds the sources of this host's signals: memory.available,
 // allocatableMemory.available, nodefs.available and nodefs.inodesFree on
 // KubeletRootDir, imagefs.available and imagefs.inodesFree on ImageFsPath
-// when it is set, and pid.available.
+// when it is set, pid.available, and the six memory.pressure.* stall
+// signals (which only inform unless a threshold is set on them).
 //
 // The allocatable source is always built: while the kubepods cgroup is
 // missing each Observe fails, so allocatableMemory.available is missing
@@ -42,5 +43,9 @@ func Sources(cfg Config) ([]signals.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, pid), nil
+	psi, err := NewMemoryPressureSource(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, pid, psi), nil
 }

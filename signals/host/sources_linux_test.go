@@ -9,30 +9,42 @@ import (
 )
 
 func TestSources(t *testing.T) {
+	psi := []signals.Signal{
+		signals.MemoryPressureSomeAvg10, signals.MemoryPressureSomeAvg60, signals.MemoryPressureSomeAvg300,
+		signals.MemoryPressureFullAvg10, signals.MemoryPressureFullAvg60, signals.MemoryPressureFullAvg300,
+	}
 	tests := []struct {
 		name        string
 		imagefs     bool
 		edits       map[string]*string
+		procEdits   map[string]*string
 		wantSignals []signals.Signal
 		wantErr     string
 	}{
 		{name: "nodefs only",
-			wantSignals: []signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable,
-				signals.NodeFsAvailable, signals.NodeFsInodesFree, signals.PIDAvailable}},
+			wantSignals: append([]signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable,
+				signals.NodeFsAvailable, signals.NodeFsInodesFree, signals.PIDAvailable}, psi...)},
 		{name: "with imagefs", imagefs: true,
+			wantSignals: append([]signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable,
+				signals.NodeFsAvailable, signals.NodeFsInodesFree, signals.ImageFsAvailable, signals.ImageFsInodesFree, signals.PIDAvailable}, psi...)},
+		{name: "no PSI: the stall signals missing, the rest observed",
+			procEdits: map[string]*string{"pressure": nil},
 			wantSignals: []signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable,
-				signals.NodeFsAvailable, signals.NodeFsInodesFree, signals.ImageFsAvailable, signals.ImageFsInodesFree, signals.PIDAvailable}},
+				signals.NodeFsAvailable, signals.NodeFsInodesFree, signals.PIDAvailable},
+			wantErr: "memory.pressure.*: read "},
 		{name: "no kubepods: allocatable missing, the rest observed",
 			edits: map[string]*string{"memory/kubepods": nil},
-			wantSignals: []signals.Signal{signals.MemoryAvailable,
-				signals.NodeFsAvailable, signals.NodeFsInodesFree, signals.PIDAvailable},
+			wantSignals: append([]signals.Signal{signals.MemoryAvailable,
+				signals.NodeFsAvailable, signals.NodeFsInodesFree, signals.PIDAvailable}, psi...),
 			wantErr: "allocatableMemory.available: kubepods cgroup: read "},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cgroup := copyFixture(t, "cgroupv1")
+			proc := copyFixture(t, "proc")
 			edit(t, cgroup, tc.edits)
-			cfg := fixtureConfig(t, fixture(t, "proc"), cgroup, DriverCgroupfs)
+			edit(t, proc, tc.procEdits)
+			cfg := fixtureConfig(t, proc, cgroup, DriverCgroupfs)
 			if tc.imagefs {
 				cfg.ImageFsPath = t.TempDir()
 			}
@@ -61,6 +73,7 @@ func TestSources(t *testing.T) {
 				signals.MemoryAvailable:            memObs(9261023232),
 				signals.AllocatableMemoryAvailable: allocObs(9126805504, 12884901888),
 				signals.PIDAvailable:               pidObs(124766, 126000),
+				signals.MemoryPressureFullAvg10:    stallObs(signals.MemoryPressureFullAvg10, 825),
 			}
 			for s, want := range exact {
 				if o, ok := got[s]; ok && o != want {
