@@ -238,6 +238,20 @@ func TestFlagSyntax(t *testing.T) {
 		{"pod-logs-dir relative", []string{"--pod-logs-dir=logs"}, nil, nil,
 			`--pod-logs-dir: invalid value "logs": must be an absolute directory path`},
 		{"volume-stats-agg-period", []string{"--volume-stats-agg-period=1m"}, func(c *Config) any { return c.VolumeStatsAggPeriod }, time.Minute, ""},
+		{"fast-poll-interval default", nil, func(c *Config) any { return c.FastPollInterval }, 250 * time.Millisecond, ""},
+		{"fast-poll-interval", []string{"--fast-poll-interval=100ms"}, func(c *Config) any { return c.FastPollInterval }, 100 * time.Millisecond, ""},
+		{"fast-poll-interval zero disables", []string{"--fast-poll-interval=0"}, func(c *Config) any { return c.FastPollInterval }, time.Duration(0), ""},
+		{"fast-poll-interval negative", []string{"--fast-poll-interval=-1s"}, nil, nil,
+			`--fast-poll-interval: invalid value "-1s": must not be negative`},
+		{"fast-poll-margin default", nil, func(c *Config) any { return c.FastPollMargin.Percentage }, float32(0.1), ""},
+		{"fast-poll-margin percentage", []string{"--fast-poll-margin=25%"}, func(c *Config) any { return c.FastPollMargin.Percentage }, float32(0.25), ""},
+		{"fast-poll-margin quantity", []string{"--fast-poll-margin=2Gi"}, func(c *Config) any { return c.FastPollMargin.Quantity.Value() }, int64(2 << 30), ""},
+		{"fast-poll-margin over 100%", []string{"--fast-poll-margin=150%"}, nil, nil,
+			`--fast-poll-margin: invalid value "150%": want a percentage of capacity from 0% to 100%`},
+		{"fast-poll-margin negative", []string{"--fast-poll-margin=-1Gi"}, nil, nil,
+			`--fast-poll-margin: invalid value "-1Gi": must not be negative`},
+		{"fast-poll-margin garbled", []string{"--fast-poll-margin=lots"}, nil, nil,
+			`--fast-poll-margin: invalid value "lots": want a quantity such as 2Gi or a percentage of capacity such as 10%`},
 		{"unknown flag", []string{"--eviction-hardd=memory.available<1Gi"}, nil, nil,
 			"unknown flag: --eviction-hardd"},
 	}
@@ -293,8 +307,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 33 {
-		t.Errorf("got %d flags, want 33", n)
+	if n != 35 {
+		t.Errorf("got %d flags, want 35", n)
 	}
 }
 

@@ -27,6 +27,8 @@ const (
 	defaultRuntimeRequestTimeout     = 5 * time.Second
 	defaultPodLogsDir                = "/var/log/pods"
 	defaultVolumeStatsAggPeriod      = 10 * time.Second
+	defaultFastPollInterval          = 250 * time.Millisecond
+	defaultFastPollMargin            = "10%"
 )
 
 // defaultEnforceNodeAllocatable returns a fresh copy of the kubelet's default.
@@ -70,6 +72,8 @@ type Options struct {
 	runtimeTimeout       time.Duration
 	podLogsDir           string
 	volumeStatsAgg       time.Duration
+	fastPollInterval     time.Duration
+	fastPollMargin       string
 
 	// hostname is the node name when --hostname-override is not given;
 	// os.Hostname, replaceable in tests.
@@ -160,6 +164,10 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Directory path where the kubelet keeps container logs (<namespace>_<name>_<uid>/<container>/), counted in pods' disk use.")
 	fs.DurationVar(&o.volumeStatsAgg, "volume-stats-agg-period", defaultVolumeStatsAggPeriod,
 		"How long, as a Go duration, a measurement of a pod's log and volume directories is reused before they are walked again (the kubelet's default is 1m).")
+	fs.DurationVar(&o.fastPollInterval, "fast-poll-interval", defaultFastPollInterval,
+		"How often, as a Go duration, evictd reads the memory cgroups' working set while a memory threshold is within --fast-poll-margin, starting a pass as soon as one is crossed either way; 0 disables the fast poll.")
+	fs.StringVar(&o.fastPollMargin, "fast-poll-margin", defaultFastPollMargin,
+		"How close to a memory.available or allocatableMemory.available threshold the available memory must come for the fast poll to run: a quantity (2Gi) or a percentage of the signal's capacity (10%). It should exceed what a workload can allocate in one --housekeeping-interval.")
 	fs.StringVar(&o.taintEffect, "pressure-taint-effect", defaultTaintEffect,
 		"Effect of the evictd.io/*-pressure taints evictd puts on its node while under pressure: NoSchedule, PreferNoSchedule or NoExecute.")
 }

@@ -94,6 +94,12 @@ type Config struct {
 	// VolumeStatsAggPeriod is how long a directory measurement is reused.
 	// Default 10s.
 	VolumeStatsAggPeriod time.Duration
+	// FastPollInterval is how often the memory working set is read while
+	// a memory threshold is within FastPollMargin; 0 disables. Default 250ms.
+	FastPollInterval time.Duration
+	// FastPollMargin is that distance: a quantity in bytes, or a fraction
+	// of the signal's capacity. Default 10%.
+	FastPollMargin thresholds.Value
 	// ConfigFile and NodeConfigFile are the files read, "" if none.
 	ConfigFile     string
 	NodeConfigFile string
@@ -138,6 +144,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		RuntimeRequestTimeout:     o.runtimeTimeout,
 		PodLogsDir:                o.podLogsDir,
 		VolumeStatsAggPeriod:      o.volumeStatsAgg,
+		FastPollInterval:          o.fastPollInterval,
 		ProcRoot:                  o.procRoot,
 		CgroupMount:               o.cgroupMount,
 		ConfigFile:                o.configFile,
@@ -157,6 +164,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		{"housekeeping-interval", o.housekeepingInterval, true},
 		{"runtime-request-timeout", o.runtimeTimeout, true},
 		{"volume-stats-agg-period", o.volumeStatsAgg, false},
+		{"fast-poll-interval", o.fastPollInterval, false},
 	} {
 		switch {
 		case d.v < 0:
@@ -165,6 +173,12 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 			bad(d.flag, d.v.String(), "must be positive")
 		}
 	}
+
+	margin, marginErr := parseMargin(o.fastPollMargin)
+	if marginErr != nil {
+		bad("fast-poll-margin", o.fastPollMargin, marginErr.Error())
+	}
+	c.FastPollMargin = margin
 
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		bad("cgroup-driver", c.CgroupDriver, `must be "cgroupfs" or "systemd"`)
@@ -289,6 +303,26 @@ func parseReserved(m map[string]string) (map[string]resource.Quantity, int64, er
 	}
 	mem := out["memory"]
 	return out, mem.Value(), nil
+}
+
+// parseMargin parses --fast-poll-margin: a non-negative quantity, or a
+// percentage of capacity from 0% to 100%.
+func parseMargin(s string) (thresholds.Value, error) {
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(p, 32)
+		if err != nil || f < 0 || f > 100 || f != f {
+			return thresholds.Value{}, errors.New("want a percentage of capacity from 0% to 100%")
+		}
+		return thresholds.Value{Percentage: float32(f / 100)}, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return thresholds.Value{}, errors.New("want a quantity such as 2Gi or a percentage of capacity such as 10%")
+	}
+	if q.Sign() < 0 {
+		return thresholds.Value{}, errors.New("must not be negative")
+	}
+	return thresholds.Value{Quantity: &q}, nil
 }
 
 // checkEndpoint accepts a CRI endpoint as the kubelet does on Linux: a
