@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/server"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
@@ -166,17 +168,18 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")
 	}
-	if cfg.KernelMemcgNotification {
-		log.Info("kernel memcg notifications are not implemented in this build; passes run every housekeeping interval", "interval", cfg.HousekeepingInterval)
-	}
+	wakeups := newWakeups(cfg, hc, met, log)
 
 	var readyOnce sync.Once
-	deps.AfterPass = func(*manager.Status) {
+	deps.AfterPass = func(st *manager.Status) {
 		readyOnce.Do(func() {
 			if err := systemd.Ready(); err != nil {
 				log.Warn("cannot notify systemd", "err", err)
 			}
 		})
+		if wakeups != nil {
+			wakeups.Update(observationsOf(st))
+		}
 	}
 	m, err := manager.New(manager.Config{
 		HousekeepingInterval: cfg.HousekeepingInterval,
@@ -196,6 +199,10 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	go func() { errc <- m.Run(ctx) }()
 	go func() { errc <- systemd.Watchdog(ctx, func() bool { return m.Ready() == nil }, log) }()
 	running += 3
+	if wakeups != nil {
+		go func() { errc <- wakeups.Run(ctx, m.Wake) }()
+		running++
+	}
 
 	var first error
 	for range running {
@@ -213,6 +220,48 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("evictd stopped")
 	return 0
+}
+
+// newWakeups sets up the sources that start a pass between housekeeping
+// ticks: memcg threshold notifications (cgroup v1, --kernel-memcg-notification),
+// PSI triggers and memory.events (cgroup v2, /proc/pressure/memory), and the
+// fast poll. Nil, with a warning, when the memory cgroups cannot be found:
+// passes then run every housekeeping interval only.
+func newWakeups(cfg *config.Config, hc host.Config, met *metrics.Metrics, log *slog.Logger) *notify.Memory {
+	root, kubepods, v2, err := host.MemoryCgroupDirs(hc)
+	if err == nil {
+		var w *notify.Memory
+		w, err = notify.NewMemory(notify.MemoryConfig{
+			Thresholds:       cfg.Thresholds,
+			RootDir:          root,
+			KubepodsDir:      kubepods,
+			V2:               v2,
+			KernelMemcg:      cfg.KernelMemcgNotification,
+			PSIFile:          filepath.Join(cfg.ProcRoot, "pressure", "memory"),
+			FastPollInterval: cfg.FastPollInterval,
+			FastPollMargin:   cfg.FastPollMargin,
+			Clock:            clock.RealClock{},
+			Log:              log.With("component", "wakeups"),
+			Counter:          met,
+		})
+		if err == nil {
+			if v2 && cfg.KernelMemcgNotification {
+				log.Info("--kernel-memcg-notification has no effect on cgroup v2; PSI triggers, memory.events and the fast poll wake the loop instead")
+			}
+			return w
+		}
+	}
+	log.Warn("no wake-ups between housekeeping intervals", "interval", cfg.HousekeepingInterval, "err", err)
+	return nil
+}
+
+// observationsOf turns a pass's published status back into observations.
+func observationsOf(st *manager.Status) signals.Observations {
+	obs := make(signals.Observations, len(st.Observations))
+	for _, o := range st.Observations {
+		obs[o.Signal] = signals.Observation{Signal: o.Signal, Available: o.Available, Capacity: o.Capacity, Time: o.Time}
+	}
+	return obs
 }
 
 func registerProcessMetrics(reg *prometheus.Registry) error {
