@@ -25,4 +25,10 @@
 //   - Quantities saturate at the int64 bounds instead of wrapping.
 //   - A pressure is active on any pass where one of its thresholds is met,
 //     even with a zero transition period.
+//   - The memory pressure stall signals (memory.pressure.{some,full}.avg10,
+//     avg60, avg300), which the kubelet lacks, take thresholds written
+//     "signal>percent" (Operator GreaterThan): met while the stall is above
+//     a percentage in (0, 100) given with at most two decimals, "%"
+//     optional. ">" is rejected for every other signal, "<" for these, and
+//     so is a minimum reclaim for them.
 package thresholds

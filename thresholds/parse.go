@@ -219,8 +219,9 @@ func (p *Parsed) parseStatements(es []entry) ([]Threshold, error) {
 }
 
 // parseStatement parses one "signal<value" statement with the kubelet's
-// rules and texts (reference §2.3). It returns ok == false for "0%" and
-// "100%", which disable the signal.
+// rules and texts (reference §2.3), or a "signal>value" stall statement
+// (value ">20" in the map). It returns ok == false for "0%" and "100%",
+// which disable the signal.
 func parseStatement(e entry) (Threshold, bool, error) {
 	sig := signals.Signal(e.signal)
 	if !sig.Valid() {

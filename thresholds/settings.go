@@ -6,7 +6,9 @@ package thresholds
 // KubeletConfiguration key, a node-config.yaml key), so that errors and
 // check-config can name it.
 type Settings struct {
-	// Hard is evictionHard / --eviction-hard: signal → "100Mi" or "10%".
+	// Hard is evictionHard / --eviction-hard: signal → "100Mi" or "10%",
+	// or for a memory.pressure.* stall signal ">20" (the operator kept on
+	// the value, as the flag "memory.pressure.full.avg10>20" is split).
 	Hard       map[string]string
 	HardSource string
 	// Soft is evictionSoft / --eviction-soft.

@@ -109,6 +109,9 @@ type obsResult struct {
 	Signal    string `json:"signal"`
 	Available int64  `json:"available"`
 	Capacity  int64  `json:"capacity"`
+	// Stall is a stall signal's reading as a percentage ("35.5%"); its
+	// Available and Capacity are then in 1/10000 of the time.
+	Stall string `json:"stall,omitempty"`
 }
 
 type thResult struct {
@@ -131,7 +134,11 @@ func newStepResult(step snapshot.Step, dec manager.Decision, ths []thresholds.Th
 	r := stepResult{At: "+" + step.At.String(), Outcome: string(dec.Outcome), Reason: dec.Reason, Signal: string(dec.Signal)}
 	for _, s := range signals.All() {
 		if o, ok := step.Observations[s]; ok {
-			r.Observations = append(r.Observations, obsResult{Signal: string(s), Available: o.Available, Capacity: o.Capacity})
+			or := obsResult{Signal: string(s), Available: o.Available, Capacity: o.Capacity}
+			if s.Stall() {
+				or.Stall = signals.FormatStall(o.Available)
+			}
+			r.Observations = append(r.Observations, or)
 		}
 	}
 	ev := dec.Evaluation
@@ -197,6 +204,10 @@ func (r stepResult) write(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "observations:")
 	for _, o := range r.Observations {
+		if o.Stall != "" {
+			fmt.Fprintf(tw, "  %s\t%s of the time stalled\n", o.Signal, o.Stall)
+			continue
+		}
 		res := signals.Signal(o.Signal).Resource()
 		fmt.Fprintf(tw, "  %s\t%s of %s\n", o.Signal, human(o.Available, res), human(o.Capacity, res))
 	}

@@ -83,6 +83,11 @@ func TestSimulateExamples(t *testing.T) {
 		{"only-guaranteed-left.json", nil, []want{{outcome: "evict", victim: "default/reports", grace: 1, pressure: true}}},
 		{"disk-dedicated-imagefs.json", nil, []want{{outcome: "evict", victim: "default/scratch-writer", grace: 1, pressure: true}}},
 		{"pid-pressure.json", nil, []want{{outcome: "evict", victim: "default/fork-bomb", grace: 1, pressure: true}}},
+		// Memory pressure stall with memory.available still plentiful: the
+		// soft some.avg60>10% sets memory pressure and waits its grace
+		// period; the hard full.avg10>20% evicts the pod furthest over its
+		// request, as memory.available would, not the biggest one.
+		{"psi.json", nil, []want{none, waiting, {outcome: "evict", victim: "default/thrasher", grace: 1, pressure: true}}},
 		// Pods over their own local-storage limits go with no threshold met;
 		// the pod without stats and the static pod stay.
 		{"local-storage-limits.json", nil, []want{{outcome: "local-storage"}}},
@@ -111,6 +116,47 @@ func TestSimulateExamples(t *testing.T) {
 	}
 }
 
+// Without a threshold on them the stall signals only inform: the psi.json
+// steps with its stall thresholds taken out evict nothing.
+func TestSimulateStallWithoutThresholdInforms(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "psi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	f["args"] = []string{"--eviction-hard=memory.available<500Mi"}
+	b, err = json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "psi-no-thresholds.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	steps := simulated(t, path)
+	if len(steps) != 3 {
+		t.Fatalf("got %d steps, want 3", len(steps))
+	}
+	for i, s := range steps {
+		if s.Outcome != "none" || len(s.Pressures) > 0 {
+			t.Errorf("step %d: got %s, pressures %v, want none", i, s.Outcome, s.Pressures)
+		}
+	}
+	var stalls []string
+	for _, o := range steps[2].Observations {
+		if o.Stall != "" {
+			stalls = append(stalls, o.Signal+"="+o.Stall)
+		}
+	}
+	want := "memory.pressure.some.avg10=61.3%,memory.pressure.some.avg60=20.05%,memory.pressure.full.avg10=35.5%,memory.pressure.full.avg60=9.1%"
+	if got := strings.Join(stalls, ","); got != want {
+		t.Errorf("stall observations: got %s, want %s", got, want)
+	}
+}
+
 func TestSimulateSoftGraceUsesPodsOwnWhenMaxIsNegative(t *testing.T) {
 	steps := simulated(t, filepath.Join("..", "..", "examples", "seed-10gi-system-reserved.json"), "--eviction-max-pod-grace-period=-1")
 	if got := steps[3].GracePeriod; got != 30 {
@@ -136,6 +182,13 @@ func TestSimulateRejectsBadSnapshots(t *testing.T) {
 		{"steps out of order", `{"steps": [{"at": "10s", "observations": {}}, {"at": "5s", "observations": {}}]}`, "is not after"},
 		{"bad layout", `{"layout": "zfs", "observations": {}}`, `layout "zfs"`},
 		{"bad flag in args", `{"args": ["--eviction-hard=memory.available<1Gb"], "observations": {}}`, "--eviction-hard"},
+		{"stall with available", `{"observations": {"memory.pressure.full.avg10": {"available": 10, "capacity": 100}}}`, "a stall signal takes stall"},
+		{"stall on memory.available", `{"observations": {"memory.available": {"stall": 10, "available": "1Gi", "capacity": "2Gi"}}}`, "stall is for the memory.pressure.* signals only"},
+		{"stall above 100", `{"observations": {"memory.pressure.full.avg10": {"stall": 100.5}}}`, "stall 100.5: want a percentage of time from 0 to 100"},
+		{"negative stall", `{"observations": {"memory.pressure.full.avg10": {"stall": -1}}}`, "stall -1: want a percentage"},
+		{"NaN stall", `{"observations": {"memory.pressure.full.avg10": {"stall": "NaN"}}}`, `stall "NaN": want a percentage`},
+		{"stall with less-than", `{"args": ["--eviction-hard=memory.pressure.full.avg10<20"], "observations": {}}`, `memory.pressure.full.avg10<20: a memory pressure stall signal takes ">"`},
+		{"greater-than on memory.available", `{"args": ["--eviction-hard=memory.available>1Gi"], "observations": {}}`, `only the memory.pressure.* stall signals take ">"`},
 		{"unknown resource", `{"observations": {}, "pods": [{"name": "a", "requests": {"gpu": "1"}}]}`, `unknown resource "gpu"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

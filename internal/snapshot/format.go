@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/evictd/evictd/signals"
 )
 
 // File is a snapshot as written on disk. Either Steps is set, or the
@@ -36,10 +39,14 @@ type StepJSON struct {
 	Pods []PodJSON `json:"pods,omitempty"`
 }
 
-// ObservationJSON is one signal's reading.
+// ObservationJSON is one signal's reading: available and capacity, or,
+// for a memory.pressure.* stall signal, stall alone.
 type ObservationJSON struct {
 	Available Quantity `json:"available"`
 	Capacity  Quantity `json:"capacity"`
+	// Stall is a stall signal's reading, a percentage of time as PSI
+	// prints it: 35.5, "35.5" or "35.5%".
+	Stall *Stall `json:"stall,omitempty"`
 	// Age says how long before the step the reading was taken ("0s" by
 	// default); a reading older than the previous step's is stale.
 	Age string `json:"age,omitempty"`
@@ -136,6 +143,52 @@ func (q *Quantity) UnmarshalJSON(b []byte) error {
 	// Value rounds a fraction of a byte or an item up, as Kubernetes does.
 	q.Value, q.Set = parsed.Value(), true
 	return nil
+}
+
+// Stall is a percentage of time in hundredths of a percent
+// (signals.StallScale is 100%).
+type Stall struct {
+	Value int64
+}
+
+// UnmarshalJSON accepts 35.5, "35.5" or "35.5%": at most two decimals,
+// between 0 and 100, no sign, exponent, NaN or infinity.
+func (st *Stall) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	text := string(b)
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &text); err != nil {
+			return err
+		}
+		text = strings.TrimSuffix(text, "%")
+	}
+	const want = "want a percentage of time from 0 to 100 with at most two decimals, such as 35.5"
+	whole, frac, hasPoint := strings.Cut(text, ".")
+	if whole == "" || len(whole) > 3 || !isDigits(whole) || (hasPoint && (frac == "" || len(frac) > 2 || !isDigits(frac))) {
+		return fmt.Errorf("stall %s: %s", string(b), want)
+	}
+	w, _ := strconv.ParseInt(whole, 10, 64) // at most 3 digits
+	var f int64
+	if frac != "" {
+		f, _ = strconv.ParseInt(frac, 10, 64) // at most 2 digits
+		if len(frac) == 1 {
+			f *= 10
+		}
+	}
+	if v := w*100 + f; v <= signals.StallScale {
+		st.Value = v
+		return nil
+	}
+	return fmt.Errorf("stall %s: %s", string(b), want)
+}
+
+func isDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func parseDuration(field, s string) (time.Duration, error) {

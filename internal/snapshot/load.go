@@ -120,7 +120,14 @@ func observations(field string, now time.Time, in map[string]ObservationJSON) (s
 		if !sig.Valid() {
 			return nil, fmt.Errorf("%s: unsupported eviction signal %s", f, name)
 		}
-		if !oj.Available.Set || !oj.Capacity.Set {
+		switch {
+		case sig.Stall() && (oj.Stall == nil || oj.Available.Set || oj.Capacity.Set):
+			return nil, fmt.Errorf("%s: a stall signal takes stall (a percentage of time, such as 35.5) and neither available nor capacity", f)
+		case sig.Stall():
+			oj.Available, oj.Capacity = Quantity{Value: oj.Stall.Value, Set: true}, Quantity{Value: signals.StallScale, Set: true}
+		case oj.Stall != nil:
+			return nil, fmt.Errorf("%s: stall is for the memory.pressure.* signals only", f)
+		case !oj.Available.Set || !oj.Capacity.Set:
 			return nil, fmt.Errorf("%s: available and capacity are both required", f)
 		}
 		age, err := parseDuration(f+".age", oj.Age)
