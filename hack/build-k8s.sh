@@ -2,7 +2,7 @@
 # Builds the test control plane's binaries from the Go module proxy into a
 # git-ignored cache keyed by version:
 #
-#   .cache/bin/k8s-<version>/{kube-apiserver,kube-controller-manager,kubelet}
+#   .cache/bin/k8s-<version>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet}
 #   .cache/bin/etcd-<version>/etcd
 #
 # The versions are the ones required by hack/tools/k8s/go.mod and
@@ -100,4 +100,5 @@ build "$tools/etcd" "$etcd_dir" "-s -w" \
 build "$tools/k8s" "$k8s_dir" "$k8s_ldflags" \
 	kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
 	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
 	kubelet=k8s.io/kubernetes/cmd/kubelet

@@ -5,6 +5,8 @@
 #   runc              runc (bookworm: 1.1.5)
 #   mkfs.ext4         e2fsprogs
 #   mount, losetup    mount
+#   ip                iproute2
+#   CNI plugins       containernetworking-plugins (/usr/lib/cni: bridge, host-local, loopback)
 #
 # Idempotent: with everything present it only prints the versions. It runs
 # `apt-get update` only when a package is missing and apt does not know it yet
@@ -26,6 +28,8 @@ package_for() {
 	runc) echo runc ;;
 	mkfs.ext4) echo e2fsprogs ;;
 	mount | losetup | umount) echo mount ;;
+	ip) echo iproute2 ;;
+	/usr/lib/cni/bridge) echo containernetworking-plugins ;;
 	*) return 1 ;;
 	esac
 }
@@ -34,7 +38,7 @@ package_for() {
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 missing=()
-for cmd in containerd ctr runc mkfs.ext4 mount umount losetup; do
+for cmd in containerd ctr runc mkfs.ext4 mount umount losetup ip /usr/lib/cni/bridge; do
 	if ! command -v "$cmd" >/dev/null 2>&1; then
 		pkg=$(package_for "$cmd")
 		[[ " ${missing[*]} " == *" $pkg "* ]] || missing+=("$pkg")
@@ -81,7 +85,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 	log "installed in $((SECONDS - start)) s"
 fi
 
-for cmd in containerd ctr runc mkfs.ext4 mount losetup; do
+for cmd in containerd ctr runc mkfs.ext4 mount losetup ip /usr/lib/cni/bridge; do
 	if ! command -v "$cmd" >/dev/null 2>&1; then
 		log "$cmd still missing after the install" >&2
 		exit 1

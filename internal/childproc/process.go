@@ -81,15 +81,7 @@ func (p *Process) Stop(termGrace time.Duration) error {
 		return nil
 	case <-time.After(termGrace):
 	}
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("SIGKILL %s (pid %d): %w", p.Name, p.PID(), err)
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(KillGrace):
-		return fmt.Errorf("%s (pid %d) still running %s after SIGKILL", p.Name, p.PID(), KillGrace)
-	}
+	return p.Kill()
 }
 
 // ExitError describes a process that exited when it should be running, with
@@ -127,4 +119,21 @@ func Tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Kill sends SIGKILL by PID, as `kill -9` or the OOM killer would, and
+// waits for the process to exit.
+func (p *Process) Kill() error {
+	if p.Exited() {
+		return nil
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("SIGKILL %s (pid %d): %w", p.Name, p.PID(), err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(KillGrace):
+		return fmt.Errorf("%s (pid %d) still running %s after SIGKILL", p.Name, p.PID(), KillGrace)
+	}
 }

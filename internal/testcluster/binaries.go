@@ -12,7 +12,7 @@ import (
 // Environment variables naming prebuilt binaries; the Makefile sets them.
 const (
 	// EnvK8sBinDir names a directory holding kube-apiserver,
-	// kube-controller-manager and kubelet.
+	// kube-controller-manager, kube-scheduler and kubelet.
 	EnvK8sBinDir = "EVICTD_K8S_BIN_DIR"
 	// EnvEtcdBin names the etcd binary.
 	EnvEtcdBin = "EVICTD_ETCD_BIN"
@@ -25,7 +25,7 @@ const mainModule = "github.com/evictd/evictd"
 var ErrNoBinaries = errors.New("control plane binaries not built (run `make k8s-bins` or hack/build-k8s.sh)")
 
 // Binary returns the path of one of the control plane's binaries: "etcd",
-// "kube-apiserver", "kube-controller-manager" or "kubelet". It looks in
+// "kube-apiserver", "kube-controller-manager", "kube-scheduler" or "kubelet". It looks in
 // $EVICTD_ETCD_BIN or $EVICTD_K8S_BIN_DIR, else in the repository's cache
 // (.cache/bin/<name>-<version>/, the versions being those required by
 // hack/tools/{etcd,k8s}/go.mod), found by walking up from the working
@@ -42,7 +42,7 @@ func Binary(name string) (string, error) {
 			}
 			path = filepath.Join(dir, name)
 		}
-	case "kube-apiserver", "kube-controller-manager", "kubelet":
+	case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet":
 		dir := os.Getenv(EnvK8sBinDir)
 		if dir == "" {
 			var err error

@@ -42,6 +42,9 @@ type Options struct {
 	// lifecycle taints. Start then also waits for the default
 	// ServiceAccount of the default namespace.
 	ControllerManager bool
+	// Scheduler also runs kube-scheduler, for pods created without a
+	// nodeName (ReplicaSets, DaemonSets).
+	Scheduler bool
 	// Controllers is kube-controller-manager's --controllers; default "*"
 	// (every controller that is on by default).
 	Controllers []string
@@ -65,9 +68,9 @@ type Cluster struct {
 	url     string
 	readyIn time.Duration
 
-	mu                       sync.Mutex
-	etcd, apiserver, ctrlMgr *childproc.Process
-	stopped                  bool
+	mu                                  sync.Mutex
+	etcd, apiserver, ctrlMgr, scheduler *childproc.Process
+	stopped                             bool
 }
 
 // Start starts etcd, kube-apiserver and, if asked, kube-controller-manager on
@@ -91,6 +94,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	names := []string{"etcd", "kube-apiserver"}
 	if opts.ControllerManager {
 		names = append(names, "kube-controller-manager")
+	}
+	if opts.Scheduler {
+		names = append(names, "kube-scheduler")
 	}
 	bins := make(map[string]string, len(names))
 	for _, name := range names {
@@ -129,7 +135,12 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	if c.opts.ControllerManager {
-		return c.startControllerManager(ctx)
+		if err := c.startControllerManager(ctx); err != nil {
+			return err
+		}
+	}
+	if c.opts.Scheduler {
+		return c.startScheduler(ctx)
 	}
 	return nil
 }
@@ -191,7 +202,7 @@ func (c *Cluster) Stop() error {
 	}
 	c.stopped = true
 	var errs []error
-	for _, p := range []*childproc.Process{c.ctrlMgr, c.apiserver, c.etcd} {
+	for _, p := range []*childproc.Process{c.scheduler, c.ctrlMgr, c.apiserver, c.etcd} {
 		if p != nil {
 			errs = append(errs, p.Stop(termGrace))
 		}
@@ -268,7 +279,7 @@ func (c *Cluster) PIDs() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pids := map[string]int{}
-	for _, p := range []*childproc.Process{c.etcd, c.apiserver, c.ctrlMgr} {
+	for _, p := range []*childproc.Process{c.etcd, c.apiserver, c.ctrlMgr, c.scheduler} {
 		if p != nil && !p.Exited() {
 			pids[p.Name] = p.PID()
 		}
@@ -294,7 +305,7 @@ func (c *Cluster) WriteKubeconfig(path, token string) error {
 // Logs returns the last n lines of each component's log, by name.
 func (c *Cluster) Logs(n int) map[string]string {
 	logs := map[string]string{}
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(c.logPath(name)); err == nil {
 			logs[name] = childproc.Tail(c.logPath(name), n)
 		}

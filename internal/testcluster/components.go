@@ -163,6 +163,37 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 	return nil
 }
 
+// startScheduler starts kube-scheduler with admin credentials and waits
+// until it is healthy. The caller holds c.mu.
+func (c *Cluster) startScheduler(ctx context.Context) error {
+	kubeconfig := c.path("admin.kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig, c.tokens[AdminUser]); err != nil {
+		return err
+	}
+	selfClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer selfClient.CloseIdleConnections()
+	p, _, err := c.startOnFreePorts(ctx, "kube-scheduler", 1, func(ports []int) []string {
+		return []string{
+			"--kubeconfig=" + kubeconfig,
+			"--authentication-kubeconfig=" + kubeconfig,
+			"--authorization-kubeconfig=" + kubeconfig,
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(ports[0]),
+			"--cert-dir=" + c.path("kube-scheduler-certs"),
+			"--leader-elect=false",
+			"--profiling=false",
+		}
+	}, func(ctx context.Context, ports []int) error {
+		_, err := get(ctx, selfClient, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", "")
+		return err
+	}, nil)
+	if err != nil {
+		return err
+	}
+	c.scheduler = p
+	return nil
+}
+
 // startOnFreePorts starts the component name with args on n free loopback
 // ports and waits until ready; when it could not bind a port (another process
 // took it first) it runs reset, if any, and tries other ports.

@@ -46,8 +46,8 @@ func (c daemonConfig) settings() map[string]map[string]string {
 			"netns_mounts_under_state_dir": "true",
 		},
 		criSection + ".containerd": {"snapshotter": q(c.snapshotter)},
-		// Pods use the node's network; with no CNI config the runtime
-		// reports NetworkReady=false, which hostNetwork sandboxes ignore.
+		// With no CNI config (Options.PodNetwork unset) the runtime reports
+		// NetworkReady=false, which hostNetwork sandboxes ignore.
 		criSection + ".cni": {
 			"bin_dir":  q(filepath.Join(c.cniDir, "bin")),
 			"conf_dir": q(filepath.Join(c.cniDir, "net.d")),

@@ -64,10 +64,10 @@ func unescapeMountinfo(s string) string {
 	return b.String()
 }
 
-// unmountUnder unmounts everything mounted at or below dir, deepest first;
+// UnmountUnder unmounts everything mounted at or below dir, deepest first;
 // a busy mount is detached (MNT_DETACH) instead. A mount stacked several
 // times over the same point is unmounted as often as it appears.
-func unmountUnder(dir string) error {
+func UnmountUnder(dir string) error {
 	mounts, err := MountsUnder(dir)
 	if err != nil {
 		return err
@@ -101,7 +101,7 @@ func MountTmpfs(t testing.TB, size string, inodes int) string {
 		t.Fatalf("testruntime: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := unmountUnder(dir); err != nil {
+		if err := UnmountUnder(dir); err != nil {
 			t.Errorf("testruntime: tmpfs %s: %v", dir, err)
 		}
 	})
@@ -140,7 +140,7 @@ func MountExt4(t testing.TB, sizeMiB int) string {
 		t.Fatalf("testruntime: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := unmountUnder(dir); err != nil {
+		if err := UnmountUnder(dir); err != nil {
 			t.Errorf("testruntime: ext4 %s: %v", dir, err)
 		}
 	})

@@ -53,6 +53,11 @@ type Options struct {
 	// WorkloadBinary is the static workload binary put into images; default
 	// $EVICTD_WORKLOAD_BIN, else built from hack/workload with the go command.
 	WorkloadBinary string
+	// PodNetwork gives pods a CNI network (a bridge of the runtime's own,
+	// from Debian's containernetworking-plugins), so the runtime reports
+	// NetworkReady and a kubelet on it reports its node Ready. Without it
+	// only hostNetwork pods run.
+	PodNetwork bool
 	// ReadyTimeout bounds the wait for containerd's CRI to report
 	// RuntimeReady; default 30 s.
 	ReadyTimeout time.Duration
@@ -67,6 +72,7 @@ type Runtime struct {
 	socket      string
 	snapshotter string
 	workload    string
+	network     podNetwork
 	readyIn     time.Duration
 
 	mu      sync.Mutex
@@ -137,6 +143,14 @@ func (r *Runtime) start(ctx context.Context) error {
 	}
 	if err := cfg.write(r.path("config.toml")); err != nil {
 		return fmt.Errorf("containerd config: %w", err)
+	}
+	if r.opts.PodNetwork {
+		if r.network, err = newPodNetwork(); err != nil {
+			return err
+		}
+		if err := r.network.write(cfg.cniDir); err != nil {
+			return fmt.Errorf("pod network: %w", err)
+		}
 	}
 	r.mu.Lock()
 	err = r.startDaemon(ctx)

@@ -13,7 +13,7 @@ import (
 // (SIGTERM, SIGKILL after a bounded wait), deletes with `runc delete
 // --force` the containers runc still knows (their processes and cgroups),
 // kills by PID what is left of the shims and what runs below them (found by
-// the shims' -address argument), unmounts everything below containerd's
+// the shims' -address argument), deletes the pod network's bridge, unmounts everything below containerd's
 // root and state and the runtime's directory, and removes them. Calling it
 // again does nothing.
 func (r *Runtime) Stop() error {
@@ -34,11 +34,12 @@ func (r *Runtime) Stop() error {
 	if _, err := killShims(r.socket); err != nil {
 		errs = append(errs, fmt.Errorf("kill shims: %w", err))
 	}
+	errs = append(errs, r.network.remove())
 	for _, d := range []string{r.state, r.root, r.dir} {
 		if d == "" {
 			continue
 		}
-		if err := unmountUnder(d); err != nil {
+		if err := UnmountUnder(d); err != nil {
 			errs = append(errs, err)
 		} else if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))

@@ -35,22 +35,33 @@ func workloadBinary(path, dir string) (string, error) {
 		}
 		return path, nil
 	}
+	out := filepath.Join(dir, "workload")
+	if err := GoBuild(workloadModule, out); err != nil {
+		return "", fmt.Errorf("workload binary: %w (or set %s)", err, EnvWorkloadBin)
+	}
+	return out, nil
+}
+
+// GoBuild builds the package pkg of the main module (an import path) into a
+// static binary at out (CGO_ENABLED=0, trimmed, stripped), in the repository
+// that holds the working directory. Go's build cache makes it quick after
+// the first time.
+func GoBuild(pkg, out string) error {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("workload binary: %w (or set %s)", err, EnvWorkloadBin)
+		return err
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("workload binary: no go command to build it (or set %s): %w", EnvWorkloadBin, err)
+		return fmt.Errorf("no go command to build %s: %w", pkg, err)
 	}
-	out := filepath.Join(dir, "workload")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags", "-s -w", "-o", out, workloadModule)
+	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w: %s", workloadModule, err, strings.TrimSpace(string(b)))
+		return fmt.Errorf("go build %s: %w: %s", pkg, err, strings.TrimSpace(string(b)))
 	}
-	return out, nil
+	return nil
 }
 
 // moduleRoot walks up from the working directory to the go.mod of the main

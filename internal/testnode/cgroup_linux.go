@@ -1,0 +1,88 @@
+package testnode
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// cgroupMount is where this machine mounts its cgroup v1 hierarchies.
+const cgroupMount = "/sys/fs/cgroup"
+
+// createCgroupRoot creates the kubelet's --cgroup-root in every v1
+// hierarchy (the kubelet refuses a root that does not exist).
+func createCgroupRoot(rel string) error {
+	if _, err := cgroup1.New(cgroup1.StaticPath(rel), &specs.LinuxResources{}); err != nil {
+		return fmt.Errorf("create cgroup %s: %w", rel, err)
+	}
+	return nil
+}
+
+// removeCgroupTree removes rel and every cgroup below it in every v1
+// hierarchy, deepest first. A cgroup whose last task just exited can be
+// busy for a moment, so each removal is retried for up to two seconds.
+func removeCgroupTree(rel string) error {
+	roots, err := filepath.Glob(filepath.Join(cgroupMount, "*", rel))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, root := range roots {
+		var dirs []string
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		slices.Reverse(dirs)
+		for _, d := range dirs {
+			var err error
+			for range 100 {
+				if err = os.Remove(d); err == nil || errors.Is(err, fs.ErrNotExist) {
+					err = nil
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readMemTotal returns MemTotal of a /proc/meminfo file, in bytes.
+func readMemTotal(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 3 && fields[0] == "MemTotal:" && fields[2] == "kB" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil || kb <= 0 {
+				return 0, fmt.Errorf("%s: MemTotal %q: not a positive number", path, fields[1])
+			}
+			return kb << 10, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return 0, fmt.Errorf("%s: no MemTotal line", path)
+}
