@@ -101,7 +101,7 @@ type runtimeContainer struct {
 
 func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, pods []ranking.Pod, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
 	var errs []error
-	byPod, layers, err := c.writableLayers(ctx)
+	byPod, layers, memory, err := c.writableLayers(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("pod disk stats: writable layers: %w", err))
 	}
@@ -114,6 +114,7 @@ func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, p
 			cs := signals.ContainerStats{Name: name}
 			if rc, ok := byPod[p.UID][name]; ok {
 				cs.Rootfs = layers[rc.id]
+				cs.MemoryWorkingSet = memory[rc.id]
 			}
 			if u, err := du.usage(ctx, now, filepath.Join(logDir, name)); err != nil {
 				errs = append(errs, fmt.Errorf("pod %s container %s logs: %w", p.Ref(), name, err))
@@ -174,12 +175,14 @@ func volumeUsage(ctx context.Context, du *dirUsage, now time.Time, volumesDir, n
 }
 
 // writableLayers returns the runtime's containers by pod UID and container
-// name (the running one, else the latest created, as the kubelet picks) and
-// their writable layers' usage by container ID (nil when not reported).
-func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage, error) {
+// name (the running one, else the latest created, as the kubelet picks),
+// their writable layers' usage and their memory working sets by container
+// ID (absent when not reported). The working sets name the containers that
+// used more than they requested in an eviction's message.
+func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage, map[string]*int64, error) {
 	sandboxes, err := c.listPodSandboxes(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	uidOf := make(map[string]string, len(sandboxes))
 	for _, s := range sandboxes {
@@ -191,7 +194,7 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 	}
 	containers, err := c.listContainers(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	byPod := map[string]map[string]runtimeContainer{}
 	for _, ctr := range containers {
@@ -214,10 +217,14 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 	}
 	stats, err := c.listContainerStats(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	layers := make(map[string]*signals.FsUsage, len(stats))
+	memory := make(map[string]*int64, len(stats))
 	for _, s := range stats {
+		if ws := s.GetMemory().GetWorkingSetBytes(); ws != nil {
+			memory[s.GetAttributes().GetId()] = signals.Int64(clampInt64(ws.GetValue()))
+		}
 		wl := s.GetWritableLayer()
 		if wl.GetUsedBytes() == nil || wl.GetInodesUsed() == nil {
 			continue
@@ -227,7 +234,7 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 			Inodes: clampInt64(wl.GetInodesUsed().GetValue()),
 		}
 	}
-	return byPod, layers, nil
+	return byPod, layers, memory, nil
 }
 
 // better reports whether a should stand for its pod's container name rather
@@ -247,7 +254,8 @@ func clampInt64(v uint64) int64 {
 }
 
 // MergeDisk copies the disk pieces of disk (Containers' Rootfs and Logs,
-// Volumes) into stats, the usage read from the pods' cgroups, keyed by pod
+// Volumes) and the containers' memory working sets from the runtime into
+// stats, the usage read from the pods' cgroups, keyed by pod
 // UID; a pod only in disk is added. It is how one PodStatsSource gives both.
 func MergeDisk(stats, disk map[string]signals.PodStats) map[string]signals.PodStats {
 	if stats == nil {
@@ -266,6 +274,9 @@ func MergeDisk(stats, disk map[string]signals.PodStats) map[string]signals.PodSt
 				i = len(st.Containers) - 1
 			}
 			st.Containers[i].Rootfs, st.Containers[i].Logs = dc.Rootfs, dc.Logs
+			if st.Containers[i].MemoryWorkingSet == nil {
+				st.Containers[i].MemoryWorkingSet = dc.MemoryWorkingSet
+			}
 		}
 		st.Volumes = d.Volumes
 		stats[uid] = st

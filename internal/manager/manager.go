@@ -105,10 +105,11 @@ type Manager struct {
 	passStarted atomic.Int64
 
 	// Owned by Run.
-	lastReason  string
-	lastObsErr  string
-	lastPodsErr string
-	pressures   map[signals.Pressure]bool
+	lastEvaluation thresholds.Evaluation
+	lastReason     string
+	lastObsErr     string
+	lastPodsErr    string
+	pressures      map[signals.Pressure]bool
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -177,7 +178,32 @@ func (m *Manager) Ready() error {
 func (m *Manager) Run(ctx context.Context) error {
 	ticker := m.deps.Clock.NewTicker(m.cfg.HousekeepingInterval)
 	defer ticker.Stop()
+	// due fires when a soft threshold's grace period or a pressure's
+	// transition period ends before the next tick, so the eviction or the
+	// cleared condition is not late by up to a housekeeping interval.
+	var due clock.Timer
+	defer func() {
+		if due != nil {
+			due.Stop()
+		}
+	}()
+	schedule := func() {
+		if due != nil {
+			due.Stop()
+			due = nil
+		}
+		if at, ok := m.nextDeadline(); ok {
+			due = m.deps.Clock.NewTimer(max(at.Sub(m.deps.Clock.Now()), 0))
+		}
+	}
+	dueC := func() <-chan time.Time {
+		if due == nil {
+			return nil
+		}
+		return due.C()
+	}
 	m.pass(ctx, "start")
+	schedule()
 	for {
 		select {
 		case <-ctx.Done():
@@ -186,8 +212,42 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.pass(ctx, "tick")
 		case <-m.wake:
 			m.pass(ctx, "wake")
+		case <-dueC():
+			due = nil
+			m.pass(ctx, "deadline")
+		}
+		schedule()
+	}
+}
+
+// nextDeadline returns the earliest moment, after the last pass and before
+// the next tick, at which a decision changes with time alone: a waiting
+// threshold's grace period ends, or an active pressure's transition period
+// ends. Passes at those moments act on time instead of up to a housekeeping
+// interval late.
+func (m *Manager) nextDeadline() (time.Time, bool) {
+	st := m.status.Load()
+	if st == nil {
+		return time.Time{}, false
+	}
+	ev := m.lastEvaluation
+	var next time.Time
+	consider := func(at time.Time) {
+		if at.After(st.Time) && at.Before(st.Time.Add(m.cfg.HousekeepingInterval)) && (next.IsZero() || at.Before(next)) {
+			next = at
 		}
 	}
+	for _, th := range ev.Waiting {
+		if at, ok := ev.GraceEnds(th); ok {
+			consider(at)
+		}
+	}
+	for _, ps := range ev.Pressure {
+		if ps.Active && !ps.LastObservedAt.IsZero() {
+			consider(ps.LastObservedAt.Add(m.cfg.Decider.TransitionPeriod))
+		}
+	}
+	return next, !next.IsZero()
 }
 
 // pass is one observe → decide → act cycle.
@@ -215,6 +275,7 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	if !m.cfg.DryRun {
 		dec = m.reclaimFirst(ctx, dec)
 	}
+	m.lastEvaluation = dec.Evaluation
 	m.export(start, obs, dec)
 	m.logDecision(dec)
 	if m.deps.Status != nil {

@@ -230,6 +230,31 @@ func TestLoopSoftThresholdWaitsForGraceThenEvicts(t *testing.T) {
 	}
 }
 
+// A grace period ending between two ticks gets a pass of its own, so a soft
+// eviction is not late by up to a housekeeping interval.
+func TestLoopPassAtTheEndOfAGracePeriod(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{
+		Soft:            map[string]string{"memory.available": "1Gi"},
+		SoftGracePeriod: map[string]string{"memory.available": "15s"},
+	})
+	h := newHarness(t, false, ths)
+	h.next("start")
+	h.src.set(800 * mi)
+	if st := h.tick(); st.Decision.Outcome == OutcomeEvict { // met at t0+10s
+		t.Fatalf("evicted at once, before the grace period")
+	}
+	if st := h.tick(); st.Decision.Outcome == OutcomeEvict { // t0+20s: 10 s of 15
+		t.Fatalf("evicted after 10 s of a 15 s grace period")
+	}
+	h.clock.Step(5 * time.Second) // t0+25s: the grace period ends
+	if st := h.next("deadline"); st.Decision.Outcome != OutcomeEvict {
+		t.Fatalf("at the end of the grace period: outcome %s (%s), want an eviction", st.Decision.Outcome, st.Decision.Reason)
+	}
+	if got := h.ev.evicted(); len(got) != 1 || got[0] != "hog" {
+		t.Fatalf("evicted %v, want [hog]", got)
+	}
+}
+
 func TestLoopHardThresholdEvictsAtOnceAndPressureOutlastsIt(t *testing.T) {
 	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
 	h := newHarness(t, false, ths)
