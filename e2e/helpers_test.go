@@ -1,0 +1,330 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/evictd/evictd/internal/testnode"
+)
+
+// Names evictd uses on the node (SPEC.md, Node status).
+const (
+	memoryCondition v1.NodeConditionType = "EvictdMemoryPressure"
+	diskCondition   v1.NodeConditionType = "EvictdDiskPressure"
+	pidCondition    v1.NodeConditionType = "EvictdPIDPressure"
+	memoryTaint                          = "evictd.io/memory-pressure"
+)
+
+// startEvictd starts evictd on n with args and stops it when t ends.
+func startEvictd(t *testing.T, n *testnode.Node, args ...string) {
+	t.Helper()
+	if err := n.StartEvictd(t.Context(), args...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of evictd's log:\n%s", tail(n.LogPath("evictd"), 40))
+		}
+		if err := n.StopEvictd(); err != nil {
+			t.Errorf("stop evictd: %v", err)
+		}
+	})
+}
+
+// run creates pod and waits until it runs; its pods are deleted when t ends.
+func run(t *testing.T, n *testnode.Node, pod *v1.Pod) *v1.Pod {
+	t.Helper()
+	p, err := n.RunPod(t.Context(), pod, 90*time.Second)
+	if err != nil {
+		t.Fatalf("%v (last seen: %s)", err, podSummary(p))
+	}
+	return p
+}
+
+// cleanPods deletes every pod, ReplicaSet, DaemonSet and PDB of the
+// default namespace and the test pods of kube-system at once, and waits
+// until the pods are gone, so the next scenario starts on an empty node.
+func cleanPods(t *testing.T, n *testnode.Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := n.Admin()
+	zero := int64(0)
+	opts := metav1.DeleteOptions{GracePeriodSeconds: &zero}
+	all := metav1.ListOptions{}
+	_ = c.AppsV1().ReplicaSets("default").DeleteCollection(ctx, opts, all)
+	_ = c.AppsV1().DaemonSets("default").DeleteCollection(ctx, opts, all)
+	_ = c.PolicyV1().PodDisruptionBudgets("default").DeleteCollection(ctx, opts, all)
+	sel := metav1.ListOptions{LabelSelector: "e2e=yes"}
+	for _, ns := range []string{"default", "kube-system"} {
+		if err := c.CoreV1().Pods(ns).DeleteCollection(ctx, opts, sel); err != nil {
+			t.Errorf("delete pods of %s: %v", ns, err)
+		}
+	}
+	for {
+		var left []string
+		for _, ns := range []string{"default", "kube-system"} {
+			pods, err := c.CoreV1().Pods(ns).List(ctx, sel)
+			if err != nil {
+				t.Errorf("list pods: %v", err)
+				return
+			}
+			for _, p := range pods.Items {
+				left = append(left, p.Name)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Errorf("pods still there after cleanup: %v", left)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// labelled marks pod as a test pod (cleanPods deletes them) and returns it.
+func labelled(pod *v1.Pod) *v1.Pod {
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels["e2e"] = "yes"
+	return pod
+}
+
+// poll calls cond every 100 ms until it returns true, failing t with what
+// cond last described after timeout.
+func poll(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		ok, desc := cond()
+		if ok {
+			return
+		}
+		last = desc
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// gone reports whether the pod is deleted or has terminated.
+func gone(t *testing.T, n *testnode.Node, ns, name string) (bool, string) {
+	p, err := n.Admin().CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, "deleted"
+	}
+	if err != nil {
+		return false, err.Error()
+	}
+	return p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded, podSummary(p)
+}
+
+// alive fails t unless the pod is still Running with no deletion requested.
+func alive(t *testing.T, n *testnode.Node, ns, name string) {
+	t.Helper()
+	p, err := n.Admin().CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("pod %s/%s: %v", ns, name, err)
+		return
+	}
+	if p.Status.Phase != v1.PodRunning || p.DeletionTimestamp != nil {
+		t.Errorf("pod %s/%s should have survived: %s", ns, name, podSummary(p))
+	}
+}
+
+func podSummary(p *v1.Pod) string {
+	if p == nil {
+		return "no pod"
+	}
+	s := fmt.Sprintf("%s phase=%s", p.Name, p.Status.Phase)
+	if p.DeletionTimestamp != nil {
+		s += " deleting"
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		switch {
+		case c.State.Terminated != nil:
+			s += fmt.Sprintf(" %s terminated(%s)", c.Name, c.State.Terminated.Reason)
+		case c.State.Waiting != nil:
+			s += fmt.Sprintf(" %s waiting(%s: %s)", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
+		}
+		if c.LastTerminationState.Terminated != nil {
+			s += fmt.Sprintf(" last=%s", c.LastTerminationState.Terminated.Reason)
+		}
+	}
+	return s
+}
+
+// events returns the events about the object of kind and name in ns with
+// the given reason.
+func events(t *testing.T, n *testnode.Node, ns, kind, name, reason string) []v1.Event {
+	t.Helper()
+	sel := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name}
+	if reason != "" {
+		sel["reason"] = reason
+	}
+	list, err := n.Admin().CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: sel.String()})
+	if err != nil {
+		t.Fatalf("list events: %v", err)
+	}
+	return list.Items
+}
+
+// evictions counts the Evicted events on a pod (their Count added up).
+func evictions(t *testing.T, n *testnode.Node, ns, name string) int {
+	total := 0
+	for _, e := range events(t, n, ns, "Pod", name, "Evicted") {
+		total += max(int(e.Count), 1)
+	}
+	return total
+}
+
+// condition returns the node's condition of type ct, or nil.
+func condition(t *testing.T, n *testnode.Node, ct v1.NodeConditionType) *v1.NodeCondition {
+	t.Helper()
+	node, err := n.Admin().CoreV1().Nodes().Get(t.Context(), n.Name(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get node: %v", err)
+	}
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == ct {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func conditionIs(t *testing.T, n *testnode.Node, ct v1.NodeConditionType, want v1.ConditionStatus) (bool, string) {
+	c := condition(t, n, ct)
+	if c == nil {
+		return false, "no condition " + string(ct)
+	}
+	return c.Status == want, fmt.Sprintf("%s=%s (%s) since %s", ct, c.Status, c.Message, c.LastTransitionTime.Format(time.RFC3339))
+}
+
+// hasTaint reports whether the node carries the taint with key.
+func hasTaint(t *testing.T, n *testnode.Node, key string) bool {
+	t.Helper()
+	node, err := n.Admin().CoreV1().Nodes().Get(t.Context(), n.Name(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get node: %v", err)
+	}
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// metric returns the value of the series of evictd's /metrics whose line
+// starts with series (name and labels exactly as exposed), or -1.
+func metric(t *testing.T, n *testnode.Node, series string) float64 {
+	t.Helper()
+	body, err := n.EvictdGet(t.Context(), "/metrics")
+	if err != nil {
+		t.Fatalf("evictd /metrics: %v", err)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", series, err)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
+// oomKills returns the kubepods memory cgroup's oom_kill counter: how many
+// processes the kernel's OOM killer has killed in it.
+func oomKills(t *testing.T, n *testnode.Node) int64 {
+	t.Helper()
+	path := filepath.Join(n.PodsMemoryCgroup(), "memory.oom_control")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			k, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %q", path, line)
+			}
+			return k
+		}
+	}
+	t.Fatalf("%s: no oom_kill line", path)
+	return 0
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// readCgroupInt reads a number from a file of the kubepods memory cgroup.
+func readCgroupInt(t *testing.T, n *testnode.Node, file string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.PodsMemoryCgroup(), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return v
+}
+
+// workingSet returns the kubepods cgroup's working set as the kubelet
+// computes it: usage − total_inactive_file.
+func workingSet(n *testnode.Node) (int64, error) {
+	dir := n.PodsMemoryCgroup()
+	b, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return 0, err
+	}
+	usage, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(stat), "\n") {
+		if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
+			inactive, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return max(usage-inactive, 0), nil
+		}
+	}
+	return 0, fmt.Errorf("%s/memory.stat: no total_inactive_file", dir)
+}

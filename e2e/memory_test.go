@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/evictd/evictd/internal/testnode"
+)
+
+// TestMemoryNode runs the memory, allocatable and PID scenarios on one
+// real node: a kubelet with its thresholds off and evictd beside it, the
+// kubepods cgroup limited to 2 GiB by systemReserved.
+func TestMemoryNode(t *testing.T) {
+	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-memory"})
+	t.Run("soft threshold: the hog goes first, after the grace period", func(t *testing.T) { softMemory(t, n) })
+	cleanPods(t, n)
+	t.Run("allocatable: evicted before the kubepods cgroup OOMs", func(t *testing.T) { allocatable(t, n) })
+	cleanPods(t, n)
+	t.Run("pids: the fork-heavy pod", func(t *testing.T) { pids(t, n) })
+	cleanPods(t, n)
+}
+
+// sampler watches the kubepods memory cgroup every 20 ms from the test's
+// side, to time a threshold crossing independently of evictd.
+type sampler struct {
+	mu       sync.Mutex
+	crossed  time.Time // first sample with available below the threshold
+	minAvail int64
+}
+
+func sample(t *testing.T, n *testnode.Node, threshold int64) *sampler {
+	s := &sampler{minAvail: 1 << 62}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	limit := readCgroupInt(t, n, "memory.limit_in_bytes")
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				ws, err := workingSet(n)
+				if err != nil {
+					continue
+				}
+				s.mu.Lock()
+				avail := limit - ws
+				s.minAvail = min(s.minAvail, avail)
+				if avail < threshold && s.crossed.IsZero() {
+					s.crossed = now
+				}
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) crossedAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.crossed
+}
+
+// deletion is what a watch saw of a pod's deletion.
+type deletion struct {
+	at    time.Time // when the watch first saw deletionTimestamp
+	grace int64     // its deletionGracePeriodSeconds
+}
+
+// watchDeletion records when the pod's deletion is first requested.
+func watchDeletion(t *testing.T, n *testnode.Node, ns, name string) <-chan deletion {
+	w, err := n.Admin().CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan deletion, 1)
+	t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				continue
+			}
+			p, ok := ev.Object.(*v1.Pod)
+			if ok && p.DeletionTimestamp != nil {
+				d := deletion{at: time.Now()}
+				if p.DeletionGracePeriodSeconds != nil {
+					d.grace = *p.DeletionGracePeriodSeconds
+				}
+				ch <- d
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+func softMemory(t *testing.T, n *testnode.Node) {
+	const grace = 6 * time.Second
+	startEvictd(t, n,
+		"--eviction-hard=memory.available<100Mi",
+		"--eviction-soft=allocatableMemory.available<900Mi",
+		"--eviction-soft-grace-period=allocatableMemory.available="+grace.String(),
+		"--eviction-max-pod-grace-period=7",
+		"--eviction-pressure-transition-period=5s")
+	g := run(t, n, labelled(testnode.Resources(n.Pod("guaranteed", "alloc", "--mib", "200"), "300Mi", "300Mi", "100m")))
+	if g.Status.QOSClass != v1.PodQOSGuaranteed {
+		t.Fatalf("guaranteed: QoS %s", g.Status.QOSClass)
+	}
+	crit := labelled(n.Pod("critical", "alloc", "--mib", "150"))
+	crit.Namespace = "kube-system"
+	crit.Spec.PriorityClassName = "system-node-critical"
+	run(t, n, crit)
+	b := run(t, n, labelled(testnode.Resources(n.Pod("burstable", "alloc", "--mib", "250"), "64Mi", "", "")))
+	if b.Status.QOSClass != v1.PodQOSBurstable {
+		t.Fatalf("burstable: QoS %s", b.Status.QOSClass)
+	}
+	if ok, desc := conditionIs(t, n, memoryCondition, v1.ConditionFalse); !ok {
+		t.Fatalf("before the hog: %s", desc)
+	}
+
+	s := sample(t, n, 900<<20)
+	deleted := watchDeletion(t, n, "default", "hog")
+	hog := labelled(n.Pod("hog", "alloc", "--mib", "900", "--rate", "100"))
+	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the crossing", 60*time.Second, func() (bool, string) { return !s.crossedAt().IsZero(), "not crossed" })
+	crossed := s.crossedAt()
+	// The condition and the taint come at once, the eviction only after
+	// the grace period.
+	poll(t, "EvictdMemoryPressure=True", 3*time.Second, func() (bool, string) {
+		return conditionIs(t, n, memoryCondition, v1.ConditionTrue)
+	})
+	poll(t, "the taint", 3*time.Second, func() (bool, string) { return hasTaint(t, n, memoryTaint), "no taint" })
+	var d deletion
+	select {
+	case d = <-deleted:
+	case <-time.After(40 * time.Second):
+		t.Fatalf("hog not evicted within 40 s of the crossing")
+	}
+	after := d.at.Sub(crossed)
+	t.Logf("crossing → eviction %s (soft grace period %s); deletion grace %d s", after.Round(time.Millisecond), grace, d.grace)
+	if after < grace-200*time.Millisecond {
+		t.Errorf("evicted %s after the crossing, before the %s grace period", after, grace)
+	}
+	if after > grace+5*time.Second {
+		t.Errorf("evicted %s after the crossing, long after the %s grace period", after, grace)
+	}
+	if d.grace != 7 {
+		t.Errorf("hog deleted with grace %d s, want min(max-pod-grace 7, its own 30) = 7", d.grace)
+	}
+	poll(t, "the hog to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	evs := events(t, n, "default", "Pod", "hog", "Evicted")
+	if len(evs) != 1 {
+		t.Fatalf("hog: %d Evicted events, want 1", len(evs))
+	}
+	msg := evs[0].Message
+	for _, want := range []string{"The node was low on resource: memory.", "Threshold quantity: 900Mi", "Container app was using"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Evicted event %q lacks %q", msg, want)
+		}
+	}
+	if evs[0].Type != v1.EventTypeWarning {
+		t.Errorf("Evicted event type %s, want Warning", evs[0].Type)
+	}
+	alive(t, n, "default", "guaranteed")
+	alive(t, n, "default", "burstable")
+	alive(t, n, "kube-system", "critical")
+	for _, p := range []string{"guaranteed", "burstable"} {
+		if k := evictions(t, n, "default", p); k != 0 {
+			t.Errorf("%s: %d Evicted events", p, k)
+		}
+	}
+	// Cleared only after the 5 s transition period, with one transition
+	// each way.
+	goneAt := time.Now()
+	poll(t, "EvictdMemoryPressure=False", 30*time.Second, func() (bool, string) {
+		return conditionIs(t, n, memoryCondition, v1.ConditionFalse)
+	})
+	if since := time.Since(goneAt); since < 4*time.Second {
+		t.Errorf("condition cleared %s after the hog went, before the 5 s transition period", since)
+	}
+	poll(t, "the taint to go", 5*time.Second, func() (bool, string) { return !hasTaint(t, n, memoryTaint), "taint still there" })
+	if v := metric(t, n, `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`); v != 1 {
+		t.Errorf("evictd_evictions_total for allocatableMemory.available = %v, want 1", v)
+	}
+}
+
+func allocatable(t *testing.T, n *testnode.Node) {
+	startEvictd(t, n,
+		"--eviction-hard=memory.available<500Mi",
+		"--eviction-pressure-transition-period=5s")
+	before := oomKills(t, n)
+	s := sample(t, n, 500<<20)
+	deleted := watchDeletion(t, n, "default", "hog")
+	// 2300 MiB at 200 MiB/s: 2.5 s from the threshold to the cgroup's limit.
+	hog := labelled(n.Pod("hog", "alloc", "--mib", "2300", "--rate", "200"))
+	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var d deletion
+	select {
+	case d = <-deleted:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("hog not evicted within 60 s; %d OOM kills in kubepods", oomKills(t, n)-before)
+	}
+	crossed := s.crossedAt()
+	if crossed.IsZero() {
+		t.Fatalf("hog evicted before the test saw the threshold crossed")
+	}
+	t.Logf("crossing → eviction %s; deletion grace %d s; lowest available %d MiB",
+		d.at.Sub(crossed).Round(time.Millisecond), d.grace, s.minAvail>>20)
+	if d.grace != 1 {
+		t.Errorf("hard threshold: deletion grace %d s, want 1", d.grace)
+	}
+	poll(t, "the hog to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	if k := oomKills(t, n) - before; k != 0 {
+		t.Errorf("the kernel OOM-killed %d processes in kubepods before evictd's eviction took effect", k)
+	}
+}
+
+func pids(t *testing.T, n *testnode.Node) {
+	// The threshold sits 700 tasks below what is free now: the fork-heavy
+	// pod (300 Go processes, several threads each) crosses it, the rest of
+	// the machine does not.
+	startEvictd(t, n, "--eviction-pressure-transition-period=5s")
+	avail := metric(t, n, `evictd_signal_available{signal="pid.available"}`)
+	if avail <= 0 {
+		t.Fatalf("no pid.available observation (%v)", avail)
+	}
+	if err := n.StopEvictd(); err != nil {
+		t.Fatal(err)
+	}
+	threshold := int64(avail) - 700
+	startEvictd(t, n, fmt.Sprintf("--eviction-hard=pid.available<%d", threshold), "--eviction-pressure-transition-period=5s")
+	run(t, n, labelled(n.Pod("quiet", "sleep")))
+	deleted := watchDeletion(t, n, "default", "forker")
+	forker := labelled(n.Pod("forker", "procs", "--count", "300"))
+	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), forker, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-deleted:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("forker not evicted within 60 s (threshold pid.available<%d)", threshold)
+	}
+	poll(t, "EvictdPIDPressure=True", 5*time.Second, func() (bool, string) { return conditionIs(t, n, pidCondition, v1.ConditionTrue) })
+	poll(t, "the forker to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "forker") })
+	evs := events(t, n, "default", "Pod", "forker", "Evicted")
+	if len(evs) != 1 || !strings.Contains(evs[0].Message, "The node was low on resource: pids.") {
+		t.Errorf("forker's Evicted events: %+v", evs)
+	}
+	alive(t, n, "default", "quiet")
+}
