@@ -3,8 +3,8 @@ package testnode
 import (
 	"os"
 	"strconv"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
