@@ -16,7 +16,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build run test vet fmt-check bench install uninstall clean k8s-bins runtime
+.PHONY: all build run test vet fmt-check bench install uninstall clean k8s-bins runtime demo
 
 all: build
 
@@ -40,6 +40,12 @@ k8s-bins:
 # container runtime (installed as root; a no-op when present).
 runtime:
 	hack/install-runtime.sh
+
+# A whole node on this machine (control plane, containerd, a real kubelet)
+# with evictd beside it: one memory eviction told as it happens, then
+# everything stopped (Ctrl-C too). As root; DEMO_ARGS=--hold keeps the node up.
+demo: k8s-bins runtime build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/demo $(DEMO_ARGS)
 
 test: vet fmt-check k8s-bins runtime
 	$(GO) test -count=1 -timeout 30m ./...
