@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testruntime"
+)
+
+// TestDiskNode fills a real node's single small filesystem (the kubelet's
+// root, the pods' logs and containerd's root on one 1 GiB ext4): evictd
+// first removes the unused images, and when that is not enough evicts the
+// pod that uses the most local storage, not the one that asked for least.
+func TestDiskNode(t *testing.T) {
+	fs := testruntime.MountExt4(t, 1024)
+	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-disk", NodeFs: fs, ImageFs: fs})
+	ctx := t.Context()
+	unused := []string{"evictd.test/unused-a:1", "evictd.test/unused-b:1"}
+	for _, ref := range unused {
+		if err := n.Runtime().ImportImage(ctx, ref, 40); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writer := func(name string) *v1.Pod {
+		p := labelled(n.Pod(name, "sleep"))
+		p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		return p
+	}
+	// The small writer is Burstable and the big one BestEffort, but disk
+	// ranking goes by usage over request first: big is the one to go.
+	small := writer("small")
+	small.Spec.Containers[0].Args = []string{"write", "--dir", "/data", "--mib", "20"}
+	run(t, n, testnode.Resources(small, "64Mi", "", ""))
+
+	free0 := statfsFree(t, n.RootDir())
+	threshold := free0 - 100<<20
+	startEvictd(t, n,
+		fmt.Sprintf("--eviction-hard=nodefs.available<%d", threshold),
+		"--minimum-image-ttl-duration=0s",
+		"--eviction-pressure-transition-period=5s")
+	t.Logf("nodefs free %d MiB; threshold nodefs.available<%d MiB", free0>>20, threshold>>20)
+
+	// The big pod writes 300 MiB: 200 MiB below the threshold, more than
+	// the two unused images (about 80 MiB each) give back.
+	deleted := watchDeletion(t, n, "default", "big")
+	big := writer("big")
+	big.Spec.Containers[0].Args = []string{"write", "--dir", "/data", "--mib", "300"}
+	if _, err := n.Admin().CoreV1().Pods("default").Create(ctx, big, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-deleted:
+		if d.grace != 1 {
+			t.Errorf("hard disk eviction with grace %d, want 1", d.grace)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("big not evicted within 90 s (nodefs free %d MiB)", statfsFree(t, n.RootDir())>>20)
+	}
+	images, err := n.Runtime().Images(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range unused {
+		if slices.Contains(images, ref) {
+			t.Errorf("unused image %s still there after the reclaim: %v", ref, images)
+		}
+	}
+	for _, ref := range []string{testnode.WorkloadImage, testruntime.PauseImage} {
+		if !slices.Contains(images, ref) {
+			t.Errorf("image %s in use, removed: %v", ref, images)
+		}
+	}
+	if v := metric(t, n, `evictd_reclaimed_bytes_total{kind="images"}`); v <= 0 {
+		t.Errorf("evictd_reclaimed_bytes_total{kind=images} = %v, want > 0", v)
+	}
+	poll(t, "big to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "big") })
+	evs := events(t, n, "default", "Pod", "big", "Evicted")
+	if len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Message, "The node was low on resource: ephemeral-storage.") {
+		t.Errorf("big's Evicted events: %+v", evs)
+	}
+	alive(t, n, "default", "small")
+	poll(t, "EvictdDiskPressure=False", 30*time.Second, func() (bool, string) {
+		return conditionIs(t, n, diskCondition, v1.ConditionFalse)
+	})
+}
+
+// statfsFree returns the bytes available to unprivileged users on the
+// filesystem holding dir, as nodefs.available counts them.
+func statfsFree(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * st.Bsize
+}
