@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/testalloc"
 	"github.com/evictd/evictd/internal/testcluster"
 )
 
@@ -114,13 +115,13 @@ type e2e struct {
 	wg sync.WaitGroup // the fake kubelet's goroutines
 
 	mu         sync.Mutex
-	pods       map[string]*v1.Pod           // ns/name → as created
-	allocs     map[types.UID][]*allocator   // pod UID → its allocators
-	cgroups    map[types.UID]cgroup1.Cgroup // pod UID → its cgroup
-	handled    map[types.UID]bool           // terminating pods taken care of
-	ownDeletes map[types.UID]bool           // pods the test deletes itself
-	evicted    map[string]*eviction         // ns/name → what the fake kubelet saw
-	nodeHist   []nodeObs                    // every version of the node seen
+	pods       map[string]*v1.Pod               // ns/name → as created
+	allocs     map[types.UID][]*testalloc.Child // pod UID → its allocators
+	cgroups    map[types.UID]cgroup1.Cgroup     // pod UID → its cgroup
+	handled    map[types.UID]bool               // terminating pods taken care of
+	ownDeletes map[types.UID]bool               // pods the test deletes itself
+	evicted    map[string]*eviction             // ns/name → what the fake kubelet saw
+	nodeHist   []nodeObs                        // every version of the node seen
 }
 
 // eviction is what the fake kubelet saw of a pod evictd made terminate.
@@ -158,7 +159,7 @@ func newE2E(t *testing.T) *e2e {
 	e := &e2e{
 		t: t, c: c, admin: admin, ctx: ctx,
 		pods:       map[string]*v1.Pod{},
-		allocs:     map[types.UID][]*allocator{},
+		allocs:     map[types.UID][]*testalloc.Child{},
 		cgroups:    map[types.UID]cgroup1.Cgroup{},
 		handled:    map[types.UID]bool{},
 		ownDeletes: map[types.UID]bool{},
@@ -484,7 +485,7 @@ func (e *e2e) outage(t *testing.T) {
 		return st.Time.Sub(st1.Time) >= 2*time.Second && st.Pressures["memory"]
 	})
 	// The pressure ends while the API server is away.
-	load.kill()
+	load.Kill()
 	released := time.Now()
 	cleared := e.waitAgent(t, "the agent to see the pressure end", func(st *agentStatus) bool {
 		e.checkReady(t)
@@ -671,7 +672,7 @@ func (e *e2e) pod(t *testing.T, ns, name string) *v1.Pod {
 
 // allocate starts an allocator of mib MiB in the pod's cgroup and returns
 // once the memory is charged.
-func (e *e2e) allocate(t *testing.T, pod *v1.Pod, mib int) *allocator {
+func (e *e2e) allocate(t *testing.T, pod *v1.Pod, mib int) *testalloc.Child {
 	t.Helper()
 	e.mu.Lock()
 	cg := e.cgroups[pod.UID]
@@ -691,7 +692,7 @@ func (e *e2e) stopContainers(uid types.UID) {
 	delete(e.allocs, uid)
 	e.mu.Unlock()
 	for _, a := range as {
-		a.kill()
+		a.Kill()
 	}
 }
 

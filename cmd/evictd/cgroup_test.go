@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,64 +92,16 @@ func removeCgroup(t testing.TB, rel string) {
 	}
 }
 
-// allocator is a child process holding memory in a pod cgroup.
-type allocator struct {
-	mib   int
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-
-	once sync.Once
-}
-
 // startAllocator starts an allocator child of mib MiB in cg and makes it
 // fault its memory in; it returns once the memory is charged to cg. The
 // child is killed and reaped when top ends, if it has not been killed
 // before; t is the test that fails if it cannot start.
-func startAllocator(t, top testing.TB, cg cgroup1.Cgroup, mib int) *allocator {
+func startAllocator(t, top testing.TB, cg cgroup1.Cgroup, mib int) *testalloc.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", allocEnv, mib))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+	a := testalloc.Start(t, top, allocEnv, mib)
+	if err := cg.AddProc(uint64(a.PID())); err != nil {
+		t.Fatalf("move allocator %d into its pod cgroup: %v", a.PID(), err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a := &allocator{mib: mib, cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
-	top.Cleanup(a.kill)
-	a.expect(t, "waiting")
-	if err := cg.AddProc(uint64(cmd.Process.Pid)); err != nil {
-		t.Fatalf("move allocator %d into its pod cgroup: %v", cmd.Process.Pid, err)
-	}
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatalf("tell allocator to allocate: %v", err)
-	}
-	a.expect(t, "ready")
+	a.Allocate(t)
 	return a
-}
-
-// expect reads the child's next line.
-func (a *allocator) expect(t testing.TB, want string) {
-	t.Helper()
-	line, err := a.out.ReadString('\n')
-	if err != nil || line != want+"\n" {
-		t.Fatalf("allocator: got %q, %v; want %s", line, err, want)
-	}
-}
-
-// kill kills the child and waits until it has exited, so its memory is
-// uncharged when kill returns. It is safe to call more than once and from
-// any goroutine.
-func (a *allocator) kill() {
-	a.once.Do(func() {
-		_ = a.cmd.Process.Kill()
-		_ = a.cmd.Wait()
-	})
 }

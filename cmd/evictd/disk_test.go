@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/internal/testnode"
 	"github.com/evictd/evictd/internal/testruntime"
 )
 
@@ -925,32 +925,10 @@ func diskPoll(t *testing.T, what string, cond func() (bool, string)) {
 }
 
 // removeCgroupTree removes rel and every cgroup below it in every v1
-// hierarchy, deepest first; a cgroup whose last task just exited can be
-// busy for a moment.
+// hierarchy.
 func removeCgroupTree(t *testing.T, rel string) {
-	roots, _ := filepath.Glob(filepath.Join(cgroupMount, "*", rel))
-	for _, root := range roots {
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		slices.Reverse(dirs)
-		for _, d := range dirs {
-			var err error
-			for range 100 {
-				if err = os.Remove(d); err == nil || errors.Is(err, fs.ErrNotExist) {
-					err = nil
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				t.Errorf("remove cgroup %s: %v", d, err)
-			}
-		}
+	if err := testnode.RemoveCgroupTree(rel); err != nil {
+		t.Error(err)
 	}
 }
 

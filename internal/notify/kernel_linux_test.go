@@ -1,19 +1,14 @@
 package notify
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -72,64 +67,6 @@ func testCgroup(t *testing.T, parent string) string {
 		t.Errorf("remove cgroup %s: %v", dir, err)
 	})
 	return dir
-}
-
-type allocator struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-}
-
-// startAllocator starts the test binary as a child holding mib MiB once
-// told to, killed by PID and reaped when t ends.
-func startAllocator(t *testing.T, mib int) *allocator {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", allocEnv, mib))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	a := &allocator{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
-	a.expect(t, "waiting")
-	return a
-}
-
-func (a *allocator) expect(t *testing.T, want string) {
-	t.Helper()
-	line, err := a.out.ReadString('\n')
-	if err != nil || line != want+"\n" {
-		t.Fatalf("child: got %q, %v; want %s", line, err, want)
-	}
-}
-
-// moveTo puts the child in the cgroup at dir.
-func (a *allocator) moveTo(t *testing.T, dir string) {
-	t.Helper()
-	p := filepath.Join(dir, "cgroup.procs")
-	if err := os.WriteFile(p, []byte(strconv.Itoa(a.cmd.Process.Pid)), 0o644); err != nil {
-		t.Fatalf("move child into %s: %v", dir, err)
-	}
-}
-
-func (a *allocator) allocate(t *testing.T) {
-	t.Helper()
-	if _, err := io.WriteString(a.stdin, "go\n"); err != nil {
-		t.Fatalf("tell child to allocate: %v", err)
-	}
-	a.expect(t, "ready")
 }
 
 // openFDs counts this process's open file descriptors.

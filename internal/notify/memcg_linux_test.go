@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/testalloc"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -51,8 +52,8 @@ func TestMemcgThresholdReal(t *testing.T) {
 	// Registered first, run last: after the child is gone.
 	t.Cleanup(func() { checkNoLeak(t, fds, goroutines) })
 	dir := testCgroup(t, memcgMount)
-	child := startAllocator(t, 128)
-	child.moveTo(t, dir)
+	child := testalloc.Start(t, t, allocEnv, 128)
+	child.MoveTo(t, dir)
 	u0 := readUsage(t, dir)
 
 	n := NewMemcgThreshold(dir)
@@ -74,7 +75,7 @@ func TestMemcgThresholdReal(t *testing.T) {
 	if err := n.Set(want); err != nil { // same level: nothing to do
 		t.Fatalf("Set again: %v", err)
 	}
-	child.allocate(t)
+	child.Allocate(t)
 	waitWake(t, wakes, "usage crossed the armed level")
 	t.Logf("usage %d -> %d, level %d", u0, readUsage(t, dir), want)
 
@@ -122,8 +123,8 @@ func TestMemcgThresholdBadDir(t *testing.T) {
 func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 	requireMemcg(t)
 	dir := testCgroup(t, memcgMount)
-	child := startAllocator(t, 160)
-	child.moveTo(t, dir)
+	child := testalloc.Start(t, t, allocEnv, 160)
+	child.MoveTo(t, dir)
 
 	q := resource.MustParse("100Mi")
 	m, err := NewMemory(MemoryConfig{
@@ -160,7 +161,7 @@ func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
-	child.allocate(t)
+	child.Allocate(t)
 	waitWake(t, wakes, "the child took 160Mi of 200Mi available with a 100Mi threshold")
 	cancel()
 	waitDone(t, done)
@@ -171,8 +172,8 @@ func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 func TestMemoryFastPollReal(t *testing.T) {
 	requireMemcg(t)
 	dir := testCgroup(t, memcgMount)
-	child := startAllocator(t, 160)
-	child.moveTo(t, dir)
+	child := testalloc.Start(t, t, allocEnv, 160)
+	child.MoveTo(t, dir)
 
 	q := resource.MustParse("100Mi")
 	m, err := NewMemory(MemoryConfig{
@@ -200,7 +201,7 @@ func TestMemoryFastPollReal(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
-	child.allocate(t)
+	child.Allocate(t)
 	waitWake(t, wakes, "the fast poll saw the threshold met")
 	name := m.Sources()[0]
 	if got := m.Count(name); got == 0 {

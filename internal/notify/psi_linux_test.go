@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/evictd/evictd/internal/testalloc"
 )
 
 const unifiedMount = "/sys/fs/cgroup/unified"
@@ -75,7 +77,7 @@ func TestFileEventsReal(t *testing.T) {
 	fds, goroutines := openFDs(t), runtime.NumGoroutine()
 	t.Cleanup(func() { checkNoLeak(t, fds, goroutines) })
 	dir := testCgroup(t, unifiedMount)
-	child := startAllocator(t, 1)
+	child := testalloc.Start(t, t, allocEnv, 1)
 
 	f := NewFileEvents(filepath.Join(dir, "cgroup.events"), func(prev, cur []byte) bool { return string(prev) != string(cur) })
 	wakes := make(chan struct{}, 16)
@@ -83,7 +85,7 @@ func TestFileEventsReal(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx, func() { wakes <- struct{}{} }) }()
 	waitFor(t, "the watch", func() bool { return openFDs(t) >= fds+3+3 }) // child's pipes and pidfd; file, epoll, stop eventfd
-	child.moveTo(t, dir)
+	child.MoveTo(t, dir)
 	waitWake(t, wakes, "cgroup.events changed to populated 1")
 	cancel()
 	waitDone(t, done)

@@ -1,5 +1,7 @@
 // Package testalloc turns a test binary into a child that holds an exact
-// amount of memory, so tests can charge N MiB to a real cgroup.
+// amount of memory (Hold, the child's side), and starts and drives such
+// children (Start, the parent's side), so tests can charge N MiB to a real
+// cgroup.
 package testalloc
 
 import (
@@ -7,7 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"sync"
+	"testing"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,4 +50,80 @@ func Hold(env, mib string, max int) int {
 	_, _ = io.Copy(io.Discard, in)
 	_ = unix.Munmap(buf)
 	return 0
+}
+
+// Child is a running Hold child: the test binary started again with env set.
+type Child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	once  sync.Once
+}
+
+// Start starts the test binary (os.Args[0], running no test) as a Hold
+// child of mib MiB, through the environment variable env that the test's
+// TestMain hands to Hold, and returns once it waits for Allocate. The child
+// is killed and reaped when top ends, if it has not been killed before; t
+// is the test that fails if it cannot start.
+func Start(t, top testing.TB, env string, mib int) *Child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", env, mib))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &Child{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	top.Cleanup(c.Kill)
+	c.expect(t, "waiting")
+	return c
+}
+
+// PID returns the child's process ID.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
+
+// MoveTo puts the child in the cgroup directory dir (its cgroup.procs).
+func (c *Child) MoveTo(t testing.TB, dir string) {
+	t.Helper()
+	p := filepath.Join(dir, "cgroup.procs")
+	if err := os.WriteFile(p, []byte(strconv.Itoa(c.PID())), 0o644); err != nil {
+		t.Fatalf("move child %d into %s: %v", c.PID(), dir, err)
+	}
+}
+
+// Allocate tells the child to allocate and returns once its memory is
+// faulted in, so charged to its cgroup.
+func (c *Child) Allocate(t testing.TB) {
+	t.Helper()
+	if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
+		t.Fatalf("tell child %d to allocate: %v", c.PID(), err)
+	}
+	c.expect(t, "ready")
+}
+
+// Kill kills the child by PID and waits until it has exited, so its memory
+// is uncharged when Kill returns. It is safe to call more than once and
+// from any goroutine.
+func (c *Child) Kill() {
+	c.once.Do(func() {
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+	})
+}
+
+// expect reads the child's next line.
+func (c *Child) expect(t testing.TB, want string) {
+	t.Helper()
+	line, err := c.out.ReadString('\n')
+	if err != nil || line != want+"\n" {
+		t.Fatalf("child %d: got %q, %v; want %s", c.PID(), line, err, want)
+	}
 }

@@ -28,10 +28,11 @@ func createCgroupRoot(rel string) error {
 	return nil
 }
 
-// removeCgroupTree removes rel and every cgroup below it in every v1
-// hierarchy, deepest first. A cgroup whose last task just exited can be
-// busy for a moment, so each removal is retried for up to two seconds.
-func removeCgroupTree(rel string) error {
+// RemoveCgroupTree removes the cgroup rel and every cgroup below it in
+// every v1 hierarchy, deepest first. A cgroup whose last task just exited
+// can be busy for a moment, so each removal is retried for up to two
+// seconds.
+func RemoveCgroupTree(rel string) error {
 	roots, err := filepath.Glob(filepath.Join(cgroupMount, "*", rel))
 	if err != nil {
 		return err

@@ -224,7 +224,7 @@ func (n *Node) Stop() error {
 	if n.runtime != nil {
 		errs = append(errs, n.runtime.Stop())
 	}
-	errs = append(errs, removeCgroupTree(n.cgroupRoot))
+	errs = append(errs, RemoveCgroupTree(n.cgroupRoot))
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop())
 	}

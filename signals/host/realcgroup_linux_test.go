@@ -1,16 +1,12 @@
 package host
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -100,8 +96,8 @@ func TestRealCgroupV1(t *testing.T) {
 				cgs[i] = cg
 			}
 			pod := cgs[3]
-			child := startAllocator(t, allocMiB)
-			if err := pod.AddProc(uint64(child.cmd.Process.Pid)); err != nil {
+			child := testalloc.Start(t, t, allocEnv, allocMiB)
+			if err := pod.AddProc(uint64(child.PID())); err != nil {
 				t.Fatalf("move child into %s: %v", paths[3], err)
 			}
 
@@ -133,7 +129,7 @@ func TestRealCgroupV1(t *testing.T) {
 			}
 
 			podBefore, allocBefore := measure()
-			child.allocate(t)
+			child.Allocate(t)
 			podAfter, allocAfter := measure()
 
 			const want = allocMiB << 20
@@ -186,57 +182,6 @@ func TestRealCgroupV1(t *testing.T) {
 			}
 		})
 	}
-}
-
-type allocator struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-}
-
-// startAllocator starts the test binary as an allocating child, killed and
-// reaped when the test ends.
-func startAllocator(t *testing.T, mib int) *allocator {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", allocEnv, mib))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	a := &allocator{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
-	a.expect(t, "waiting")
-	return a
-}
-
-// expect reads the child's next line.
-func (a *allocator) expect(t *testing.T, want string) {
-	t.Helper()
-	line, err := a.out.ReadString('\n')
-	if err != nil || line != want+"\n" {
-		t.Fatalf("child: got %q, %v; want %s", line, err, want)
-	}
-}
-
-// allocate tells the child to allocate and waits until its memory is touched.
-func (a *allocator) allocate(t *testing.T) {
-	t.Helper()
-	if _, err := io.WriteString(a.stdin, "go\n"); err != nil {
-		t.Fatalf("tell child to allocate: %v", err)
-	}
-	a.expect(t, "ready")
 }
 
 // removeCgroup removes the cgroup at rel from the memory and pids
