@@ -18,7 +18,8 @@ import (
 // TestDiskNode fills a real node's single small filesystem (the kubelet's
 // root, the pods' logs and containerd's root on one 1 GiB ext4): evictd
 // first removes the unused images, and when that is not enough evicts the
-// pod that uses the most local storage, not the one that asked for least.
+// pod that uses the most local storage, not the one that asked for least;
+// then the same for inodes.
 func TestDiskNode(t *testing.T) {
 	fs := testruntime.MountExt4(t, 1024)
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-disk", NodeFs: fs, ImageFs: fs})
@@ -91,6 +92,47 @@ func TestDiskNode(t *testing.T) {
 	poll(t, "EvictdDiskPressure=False", 30*time.Second, func() (bool, string) {
 		return conditionIs(t, n, diskCondition, v1.ConditionFalse)
 	})
+	if err := n.StopEvictd(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Inodes: a pod creating 6000 files crosses nodefs.inodesFree 3000
+	// below what is free now; nothing is left to reclaim, and it is the
+	// pod with the most inodes, not the Burstable one, that goes.
+	inodes0 := statfsFiles(t, n.RootDir())
+	inodeThreshold := inodes0 - 3000
+	startEvictd(t, n,
+		fmt.Sprintf("--eviction-hard=nodefs.inodesFree<%d", inodeThreshold),
+		"--minimum-image-ttl-duration=0s",
+		"--eviction-pressure-transition-period=5s")
+	t.Logf("nodefs inodes free %d; threshold nodefs.inodesFree<%d", inodes0, inodeThreshold)
+	deleted = watchDeletion(t, n, "default", "files")
+	files := writer("files")
+	files.Spec.Containers[0].Args = []string{"files", "--dir", "/data", "--count", "6000"}
+	if _, err := n.Admin().CoreV1().Pods("default").Create(ctx, files, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-deleted:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("files not evicted within 90 s (inodes free %d)", statfsFiles(t, n.RootDir()))
+	}
+	poll(t, "files to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "files") })
+	evs = events(t, n, "default", "Pod", "files", "Evicted")
+	if len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Message, "The node was low on resource: inodes.") {
+		t.Errorf("files' Evicted events: %+v", evs)
+	}
+	alive(t, n, "default", "small")
+}
+
+// statfsFiles returns the free inodes of the filesystem holding dir.
+func statfsFiles(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Ffree)
 }
 
 // statfsFree returns the bytes available to unprivileged users on the
