@@ -97,6 +97,7 @@ func (o *Options) addKubeletFlags(fs *pflag.FlagSet) {
 	fs.Var(newPairMap(&o.evictionHard, "<", "signal<quantity"), "eviction-hard",
 		"Hard eviction thresholds: comma-separated signal<quantity pairs, the quantity a byte or inode or PID count (100Mi, 5k) or a percentage of capacity (10%), e.g. memory.available<1Gi,nodefs.available<10%. "+
 			"A map that leaves out a default signal drops that default unless --merge-default-eviction-settings is set; 0% or 100% disables a signal. "+
+			"The memory stall signals take > and a percentage of time instead, e.g. memory.pressure.full.avg10>20. "+
 			"(default memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%,imagefs.inodesFree<5%)")
 	fs.Var(newPairMap(&o.evictionSoft, "<", "signal<quantity"), "eviction-soft",
 		"Soft eviction thresholds: comma-separated signal<quantity pairs as for --eviction-hard; each needs a grace period in --eviction-soft-grace-period. (default none)")
