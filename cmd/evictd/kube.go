@@ -15,6 +15,7 @@ import (
 
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/evict"
+	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/podsource"
@@ -65,6 +66,9 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger) (*kube,
 		status: status,
 		evicter: evict.New(evict.Config{
 			OnAPIError: func(verb string) { met.IncAPIError("pod_" + verb) },
+			OnIssued: func(r manager.Request, d time.Duration) {
+				met.ObserveIssueLatency(r.Signal, d)
+			},
 		}, client, recorder, log.With("component", "evict")),
 		broadcaster: broadcaster,
 	}, nil

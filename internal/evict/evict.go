@@ -78,6 +78,12 @@ type Config struct {
 	// time an API call fails unexpectedly (not for a NotFound pod or a
 	// PodDisruptionBudget refusal), for evictd_api_errors_total{verb}.
 	OnAPIError func(verb string)
+	// OnIssued, when set, is called once the eviction is issued (the
+	// Eviction API accepted it, or the hard fallback's delete returned) with
+	// the request and the time from r.Decided (by Clock), for
+	// evictd_eviction_issue_latency_seconds. Not called when r.Decided is
+	// zero.
+	OnIssued func(r manager.Request, sinceDecision time.Duration)
 }
 
 // Evicter evicts pods through the API server. It implements
@@ -147,6 +153,9 @@ func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
 	how, err := e.issue(ctx, log, r, pod)
 	if err != nil {
 		return fmt.Errorf("evict %s: %w", ref, err)
+	}
+	if e.cfg.OnIssued != nil && !r.Decided.IsZero() {
+		e.cfg.OnIssued(r, e.cfg.Clock.Since(r.Decided))
 	}
 	if e.recorder != nil {
 		e.recorder.AnnotatedEventf(pod, r.Annotations, v1.EventTypeWarning, EventReason, "%s", r.Message)

@@ -19,6 +19,7 @@ import (
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testcluster"
 	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // checkEvicted checks the pod as the fake kubelet saw it when it removed it:
@@ -119,14 +120,25 @@ func TestEvict(t *testing.T) {
 		t.Run(tc.name+" eviction", func(t *testing.T) {
 			ns := e.namespace(t, tc.name)
 			pod := e.runningPod(t, ns, "web", nil, 30)
-			ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond})
+			var issued []time.Duration
+			ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond, OnIssued: func(got manager.Request, d time.Duration) {
+				if got.Signal != signals.MemoryAvailable {
+					t.Errorf("OnIssued signal = %s, want %s", got.Signal, signals.MemoryAvailable)
+				}
+				issued = append(issued, d)
+			}})
 			seen := e.fakeKubelet(t, ns, "web")
 			r := request(pod, tc.hard, tc.grace, message(tc.name))
 			start := time.Now()
+			r.Decided = start
 			if err := ev.Evict(t.Context(), r); err != nil {
 				t.Fatalf("Evict: %v", err)
 			}
-			t.Logf("evicted with grace period %ds in %s", tc.grace, time.Since(start).Round(time.Millisecond))
+			took := time.Since(start)
+			t.Logf("evicted with grace period %ds in %s, issued after %v", tc.grace, took.Round(time.Millisecond), issued)
+			if len(issued) != 1 || issued[0] <= 0 || issued[0] > took {
+				t.Errorf("OnIssued got %v, want one latency in (0, %s]", issued, took)
+			}
 			e.checkEvicted(t, seen, r)
 			checkNoAPIErrors(t, errs)
 		})

@@ -79,6 +79,9 @@ type Eviction struct {
 // Request is what an Evicter is asked to do.
 type Request struct {
 	Signal signals.Signal
+	// Decided is the time of the decision (Decision.Time), from which the
+	// Evicter measures evictd_eviction_issue_latency_seconds.
+	Decided time.Time
 	// Hard says the node comes first: if the Eviction API refuses, the
 	// Evicter deletes the pod with the same grace period.
 	Hard bool
@@ -92,9 +95,9 @@ func (d Decision) Requests() []Request {
 	if d.Outcome != OutcomeEvict {
 		return nil
 	}
-	reqs := []Request{{Signal: d.Signal, Hard: d.Hard, Eviction: Eviction{Pod: d.Pod, GracePeriod: d.GracePeriod, Message: d.Message, Annotations: d.Annotations}}}
+	reqs := []Request{{Signal: d.Signal, Decided: d.Time, Hard: d.Hard, Eviction: Eviction{Pod: d.Pod, GracePeriod: d.GracePeriod, Message: d.Message, Annotations: d.Annotations}}}
 	for _, e := range d.Fallbacks {
-		reqs = append(reqs, Request{Signal: d.Signal, Hard: d.Hard, Eviction: e})
+		reqs = append(reqs, Request{Signal: d.Signal, Decided: d.Time, Hard: d.Hard, Eviction: e})
 	}
 	return reqs
 }
@@ -104,7 +107,9 @@ func (d Decision) Requests() []Request {
 func (d Decision) LocalStorageRequests() []Request {
 	reqs := make([]Request, 0, len(d.LocalStorage))
 	for _, v := range d.LocalStorage {
-		reqs = append(reqs, v.Request())
+		r := v.Request()
+		r.Decided = d.Time
+		reqs = append(reqs, r)
 	}
 	return reqs
 }

@@ -149,3 +149,15 @@ func TestLocalStorageViolationsSeveralPods(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestLocalStorageRequestsCarryTheDecisionTime(t *testing.T) {
+	dec := Decision{Time: t0, Outcome: OutcomeLocalStorage, LocalStorage: []Violation{
+		{Signal: SignalPodEphemeralStorageLimit, Pod: &ranking.Pod{Namespace: "default", Name: "a", UID: "u-a"}},
+		{Signal: SignalPodEphemeralStorageLimit, Pod: &ranking.Pod{Namespace: "default", Name: "b", UID: "u-b"}},
+	}}
+	for _, r := range dec.LocalStorageRequests() {
+		if !r.Decided.Equal(t0) {
+			t.Errorf("request for %s: Decided %v, want %v", r.Pod.Name, r.Decided, t0)
+		}
+	}
+}

@@ -298,6 +298,13 @@ func TestLoopSoftEvictionMovesOnWhenABudgetRefuses(t *testing.T) {
 	if want := "pdb-blocked default/hog; evicted default/calm"; st.Result != want {
 		t.Errorf("result: got %q, want %q", st.Result, want)
 	}
+	// Each request, fallbacks too, carries the decision's time, from which
+	// the Evicter measures the issue latency.
+	for _, r := range h.ev.requests {
+		if !r.Decided.Equal(h.clock.Now()) || !r.Decided.Equal(st.Decision.Time) {
+			t.Errorf("request for %s: Decided %v, want the decision's time %v", r.Pod.Name, r.Decided, st.Decision.Time)
+		}
+	}
 	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "pdb-blocked")); got != 1 {
 		t.Errorf("evictd_evictions_total{result=pdb-blocked}: got %v, want 1", got)
 	}

@@ -65,6 +65,12 @@ var (
 	detectionBuckets = []float64{
 		0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800,
 	}
+	// Issuing an eviction is a pod read and one or two API calls after the
+	// pass's reads (milliseconds), or seconds when the API server is slow
+	// or node-level reclaim ran first.
+	issueBuckets = []float64{
+		0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+	}
 )
 
 // Metrics holds every evictd_* collector. Its methods are safe for
@@ -89,6 +95,7 @@ type Metrics struct {
 	wakeups   *prometheus.CounterVec
 	statsAge  *prometheus.HistogramVec
 	detection *prometheus.HistogramVec
+	issue     *prometheus.HistogramVec
 	buildInfo *prometheus.GaugeVec
 
 	// err holds what New could not register.
@@ -183,6 +190,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from a threshold first being observed met to the eviction decision it led to.",
 			Buckets: detectionBuckets,
 		}, []string{"signal"}),
+		issue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "evictd_eviction_issue_latency_seconds",
+			Help:    "Time from an eviction decision to the eviction being issued (the Eviction API accepted it, or the hard fallback's delete returned).",
+			Buckets: issueBuckets,
+		}, []string{"signal"}),
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_build_info",
 			Help: "Always 1; the labels say which evictd build is running.",
@@ -225,6 +237,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.wakeups = registerOrShare(reg, m.wakeups, &errs)
 	m.statsAge = registerOrShare(reg, m.statsAge, &errs)
 	m.detection = registerOrShare(reg, m.detection, &errs)
+	m.issue = registerOrShare(reg, m.issue, &errs)
 	m.buildInfo = registerOrShare(reg, m.buildInfo, &errs)
 	m.err = errors.Join(errs...)
 }
@@ -435,6 +448,15 @@ func (m *Metrics) ObserveDetectionLatency(sig signals.Signal, d time.Duration) {
 		return
 	}
 	m.detection.WithLabelValues(string(sig)).Observe(seconds(d))
+}
+
+// ObserveIssueLatency records the time from the decision to evict for sig
+// to the eviction being issued.
+func (m *Metrics) ObserveIssueLatency(sig signals.Signal, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.issue.WithLabelValues(string(sig)).Observe(seconds(d))
 }
 
 // seconds converts d for a histogram. A negative duration (a clock stepped

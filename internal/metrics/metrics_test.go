@@ -360,6 +360,36 @@ evictd_detection_latency_seconds_count{signal="pid.available"} 2
 `,
 		},
 		{
+			name: "ObserveIssueLatency",
+			do: func(m *Metrics) {
+				m.ObserveIssueLatency(signals.MemoryAvailable, 3906250*time.Nanosecond) // 1/256 s, exact in a float
+				m.ObserveIssueLatency(signals.MemoryAvailable, 31250*time.Microsecond)  // 1/32 s
+				m.ObserveIssueLatency(signals.MemoryAvailable, -time.Millisecond)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.issue },
+			want: `
+# HELP evictd_eviction_issue_latency_seconds Time from an eviction decision to the eviction being issued (the Eviction API accepted it, or the hard fallback's delete returned).
+# TYPE evictd_eviction_issue_latency_seconds histogram
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.001"} 1
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.0025"} 1
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.005"} 2
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.01"} 2
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.025"} 2
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.05"} 3
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.1"} 3
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.25"} 3
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.5"} 3
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="1"} 3
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="2.5"} 3
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="5"} 3
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="10"} 3
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="30"} 3
+evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="+Inf"} 3
+evictd_eviction_issue_latency_seconds_sum{signal="memory.available"} 0.03515625
+evictd_eviction_issue_latency_seconds_count{signal="memory.available"} 3
+`,
+		},
+		{
 			name: "SetVersion",
 			do: func(m *Metrics) {
 				m.SetVersion("v0.1.0")

@@ -47,6 +47,7 @@ var allNames = []string{
 	"evictd_build_info",
 	"evictd_decisions_total",
 	"evictd_detection_latency_seconds",
+	"evictd_eviction_issue_latency_seconds",
 	"evictd_evictions_total",
 	"evictd_memory_pressure_stall_ratio",
 	"evictd_node_pressure",
@@ -77,6 +78,7 @@ func exerciseAll(m *Metrics) {
 	m.IncWakeup("memcg")
 	m.ObserveStatsAge(signals.MemoryAvailable, time.Millisecond)
 	m.ObserveDetectionLatency(signals.MemoryAvailable, time.Millisecond)
+	m.ObserveIssueLatency(signals.MemoryAvailable, time.Millisecond)
 }
 
 // TestLint runs every family through promtool's naming rules.
