@@ -78,3 +78,11 @@ uninstall:
 
 clean:
 	rm -rf bin bench.out
+
+# evictd's own cost beside a real kubelet with 110 and 250 running pods:
+# CPU, RSS (anon and file), fds, goroutines and pass duration over 60 s
+# each, as a markdown table. As root; about 10 min. COST_NODE_ARGS e.g.
+# --pods 110 --window 120s.
+.PHONY: bench-cost
+bench-cost: k8s-bins runtime build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/costnode $(COST_NODE_ARGS)
