@@ -63,6 +63,14 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./internal/manager/ ./thresholds/ ./ranking/ | tee bench.out
 	./hack/idle-cost.sh $(BIN) 60 --root-dir $(RUN_ROOT_DIR) | tee -a bench.out
 
+# The same memory scenario on one real node with the kubelet's own eviction
+# and with evictd (kubelet thresholds off), at several allocation rates: a
+# table of medians on stdout and in bench-node.out. As root; about 10 min.
+# BENCH_NODE_ARGS e.g. --sides kubelet,evictd --rates 200 --reps 5.
+.PHONY: bench-node
+bench-node: k8s-bins runtime build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchnode $(BENCH_NODE_ARGS)
+
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/evictd
 	install -D -m 0644 systemd/evictd.service $(DESTDIR)$(UNITDIR)/evictd.service

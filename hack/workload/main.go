@@ -6,6 +6,7 @@
 //
 //	workload sleep
 //	workload alloc --mib 200 --rate 50
+//	workload alloc --base 1200 --mib 2500 --rate 200
 //	workload write --dir /data --mib 100
 //	workload files --dir /data --count 5000
 //	workload procs --count 200
@@ -29,7 +30,9 @@ import (
 
 const usage = `usage:
   workload sleep
-  workload alloc --mib N [--rate R]         allocate N MiB at R MiB/s (0: at once) and hold it
+  workload alloc --mib N [--rate R] [--base B]
+                                            allocate N MiB in all, the first B MiB at once and
+                                            the rest at R MiB/s (0: at once), and hold it
   workload write --dir D --mib N            write N MiB into D/data and keep it
   workload files --dir D --count N          create N empty files in D
   workload procs --count N                  spawn N sleeping processes
@@ -70,6 +73,7 @@ func run(cmd string, args []string) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	mib := fs.Int("mib", 0, "MiB to allocate or write")
 	rate := fs.Int("rate", 0, "allocation rate in MiB/s; 0 allocates at once")
+	base := fs.Int("base", 0, "MiB of --mib allocated at once before the rate applies")
 	dir := fs.String("dir", "", "directory to write into (created if missing)")
 	count := fs.Int("count", 0, "number of files or processes")
 	if err := fs.Parse(args); err != nil {
@@ -83,10 +87,10 @@ func run(cmd string, args []string) error {
 		fmt.Println("workload: ready (sleeping)")
 		return nil
 	case "alloc":
-		if *mib <= 0 || *rate < 0 {
-			return fmt.Errorf("%w: --mib must be > 0 and --rate >= 0", errUsage)
+		if *mib <= 0 || *rate < 0 || *base < 0 || *base > *mib {
+			return fmt.Errorf("%w: --mib must be > 0, --rate >= 0 and --base from 0 to --mib", errUsage)
 		}
-		return alloc(*mib, *rate)
+		return alloc(*mib, *rate, *base)
 	case "write":
 		if *dir == "" || *mib <= 0 {
 			return fmt.Errorf("%w: --dir and --mib > 0 are required", errUsage)
@@ -114,17 +118,21 @@ var errUsage = errors.New("usage")
 // held keeps the allocated memory reachable for the life of the process.
 var held [][]byte
 
-// alloc allocates mib MiB, one MiB every 1/rate s, touching every page so the
-// memory is resident, and keeps it.
-func alloc(mib, rate int) error {
+// alloc allocates mib MiB, the first base MiB at once and then one MiB
+// every 1/rate s, touching every page so the memory is resident, and keeps
+// it.
+func alloc(mib, rate, base int) error {
 	var tick <-chan time.Time
-	if rate > 0 {
-		t := time.NewTicker(time.Second / time.Duration(rate))
-		defer t.Stop()
-		tick = t.C
-	}
 	for i := range mib {
-		if tick != nil && i > 0 {
+		if i == base && base > 0 {
+			fmt.Printf("workload: base allocated (%d MiB)\n", base)
+		}
+		if i >= base && rate > 0 && tick == nil {
+			t := time.NewTicker(time.Second / time.Duration(rate))
+			defer t.Stop()
+			tick = t.C
+		}
+		if tick != nil && i > base {
 			<-tick
 		}
 		b := make([]byte, 1<<20)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"strings"
+	"time"
+)
+
+// firstLine returns the time of the first line of path at or after since
+// that contains every one of subs, with stamp parsing a line's time.
+func firstLine(path string, since time.Time, stamp func(string) (time.Time, bool), subs ...string) (time.Time, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+next:
+	for sc.Scan() {
+		line := sc.Text()
+		for _, s := range subs {
+			if !strings.Contains(line, s) {
+				continue next
+			}
+		}
+		if t, ok := stamp(line); ok && !t.Before(since) {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// klogStamp parses the header of a klog line, "I1122 01:52:00.123456 ...",
+// in the local time zone of the current year.
+func klogStamp(line string) (time.Time, bool) {
+	if len(line) < 21 {
+		return time.Time{}, false
+	}
+	t, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
+	if err != nil {
+		return time.Time{}, false
+	}
+	now := time.Now()
+	return t.AddDate(now.Year(), 0, 0), true
+}
+
+// slogStamp parses the time= field of a log/slog text line.
+func slogStamp(line string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(line, "time=")
+	if !ok {
+		return time.Time{}, false
+	}
+	v, _, _ := strings.Cut(rest, " ")
+	t, err := time.Parse(time.RFC3339Nano, v)
+	return t, err == nil
+}
+
+// criStamp parses the RFC 3339 time that starts a CRI container log line.
+func criStamp(line string) (time.Time, bool) {
+	v, _, _ := strings.Cut(line, " ")
+	t, err := time.Parse(time.RFC3339Nano, v)
+	return t, err == nil
+}

@@ -1,0 +1,206 @@
+// Command benchnode runs the same memory scenario on one real node
+// (internal/testnode) with the kubelet's own eviction manager and with evictd
+// beside a kubelet whose thresholds are off, at several allocation rates, and
+// prints a markdown table of medians (`make bench-node`).
+//
+// Each run starts one Burstable hog (memory request 64Mi, no limit) that
+// allocates a base at once, about --base-below MiB short of the eviction
+// threshold (allocatableMemory.available < --threshold-mib, derived from the
+// hard memory.available threshold on both sides), and then grows at the
+// rate to --overshoot-mib past the kubepods cgroup's hard limit. The harness
+// polls the kubepods memory cgroup itself to timestamp the crossing and the
+// peak, reads when the eviction was issued from the evictor's own log, when
+// the hog ended from its container log, and whether the kernel's OOM killer
+// fired first from memory.oom_control and the container status.
+//
+//	benchnode [--sides kubelet,kubelet-memcg,evictd-10s,evictd] [--rates 50,200,800] [--reps 3] [--out bench-node.out]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/evictd/evictd/internal/testnode"
+)
+
+// side is one way of running eviction on the node.
+type side struct {
+	name string
+	what string // for the table's legend
+	// kubelet is the kubelet's configuration; evictd's arguments when
+	// evictd runs (nil: evictd stopped).
+	kubelet testnode.KubeletOptions
+	evictd  []string
+}
+
+func sides(thresholdMiB int, transition time.Duration) map[string]side {
+	hard := fmt.Sprintf("memory.available<%dMi", thresholdMiB)
+	kubeletHard := map[string]string{"memory.available": fmt.Sprintf("%dMi", thresholdMiB)}
+	period := transition.String()
+	evArgs := []string{"--eviction-hard=" + hard, "--eviction-pressure-transition-period=" + period}
+	return map[string]side{
+		"kubelet": {
+			name: "kubelet", what: "kubelet eviction manager, evictionHard memory.available<" + strconv.Itoa(thresholdMiB) + "Mi, defaults otherwise (10 s housekeeping, kernelMemcgNotification false); evictd stopped",
+			kubelet: testnode.KubeletOptions{EvictionHard: kubeletHard, Config: map[string]any{"evictionPressureTransitionPeriod": period}},
+		},
+		"kubelet-memcg": {
+			name: "kubelet-memcg", what: "the same with kernelMemcgNotification: true",
+			kubelet: testnode.KubeletOptions{EvictionHard: kubeletHard, Config: map[string]any{"evictionPressureTransitionPeriod": period, "kernelMemcgNotification": true}},
+		},
+		"evictd": {
+			name: "evictd", what: "kubelet thresholds off; evictd " + strings.Join(evArgs, " ") + ", defaults otherwise (10 s housekeeping, memcg notification on, 250 ms fast poll within 10%)",
+			kubelet: testnode.KubeletOptions{Config: map[string]any{"evictionPressureTransitionPeriod": period}},
+			evictd:  evArgs,
+		},
+		"evictd-10s": {
+			name: "evictd-10s", what: "kubelet thresholds off; evictd as above with --kernel-memcg-notification=false --fast-poll-interval=0 (10 s housekeeping only, like the kubelet's defaults)",
+			kubelet: testnode.KubeletOptions{Config: map[string]any{"evictionPressureTransitionPeriod": period}},
+			evictd:  append(append([]string(nil), evArgs...), "--kernel-memcg-notification=false", "--fast-poll-interval=0"),
+		},
+	}
+}
+
+// config is the benchmark's command line.
+type config struct {
+	sides        []string
+	rates        []int
+	reps         int
+	out          string
+	podsMiB      int
+	thresholdMiB int
+	baseBelow    int
+	overshoot    int
+	poll         time.Duration
+	transition   time.Duration
+	runTimeout   time.Duration
+	jitter       time.Duration
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("benchnode", flag.ContinueOnError)
+	sidesFlag := fs.String("sides", "kubelet,kubelet-memcg,evictd-10s,evictd", "comma-separated sides to run: kubelet, kubelet-memcg, evictd, evictd-10s")
+	ratesFlag := fs.String("rates", "50,200,800", "comma-separated allocation rates in MiB/s")
+	fs.IntVar(&c.reps, "reps", 3, "repetitions per side and rate")
+	fs.StringVar(&c.out, "out", "bench-node.out", "file the per-run lines and the table are written to (\"\": none)")
+	fs.IntVar(&c.podsMiB, "pods-mib", testnode.DefaultPodsMemory>>20, "limit of the kubepods cgroup in MiB")
+	fs.IntVar(&c.thresholdMiB, "threshold-mib", 500, "hard memory.available threshold in MiB (allocatableMemory.available derived from it)")
+	fs.IntVar(&c.baseBelow, "base-below", 300, "MiB short of the threshold the hog's base allocation leaves available")
+	fs.IntVar(&c.overshoot, "overshoot-mib", 512, "MiB past the kubepods limit the hog asks for in all")
+	fs.DurationVar(&c.poll, "poll", 5*time.Millisecond, "interval of the harness's reads of the kubepods memory cgroup")
+	fs.DurationVar(&c.transition, "transition", 5*time.Second, "eviction pressure transition period of both sides")
+	fs.DurationVar(&c.jitter, "jitter", 10*time.Second, "each hog starts after a random delay up to this, so the crossing falls at a random phase of both sides' 10 s housekeeping")
+	fs.DurationVar(&c.runTimeout, "run-timeout", 90*time.Second, "longest a run may take once the hog is running")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	known := sides(c.thresholdMiB, c.transition)
+	for s := range strings.SplitSeq(*sidesFlag, ",") {
+		s = strings.TrimSpace(s)
+		if _, ok := known[s]; !ok {
+			return c, fmt.Errorf("--sides: unknown side %q", s)
+		}
+		c.sides = append(c.sides, s)
+	}
+	for r := range strings.SplitSeq(*ratesFlag, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(r))
+		if err != nil || v <= 0 {
+			return c, fmt.Errorf("--rates: %q is not a positive number", r)
+		}
+		c.rates = append(c.rates, v)
+	}
+	if c.reps <= 0 {
+		return c, errors.New("--reps must be positive")
+	}
+	if c.thresholdMiB+c.baseBelow >= c.podsMiB {
+		return c, errors.New("--threshold-mib + --base-below must stay below --pods-mib")
+	}
+	return c, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "benchnode:", err)
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "benchnode:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config) (err error) {
+	var out io.Writer = os.Stdout
+	if cfg.out != "" {
+		f, err := os.Create(cfg.out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = io.MultiWriter(os.Stdout, f)
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(out, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+	}
+	known := sides(cfg.thresholdMiB, cfg.transition)
+	first := known[cfg.sides[0]]
+	logf("starting the node (kubepods limit %d MiB)", cfg.podsMiB)
+	n, err := testnode.Start(ctx, testnode.Options{Name: "bench-node", PodsMemory: int64(cfg.podsMiB) << 20, Kubelet: first.kubelet})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := n.Stop(); stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("stop node: %w", stopErr))
+		}
+	}()
+	logf("node ready in %s (%s)", n.ReadyIn().Round(time.Second), strings.Join(n.Phases(), ", "))
+
+	b := &bench{cfg: cfg, n: n, logf: logf}
+	var results []result
+	for i, name := range cfg.sides {
+		s := known[name]
+		if err := b.setSide(ctx, s, i == 0); err != nil {
+			return fmt.Errorf("side %s: %w", name, err)
+		}
+		for _, rate := range cfg.rates {
+			for rep := 1; rep <= cfg.reps; rep++ {
+				r, err := b.runOnce(ctx, s, rate, rep)
+				if err != nil {
+					return fmt.Errorf("side %s rate %d rep %d: %w", name, rate, rep, err)
+				}
+				logf("%s", r.line())
+				results = append(results, r)
+			}
+		}
+	}
+	if err := n.StopEvictd(); err != nil {
+		return err
+	}
+	if cfg.out != "" {
+		// The node's logs go with it; keep the evictors' for checking.
+		for _, c := range []string{"kubelet", "evictd"} {
+			if data, err := os.ReadFile(n.LogPath(c)); err == nil {
+				_ = os.WriteFile(cfg.out+"."+c+".log", data, 0o644)
+			}
+		}
+	}
+	fmt.Fprintln(out)
+	writeTable(out, cfg, known, results)
+	return nil
+}

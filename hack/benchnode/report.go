@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// median returns the median of vs ("-" when empty), formatted with f.
+func median(vs []float64, f func(float64) string) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return f(m)
+}
+
+func whole(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+
+func msBetween(from, to time.Time) (float64, bool) {
+	if from.IsZero() || to.IsZero() {
+		return 0, false
+	}
+	return float64(to.Sub(from).Microseconds()) / 1000, true
+}
+
+// writeTable writes the markdown table of medians per side and rate, and
+// its legend.
+func writeTable(w io.Writer, cfg config, known map[string]side, results []result) {
+	fmt.Fprintf(w, "kubepods limit %d MiB, threshold allocatableMemory.available<%d Mi (derived from memory.available<%dMi), hog: Burstable (request 64Mi, no limit), base %d MiB short of the threshold, then the rate to %d MiB past the limit; harness poll %s; %d reps per cell\n\n",
+		cfg.podsMiB, cfg.thresholdMiB, cfg.thresholdMiB, cfg.baseBelow, cfg.overshoot, cfg.poll, cfg.reps)
+	fmt.Fprintln(w, "| rate MiB/s | side | crossing → eviction issued, ms | crossing → hog's SIGTERM, ms | OOM kills first | evicted | peak working set MiB | measured ramp MiB/s |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|")
+	for _, rate := range cfg.rates {
+		for _, name := range cfg.sides {
+			var issued, term, peak, ramp []float64
+			var runs, oom, evicted int
+			for _, r := range results {
+				if r.side != name || r.rate != rate {
+					continue
+				}
+				runs++
+				if v, ok := msBetween(r.crossed, r.issued); ok {
+					issued = append(issued, v)
+				}
+				if v, ok := msBetween(r.crossed, r.terminated); ok {
+					term = append(term, v)
+				}
+				if r.oomKills > 0 || r.treeOOMKills > 0 || r.reason == "OOMKilled" {
+					oom++
+				}
+				if r.evicted {
+					evicted++
+				}
+				peak = append(peak, float64(r.peakWS>>20))
+				if r.rampMiBPerSec > 0 {
+					ramp = append(ramp, r.rampMiBPerSec)
+				}
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %d/%d | %d/%d | %s | %s |\n", rate, name,
+				median(issued, whole), median(term, whole), oom, runs, evicted, runs, median(peak, whole), median(ramp, whole))
+		}
+	}
+	fmt.Fprintln(w)
+	for _, name := range cfg.sides {
+		fmt.Fprintf(w, "- %s: %s\n", name, known[name].what)
+	}
+}

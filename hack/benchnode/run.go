@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/evictd/evictd/internal/testnode"
+)
+
+// bench runs the scenario on one node.
+type bench struct {
+	cfg  config
+	n    *testnode.Node
+	logf func(string, ...any)
+}
+
+func (b *bench) mem() memcg { return memcg{dir: b.n.PodsMemoryCgroup()} }
+
+// setSide configures the node for s: the kubelet's thresholds (a restart,
+// unless the node was started with them) and evictd running or not.
+func (b *bench) setSide(ctx context.Context, s side, started bool) error {
+	if err := b.n.StopEvictd(); err != nil {
+		return err
+	}
+	if !started {
+		b.logf("restarting the kubelet for side %s", s.name)
+		if err := b.n.RestartKubelet(ctx, s.kubelet); err != nil {
+			return err
+		}
+	}
+	if s.evictd != nil {
+		b.logf("starting evictd %s", strings.Join(s.evictd, " "))
+		if err := b.n.StartEvictd(ctx, s.evictd...); err != nil {
+			return err
+		}
+	}
+	return b.waitQuiet(ctx, s)
+}
+
+// result is what one run measured.
+type result struct {
+	side          string
+	rate, rep     int
+	baseMiB       int64
+	crossed       time.Time // available first below the threshold, by the harness's poll
+	issued        time.Time // eviction issued, by the evictor's log
+	seen          time.Time // eviction seen by the harness's watch
+	terminated    time.Time // "workload: terminated" in the container's log
+	evicted       bool
+	oomKills      int64  // the machine's oom_kill (/proc/vmstat), after − before
+	treeOOMKills  int64  // oom_kill of memory.oom_control over the kubepods tree, after − before
+	reason        string // the container's terminated reason
+	peakWS        int64
+	peakUsage     int64
+	rampMiBPerSec float64 // growth of the working set measured from the crossing to the peak
+	samples       int
+}
+
+func ms(from, to time.Time) string {
+	if from.IsZero() || to.IsZero() {
+		return "-"
+	}
+	return strconv.FormatInt(to.Sub(from).Milliseconds(), 10)
+}
+
+func (r result) line() string {
+	return fmt.Sprintf("run side=%s rate=%d rep=%d base=%dMiB cross->issued=%sms cross->seen=%sms cross->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
+		r.side, r.rate, r.rep, r.baseMiB, ms(r.crossed, r.issued), ms(r.crossed, r.seen), ms(r.crossed, r.terminated),
+		r.evicted, r.oomKills, r.treeOOMKills, r.reason, r.peakWS>>20, r.peakUsage>>20, r.rampMiBPerSec, r.samples)
+}
+
+// watchState is what the pod watch has seen, with the time it saw it.
+type watchState struct {
+	mu         sync.Mutex
+	pod        *v1.Pod
+	evictedAt  time.Time // deletionTimestamp, DisruptionTarget or Failed/Evicted
+	endedAt    time.Time // container terminated, pod terminal or deleted
+	deletedPod bool
+}
+
+func (w *watchState) observe(ev watch.Event) {
+	pod, ok := ev.Object.(*v1.Pod)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pod = pod
+	evicted := pod.DeletionTimestamp != nil || pod.Status.Reason == "Evicted" || ev.Type == watch.Deleted
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue {
+			evicted = true
+		}
+	}
+	if evicted && w.evictedAt.IsZero() {
+		w.evictedAt = now
+	}
+	ended := ev.Type == watch.Deleted || pod.Status.Phase == v1.PodFailed || pod.Status.Phase == v1.PodSucceeded
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Terminated != nil {
+			ended = true
+		}
+	}
+	if ended && w.endedAt.IsZero() {
+		w.endedAt = now
+	}
+	if ev.Type == watch.Deleted {
+		w.deletedPod = true
+	}
+}
+
+func (w *watchState) get() (pod *v1.Pod, evictedAt, endedAt time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pod, w.evictedAt, w.endedAt
+}
+
+// runOnce runs the hog once at rate on side s and measures it.
+func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, error) {
+	r := result{side: s.name, rate: rate, rep: rep}
+	mem := b.mem()
+	if err := b.waitQuiet(ctx, s); err != nil {
+		return r, err
+	}
+	limit, err := mem.int("memory.limit_in_bytes")
+	if err != nil {
+		return r, err
+	}
+	before, err := mem.sample()
+	if err != nil {
+		return r, err
+	}
+	oomBefore, err := vmstatOOMKills()
+	if err != nil {
+		return r, err
+	}
+	treeBefore := mem.treeOOMKills()
+	threshold := int64(b.cfg.thresholdMiB) << 20
+	r.baseMiB = (limit - threshold - int64(b.cfg.baseBelow)<<20 - before.workingSet) >> 20
+	total := limit>>20 + int64(b.cfg.overshoot)
+
+	name := fmt.Sprintf("hog-%s-%d-%d", s.name, rate, rep)
+	pod := testnode.Resources(b.n.Pod(name, "alloc",
+		"--base", strconv.FormatInt(r.baseMiB, 10), "--mib", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(rate)),
+		"64Mi", "", "")
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	pods := b.n.Admin().CoreV1().Pods(pod.Namespace)
+
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	w, err := pods.Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return r, fmt.Errorf("watch pod: %w", err)
+	}
+	defer w.Stop()
+	var ws watchState
+	go func() {
+		for ev := range w.ResultChan() {
+			ws.observe(ev)
+		}
+	}()
+
+	// Both evictors' loops have a phase set by their last pass, and the
+	// node quieted down at one; without a random delay the hog would
+	// always cross at the same point of the housekeeping interval.
+	if b.cfg.jitter > 0 {
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(rand.N(b.cfg.jitter)):
+		}
+	}
+	start := time.Now()
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return r, fmt.Errorf("create pod: %w", err)
+	}
+	defer b.deletePod(context.WithoutCancel(ctx), pod.Namespace, name)
+
+	var logFile *os.File
+	defer func() {
+		if logFile != nil {
+			logFile.Close()
+		}
+	}()
+	tick := time.NewTicker(b.cfg.poll)
+	defer tick.Stop()
+	deadline := time.After(b.cfg.runTimeout + time.Duration(total/int64(rate))*time.Second)
+	var crossWS int64
+	var peakAt time.Time
+poll:
+	for {
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-deadline:
+			b.logf("run %s: timed out; the pod was %s", name, podSummary(ws.get()))
+			break poll
+		case now := <-tick.C:
+			smp, err := mem.sample()
+			if err != nil {
+				return r, err
+			}
+			r.samples++
+			if smp.workingSet > r.peakWS {
+				r.peakWS, peakAt = smp.workingSet, now
+			}
+			r.peakUsage = max(r.peakUsage, smp.usage)
+			below := limit-smp.workingSet < threshold
+			if below && r.crossed.IsZero() {
+				r.crossed, crossWS = now, smp.workingSet
+			}
+			p, _, endedAt := ws.get()
+			if logFile == nil && p != nil && p.UID != "" {
+				// Kept open: the kubelet may remove the file with the pod.
+				logFile, _ = os.Open(filepath.Join(b.n.PodLogsDir(),
+					fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), "app", "0.log"))
+			}
+			if !endedAt.IsZero() && (!below || now.Sub(endedAt) > 3*time.Second) {
+				break poll
+			}
+		}
+	}
+	r.treeOOMKills = mem.treeOOMKills() - treeBefore
+	if !r.crossed.IsZero() && peakAt.After(r.crossed) {
+		r.rampMiBPerSec = float64(r.peakWS-crossWS) / float64(1<<20) / peakAt.Sub(r.crossed).Seconds()
+	}
+	// The kubelet reports an OOM kill and an eviction's status a moment
+	// after the container ends.
+	time.Sleep(2 * time.Second)
+	oomAfter, err := vmstatOOMKills()
+	if err != nil {
+		return r, err
+	}
+	r.oomKills = oomAfter - oomBefore
+
+	p, seen, _ := ws.get()
+	if !r.crossed.IsZero() && seen.After(r.crossed) {
+		r.seen = seen
+	}
+	if p != nil {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil {
+				r.reason = t.Reason
+			} else if t := cs.LastTerminationState.Terminated; t != nil {
+				r.reason = t.Reason
+			}
+		}
+	}
+	if logFile != nil {
+		if _, err := logFile.Seek(0, io.SeekStart); err == nil {
+			b, _ := io.ReadAll(logFile)
+			for line := range strings.SplitSeq(string(b), "\n") {
+				if strings.Contains(line, "workload: terminated") {
+					r.terminated, _ = criStamp(line)
+				}
+			}
+		}
+	}
+	if s.evictd != nil {
+		// evictd logs "evicted" once the pod is gone; the eviction was
+		// issued when the API server accepted it, which the watch sees as
+		// the pod's deletionTimestamp and DisruptionTarget condition.
+		_, r.evicted = firstLine(b.n.LogPath("evictd"), start, slogStamp, "msg=evicted", "pod="+pod.Namespace+"/"+name)
+		if r.evicted {
+			r.issued = r.seen
+		}
+	} else {
+		// The kubelet's eviction shows in the pod's status (reason
+		// Evicted, a DisruptionTarget condition), and it was issued when
+		// the eviction manager decided to evict, which it logs.
+		r.evicted = !r.seen.IsZero() || (p != nil && p.Status.Reason == "Evicted")
+		if r.evicted {
+			r.issued, _ = firstLine(b.n.LogPath("kubelet"), start, klogStamp, "Eviction manager: must evict pod(s) to reclaim")
+		}
+	}
+	if r.crossed.IsZero() {
+		b.logf("run %s: the harness never saw available < %d MiB (peak working set %d MiB)", name, b.cfg.thresholdMiB, r.peakWS>>20)
+	}
+	return r, nil
+}
+
+func podSummary(p *v1.Pod, evictedAt, endedAt time.Time) string {
+	if p == nil {
+		return "never seen"
+	}
+	return fmt.Sprintf("phase %s reason %q deleting %t evicted-seen %t ended-seen %t", p.Status.Phase, p.Status.Reason,
+		p.DeletionTimestamp != nil, !evictedAt.IsZero(), !endedAt.IsZero())
+}
+
+// deletePod deletes the pod at once and waits until it is gone.
+func (b *bench) deletePod(ctx context.Context, namespace, name string) {
+	pods := b.n.Admin().CoreV1().Pods(namespace)
+	zero := int64(0)
+	if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		b.logf("delete pod %s: %v", name, err)
+	}
+	for range 300 {
+		if _, err := pods.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.logf("pod %s still exists 30 s after its deletion", name)
+}
+
+// waitQuiet waits until the kubepods working set is back down, no pod of
+// an earlier run is left and the node has no memory pressure condition.
+func (b *bench) waitQuiet(ctx context.Context, s side) error {
+	mem := b.mem()
+	const low = 256 << 20
+	var last string
+	for range 1200 { // 4 minutes
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		smp, err := mem.sample()
+		if err != nil {
+			return err
+		}
+		node, err := b.n.Admin().CoreV1().Nodes().Get(ctx, b.n.Name(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var pressure []string
+		for _, c := range node.Status.Conditions {
+			if c.Status != v1.ConditionTrue {
+				continue
+			}
+			if c.Type == v1.NodeMemoryPressure || (s.evictd != nil && c.Type == "EvictdMemoryPressure") {
+				pressure = append(pressure, string(c.Type))
+			}
+		}
+		if smp.workingSet < low && len(pressure) == 0 {
+			return nil
+		}
+		last = fmt.Sprintf("working set %d MiB, pressure %v", smp.workingSet>>20, pressure)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return errors.New("the node did not quiet down in 4 minutes: " + last)
+}
