@@ -1,6 +1,7 @@
-# evictd — the two commands that matter on a fresh machine:
-#   make run    build and run the agent standalone on this host
-#   make test   run every test (as root, the real-cgroup tests too)
+# evictd — the two commands that matter on a fresh machine (as root):
+#   make demo   bring a whole node up, watch evictd evict the right pod
+#   make test   run every test, the end-to-end scenarios on a real node too
+# and `make run` runs the agent standalone on this host.
 
 GO       ?= go
 BIN      := bin/evictd
@@ -16,7 +17,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build run test vet fmt-check bench install uninstall clean k8s-bins runtime demo
+.PHONY: all build run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo
 
 all: build
 
@@ -47,8 +48,21 @@ runtime:
 demo: k8s-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/demo $(DEMO_ARGS)
 
-test: vet fmt-check k8s-bins runtime
-	$(GO) test -count=1 -timeout 30m ./...
+# Every test: the packages' own (real cgroups, containerd, API server, a
+# whole node), then the end-to-end scenarios on a real node, alone, so that
+# no other test's processes or memory blur their thresholds.
+test: vet fmt-check k8s-bins runtime build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e$$')
+	$(MAKE) --no-print-directory e2e-run
+
+# The end-to-end scenarios (e2e/): a real kubelet on containerd, evictd
+# beside it; memory, allocatable, PIDs, disk, DaemonSet, PDB, ReplicaSet,
+# evictd restarted under pressure. As root; about 3 minutes.
+e2e: k8s-bins runtime build
+	$(MAKE) --no-print-directory e2e-run
+
+e2e-run:
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./e2e/
 
 vet:
 	$(GO) vet ./...
