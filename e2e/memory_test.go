@@ -227,6 +227,11 @@ func allocatable(t *testing.T, n *testnode.Node) {
 		t.Errorf("hard threshold: deletion grace %d s, want 1", d.grace)
 	}
 	poll(t, "the hog to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	// A hard eviction's containers are stopped through the runtime at once,
+	// not when the kubelet gets to the deletion.
+	if log := tail(n.LogPath("evictd"), 200); !strings.Contains(log, "stopped the evicted pod's containers through the runtime") {
+		t.Errorf("evictd did not stop the hog's containers itself:\n%s", log)
+	}
 	if k := oomKills(t, n) - before; k != 0 {
 		t.Errorf("the kernel OOM-killed %d processes in kubepods before evictd's eviction took effect", k)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/config"
@@ -155,7 +156,11 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	if cfg.Kubeconfig == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
 	} else {
-		k, err := newKube(cfg, met, log)
+		var stopLocally func(context.Context, *v1.Pod, int64) error
+		if cfg.HardEvictionLocalStop && !cfg.DryRun {
+			stopLocally = rc.stopPodContainers
+		}
+		k, err := newKube(cfg, met, log, stopLocally)
 		if err != nil {
 			log.Error("cannot connect to the API server", "err", err)
 			return 1

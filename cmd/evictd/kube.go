@@ -36,7 +36,9 @@ type kube struct {
 }
 
 // newKube connects to the API server named in cfg.Kubeconfig.
-func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger) (*kube, error) {
+// stopLocally, when not nil, stops a hard eviction's containers on the node
+// (evict.Config.StopLocally).
+func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *v1.Pod, int64) error) (*kube, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
@@ -69,6 +71,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger) (*kube,
 			OnIssued: func(r manager.Request, d time.Duration) {
 				met.ObserveIssueLatency(r.Signal, d)
 			},
+			StopLocally: stopLocally,
 		}, client, recorder, log.With("component", "evict")),
 		broadcaster: broadcaster,
 	}, nil

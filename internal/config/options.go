@@ -63,6 +63,7 @@ type Options struct {
 	mergeDefaults        bool
 	housekeepingInterval time.Duration
 	dryRun               bool
+	localStop            bool
 	metricsBindAddress   string
 	imageFSPath          string
 	procRoot             string
@@ -149,6 +150,9 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"How often, as a Go duration, a pass observes the signals and decides; must be positive.")
 	fs.BoolVar(&o.dryRun, "dry-run", false,
 		"Decide and report everything but evict, reclaim, taint and post nothing. (default false)")
+	fs.BoolVar(&o.localStop, "hard-eviction-local-stop", true,
+		"Once the API server has accepted a hard eviction, also stop the pod's containers through the container runtime with the same grace period, "+
+			"instead of waiting for the kubelet to see the deletion; their preStop hooks may then not run.")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", defaultMetricsBindAddress,
 		"host:port to serve /metrics, /healthz and /readyz on; an empty host means all interfaces.")
 	fs.StringVar(&o.imageFSPath, "imagefs-path", "",

@@ -74,6 +74,9 @@ type Config struct {
 	HousekeepingInterval time.Duration
 	// DryRun decides and reports but acts on nothing.
 	DryRun bool
+	// HardEvictionLocalStop also stops a hard eviction's pod's containers
+	// through the CRI once the API server accepted it. Default true.
+	HardEvictionLocalStop bool
 	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
 	MetricsBindAddress string
 	// ImageFSPath is a path on the image filesystem; "" asks the CRI.
@@ -139,6 +142,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		NodeStatusUpdateFrequency: o.nodeStatusUpdateFrequency,
 		HousekeepingInterval:      o.housekeepingInterval,
 		DryRun:                    o.dryRun,
+		HardEvictionLocalStop:     o.localStop,
 		MetricsBindAddress:        o.metricsBindAddress,
 		ImageFSPath:               o.imageFSPath,
 		RuntimeRequestTimeout:     o.runtimeTimeout,

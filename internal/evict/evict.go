@@ -84,6 +84,12 @@ type Config struct {
 	// evictd_eviction_issue_latency_seconds. Not called when r.Decided is
 	// zero.
 	OnIssued func(r manager.Request, sinceDecision time.Duration)
+	// StopLocally, when set, is called once a hard eviction is issued to
+	// stop the pod's containers on this node at once (through the CRI),
+	// rather than when the kubelet sees the deletion: under fast-growing
+	// memory that hop can outlast the headroom. It runs beside the wait
+	// for the pod to go; its error is logged.
+	StopLocally func(ctx context.Context, pod *v1.Pod, gracePeriodSeconds int64) error
 }
 
 // Evicter evicts pods through the API server. It implements
@@ -134,7 +140,9 @@ func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder,
 //     does not stop the eviction. Then a Warning Evicted event with
 //     r.Message and r.Annotations. Neither is written when the eviction is
 //     refused, so a pod that stays is never marked or reported evicted;
-//  5. Evict polls the pod until it is gone (not found, replaced, or
+//  5. for a hard threshold, Config.StopLocally (if set) stops the pod's
+//     containers on the node while
+//  6. Evict polls the pod until it is gone (not found, replaced, or
 //     finished) and returns nil, or an error wrapping ErrNotGoneInTime.
 func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
 	if r.Pod == nil {
@@ -161,6 +169,15 @@ func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
 		e.recorder.AnnotatedEventf(pod, r.Annotations, v1.EventTypeWarning, EventReason, "%s", r.Message)
 	}
 	log.Debug("eviction issued; waiting for the pod to go", "by", how, "cleanupTimeout", e.cfg.CleanupTimeout)
+	if r.Hard && e.cfg.StopLocally != nil {
+		stopCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			if err := e.cfg.StopLocally(stopCtx, pod, r.GracePeriod); err != nil {
+				log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", err)
+			}
+		}()
+	}
 	if err := e.waitGone(ctx, pod); err != nil {
 		return fmt.Errorf("evict %s (%s issued): %w", ref, how, err)
 	}
