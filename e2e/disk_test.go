@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"golang.org/x/sys/unix"
 
 	"github.com/evictd/evictd/internal/testnode"
 	"github.com/evictd/evictd/internal/testruntime"
