@@ -33,20 +33,23 @@ type runtimeParts struct {
 // reports an error (a missing signal, missing disk stats, no reclaim) until
 // it is up — never a zero.
 type runtimeConn struct {
-	cfg   *config.Config
-	hc    host.Config
-	fs    *host.Filesystems
-	log   *slog.Logger
-	parts atomic.Pointer[runtimeParts]
+	cfg *config.Config
+	hc  host.Config
+	fs  *host.Filesystems
+	log *slog.Logger
+	// dialLog is log without the endpoint, which the CRI client adds.
+	dialLog *slog.Logger
+	parts   atomic.Pointer[runtimeParts]
 }
 
 func newRuntimeConn(cfg *config.Config, hc host.Config, fs *host.Filesystems, log *slog.Logger) *runtimeConn {
-	return &runtimeConn{cfg: cfg, hc: hc, fs: fs, log: log.With("component", "cri", "endpoint", cfg.ContainerRuntimeEndpoint)}
+	log = log.With("component", "cri")
+	return &runtimeConn{cfg: cfg, hc: hc, fs: fs, dialLog: log, log: log.With("endpoint", cfg.ContainerRuntimeEndpoint)}
 }
 
 // connect dials once; it returns the filesystem layout the runtime shows.
 func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
-	c, err := cri.Dial(ctx, r.cfg.ContainerRuntimeEndpoint, r.cfg.ImageServiceEndpoint, r.cfg.RuntimeRequestTimeout, r.log)
+	c, err := cri.Dial(ctx, r.cfg.ContainerRuntimeEndpoint, r.cfg.ImageServiceEndpoint, r.cfg.RuntimeRequestTimeout, r.dialLog)
 	if err != nil {
 		return signals.SingleFs, err
 	}
