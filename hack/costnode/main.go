@@ -29,6 +29,10 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
 	"github.com/evictd/evictd/internal/testnode"
 )
 
@@ -142,7 +146,12 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	defer func() {
-		fmt.Println("costnode: stopping the node")
+		// Hundreds of sandboxes are more than the runtime's teardown
+		// stops in its time: let the kubelet take the pods down first.
+		fmt.Println("costnode: deleting the pods, then stopping the node")
+		if derr := deletePods(n, 3*time.Minute); derr != nil {
+			fmt.Printf("costnode: %v; stopping anyway\n", derr)
+		}
 		err = errors.Join(err, n.Stop())
 	}()
 	fmt.Printf("costnode: node ready in %s; starting evictd with its default thresholds\n", n.ReadyIn().Round(time.Second))
@@ -209,6 +218,21 @@ func runPods(ctx context.Context, n *testnode.Node, from, to, parallel int) erro
 		return errs[0]
 	}
 	return ctx.Err()
+}
+
+// deletePods deletes every pod of the default namespace with a 1 s grace
+// period and waits until the API server has none left.
+func deletePods(n *testnode.Node, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pods := n.Admin().CoreV1().Pods(metav1.NamespaceDefault)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}, metav1.ListOptions{}); err != nil {
+		return fmt.Errorf("delete pods: %w", err)
+	}
+	return wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := pods.List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 0, nil
+	})
 }
 
 // row is one measurement.
