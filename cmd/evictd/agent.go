@@ -148,7 +148,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		Clock:     clock.RealClock{},
 		Sources:   sources,
 		Pods:      cgroupPods{hc},
-		Stats:     podStats{hs, rc},
+		Stats:     newPodStats(hs, rc, cfg.HousekeepingInterval),
 		Reclaimer: runtimeReclaimer{rc},
 		Metrics:   met,
 		Log:       log,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -145,11 +146,17 @@ func (s imageFsSource) Observe(ctx context.Context, now time.Time) ([]signals.Ob
 	return p.imageFs.Observe(ctx, now)
 }
 
-// podStats merges the pods' cgroup usage (memory, PIDs) with their disk
-// usage from the runtime.
+// podStats merges the pods' cgroup usage (memory, PIDs), read afresh every
+// pass, with their disk usage from the runtime, which is refreshed at most
+// about once a housekeeping interval (see diskCache).
 type podStats struct {
 	cgroups *host.PodStatsReader
 	r       *runtimeConn
+	disk    *diskCache
+}
+
+func newPodStats(cgroups *host.PodStatsReader, r *runtimeConn, interval time.Duration) podStats {
+	return podStats{cgroups: cgroups, r: r, disk: &diskCache{maxAge: interval * 9 / 10}}
 }
 
 func (s podStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
@@ -158,8 +165,54 @@ func (s podStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Po
 	if p == nil {
 		return stats, errors.Join(err, s.r.notConnected())
 	}
-	disk, derr := p.disk.PodStats(ctx, now, pods)
+	disk, derr := s.disk.get(ctx, now, pods, p.disk)
 	return cri.MergeDisk(stats, disk), errors.Join(err, derr)
+}
+
+// diskCache keeps the last disk stats of the pods. Asking the runtime costs
+// a call to every container's shim (containerd's ListContainerStats): at a
+// hundred pods, hundreds of milliseconds, which a pass woken by memory
+// pressure must not wait for. The stats are reused while younger than
+// maxAge (nine tenths of the housekeeping interval, so every tick
+// refreshes them), unless a pod is new to them or the last read failed;
+// the directories behind them are cached for as long by internal/cri.
+type diskCache struct {
+	maxAge time.Duration
+
+	mu    sync.Mutex
+	at    time.Time
+	stats map[string]signals.PodStats
+}
+
+// diskSource is what diskCache reads: *cri.DiskStats.
+type diskSource interface {
+	PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error)
+}
+
+func (c *diskCache) get(ctx context.Context, now time.Time, pods []ranking.Pod, src diskSource) (map[string]signals.PodStats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fresh := c.stats != nil && now.Sub(c.at) < c.maxAge && now.Sub(c.at) >= 0
+	for _, p := range pods {
+		if _, ok := c.stats[p.UID]; !ok {
+			fresh = false
+			break
+		}
+	}
+	if fresh {
+		out := make(map[string]signals.PodStats, len(pods))
+		for _, p := range pods {
+			out[p.UID] = c.stats[p.UID]
+		}
+		return out, nil
+	}
+	stats, err := src.PodStats(ctx, now, pods)
+	if err != nil {
+		c.stats = nil // read again next pass
+		return stats, err
+	}
+	c.at, c.stats = now, stats
+	return stats, nil
 }
 
 // runtimeReclaimer reclaims through the runtime once it is connected.
