@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"sort"
 	"strconv"
@@ -36,9 +35,6 @@ import (
 	"github.com/evictd/evictd/internal/testnode"
 )
 
-// envWorker marks the re-executed process that does the work; see supervise.
-const envWorker = "EVICTD_COSTNODE_WORKER"
-
 // userHZ is the unit of utime and stime in /proc/PID/stat (USER_HZ, 100 on
 // every Linux architecture Go supports).
 const userHZ = 100
@@ -53,8 +49,9 @@ type options struct {
 }
 
 func main() {
-	if os.Getenv(envWorker) == "" {
-		os.Exit(supervise())
+	if code, worker := testnode.Supervise("costnode", "stopping evictd, the kubelet, containerd with the pods, the control plane (up to a minute)",
+		"still stopping everything by PID; wait for it"); !worker {
+		os.Exit(code)
 	}
 	var o options
 	var counts string
@@ -85,54 +82,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "costnode: FAILED: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-// supervise runs this program again as the worker in a process group of
-// its own and turns Ctrl-C into one SIGTERM for it, so that the node's
-// components (the worker's children) are stopped in order by the worker
-// rather than all catching the SIGINT at once. As hack/demo does.
-func supervise() int {
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "costnode: %v\n", err)
-		return 1
-	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	cmd := exec.Command(self, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), envWorker+"=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "costnode: %v\n", err)
-		return 1
-	}
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-sigs:
-				fmt.Println("\ncostnode: stopping evictd, the kubelet, containerd with the pods, the control plane (up to a minute)")
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-			}
-		}
-	}()
-	err = cmd.Wait()
-	close(done)
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		if exit.ExitCode() < 0 {
-			return 1
-		}
-		return exit.ExitCode()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "costnode: %v\n", err)
-		return 1
-	}
-	return 0
 }
 
 func run(ctx context.Context, o options) (err error) {

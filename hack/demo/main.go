@@ -24,18 +24,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/evictd/evictd/internal/testnode"
 )
 
-// envWorker marks the re-executed process that does the work; see main.
-const envWorker = "EVICTD_DEMO_WORKER"
-
 func main() {
-	if os.Getenv(envWorker) == "" {
-		os.Exit(supervise())
+	if code, worker := testnode.Supervise("demo", "stopping: evictd, the kubelet, containerd with the pods, the control plane (up to a minute)",
+		"still stopping everything by PID; wait for it, or nothing may be cleaned up"); !worker {
+		os.Exit(code)
 	}
 	opts := options{}
 	flag.BoolVar(&opts.hold, "hold", false, "keep the node up after the story until Ctrl-C, to explore it with the printed kubeconfig")
@@ -61,57 +60,4 @@ func main() {
 		fmt.Fprintf(os.Stderr, "demo: FAILED: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-// supervise runs this program again as the worker in a process group of
-// its own, and turns Ctrl-C into a SIGTERM for it. The node's components
-// are the worker's children and so are in its group: a Ctrl-C on the
-// terminal reaches only this process, and the worker stops them in order
-// rather than every one of them catching the SIGINT at once.
-func supervise() int {
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-		return 1
-	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	cmd := exec.Command(self, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), envWorker+"=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-		return 1
-	}
-	done := make(chan struct{})
-	go func() {
-		for n := 0; ; n++ {
-			select {
-			case <-done:
-				return
-			case <-sigs:
-			}
-			if n == 0 {
-				fmt.Println("\ndemo: stopping: evictd, the kubelet, containerd with the pods, the control plane (up to a minute)")
-			} else {
-				fmt.Println("\ndemo: still stopping everything by PID; wait for it, or nothing may be cleaned up")
-			}
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-		}
-	}()
-	err = cmd.Wait()
-	close(done)
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		if exit.ExitCode() < 0 {
-			return 1
-		}
-		return exit.ExitCode()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-		return 1
-	}
-	return 0
 }
