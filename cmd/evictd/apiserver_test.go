@@ -677,10 +677,16 @@ func (e *e2e) allocate(t *testing.T, pod *v1.Pod, mib int) *testalloc.Child {
 	e.mu.Lock()
 	cg := e.cgroups[pod.UID]
 	e.mu.Unlock()
-	a := startAllocator(t, e.t, cg, mib)
+	// Recorded before it allocates: evictd may evict the pod the moment
+	// the memory is charged, and the stand-in kubelet must find it then.
+	a := testalloc.Start(t, e.t, allocEnv, mib)
+	if err := cg.AddProc(uint64(a.PID())); err != nil {
+		t.Fatalf("move allocator %d into the cgroup of %s: %v", a.PID(), pod.Name, err)
+	}
 	e.mu.Lock()
 	e.allocs[pod.UID] = append(e.allocs[pod.UID], a)
 	e.mu.Unlock()
+	a.Allocate(t)
 	return a
 }
 

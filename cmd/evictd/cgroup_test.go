@@ -91,17 +91,3 @@ func removeCgroup(t testing.TB, rel string) {
 		}
 	}
 }
-
-// startAllocator starts an allocator child of mib MiB in cg and makes it
-// fault its memory in; it returns once the memory is charged to cg. The
-// child is killed and reaped when top ends, if it has not been killed
-// before; t is the test that fails if it cannot start.
-func startAllocator(t, top testing.TB, cg cgroup1.Cgroup, mib int) *testalloc.Child {
-	t.Helper()
-	a := testalloc.Start(t, top, allocEnv, mib)
-	if err := cg.AddProc(uint64(a.PID())); err != nil {
-		t.Fatalf("move allocator %d into its pod cgroup: %v", a.PID(), err)
-	}
-	a.Allocate(t)
-	return a
-}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -54,10 +55,11 @@ func Hold(env, mib string, max int) int {
 
 // Child is a running Hold child: the test binary started again with env set.
 type Child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-	once  sync.Once
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *bufio.Reader
+	once   sync.Once
+	killed atomic.Bool
 }
 
 // Start starts the test binary (os.Args[0], running no test) as a Hold
@@ -100,13 +102,22 @@ func (c *Child) MoveTo(t testing.TB, dir string) {
 }
 
 // Allocate tells the child to allocate and returns once its memory is
-// faulted in, so charged to its cgroup.
+// faulted in, so charged to its cgroup, or once the child has been killed
+// with Kill meanwhile (its pod evicted while the memory was coming in).
 func (c *Child) Allocate(t testing.TB) {
 	t.Helper()
 	if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
+		if c.killed.Load() {
+			return
+		}
 		t.Fatalf("tell child %d to allocate: %v", c.PID(), err)
 	}
-	c.expect(t, "ready")
+	if line, err := c.out.ReadString('\n'); err != nil || line != "ready\n" {
+		if c.killed.Load() {
+			return
+		}
+		t.Fatalf("child %d: got %q, %v; want ready", c.PID(), line, err)
+	}
 }
 
 // Kill kills the child by PID and waits until it has exited, so its memory
@@ -114,6 +125,7 @@ func (c *Child) Allocate(t testing.TB) {
 // from any goroutine.
 func (c *Child) Kill() {
 	c.once.Do(func() {
+		c.killed.Store(true)
 		_ = c.cmd.Process.Kill()
 		_ = c.cmd.Wait()
 	})
