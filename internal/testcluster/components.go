@@ -201,7 +201,7 @@ func (c *Cluster) startOnFreePorts(ctx context.Context, name string, n int,
 	args func(ports []int) []string, ready func(ctx context.Context, ports []int) error, reset func() error,
 ) (*childproc.Process, []int, error) {
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(n)
+		ports, err := FreePorts(n)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -286,8 +286,9 @@ func get(ctx context.Context, client *http.Client, url, token string) (string, e
 	return string(body), nil
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct loopback ports that were free a moment ago,
+// for the test components that need ports of their own (the kubelet, evictd).
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

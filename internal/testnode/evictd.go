@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/evictd/evictd/internal/childproc"
+	"github.com/evictd/evictd/internal/testcluster"
 )
 
 // EnvEvictdBin names a prebuilt evictd binary; without it Start builds one
@@ -51,7 +52,7 @@ func (n *Node) StartEvictd(ctx context.Context, args ...string) error {
 	if n.evictd != nil && !n.evictd.Exited() {
 		return fmt.Errorf("evictd already running (pid %d)", n.evictd.PID())
 	}
-	ports, err := freePorts(1)
+	ports, err := testcluster.FreePorts(1)
 	if err != nil {
 		return err
 	}

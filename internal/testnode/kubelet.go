@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,7 +88,7 @@ func (n *Node) kubeletConfig(port, healthzPort int) map[string]any {
 // startKubelet writes the kubelet's config and kubeconfig and starts it on
 // free loopback ports, then waits until the node is Ready. n.mu is held.
 func (n *Node) startKubelet(ctx context.Context) error {
-	ports, err := freePorts(2)
+	ports, err := testcluster.FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -205,24 +204,4 @@ func httpOK(ctx context.Context, url string) error {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return nil
-}
-
-// freePorts returns n loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
