@@ -48,13 +48,33 @@ func (f *FileEvents) Run(ctx context.Context, wake func()) error {
 	if err != nil {
 		return wrapPath("read", f.path, err)
 	}
+	return watchPri(ctx, fd, "watch "+f.path, func(ready []unix.EpollEvent) error {
+		if len(ready) == 0 {
+			return nil
+		}
+		cur, err := readAt0(fd)
+		if err != nil {
+			return wrapPath("read", f.path, err)
+		}
+		if f.changed(prev, cur) {
+			wake()
+		}
+		prev = cur
+		return nil
+	})
+}
+
+// watchPri waits for POLLPRI on fd (a cgroup or pressure file's change or
+// trigger) until ctx ends, calling handle with each batch of ready events;
+// an error from handle, or from waiting (prefixed with what), ends it.
+func watchPri(ctx context.Context, fd int, what string, handle func(ready []unix.EpollEvent) error) error {
 	w, err := newWaiter()
 	if err != nil {
-		return fmt.Errorf("watch %s: %w", f.path, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer w.close()
 	if err := w.add(fd, unix.EPOLLPRI, 0); err != nil {
-		return fmt.Errorf("watch %s: %w", f.path, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	stop := context.AfterFunc(ctx, w.stop)
 	defer stop()
@@ -65,19 +85,11 @@ func (f *FileEvents) Run(ctx context.Context, wake func()) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("watch %s: %w", f.path, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if len(ready) == 0 {
-			continue
+		if err := handle(ready); err != nil {
+			return err
 		}
-		cur, err := readAt0(fd)
-		if err != nil {
-			return wrapPath("read", f.path, err)
-		}
-		if f.changed(prev, cur) {
-			wake()
-		}
-		prev = cur
 	}
 }
 

@@ -39,25 +39,7 @@ func (p *PSITrigger) Run(ctx context.Context, wake func()) error {
 		return err
 	}
 	defer unix.Close(fd)
-	w, err := newWaiter()
-	if err != nil {
-		return fmt.Errorf("PSI trigger on %s: %w", p.path, err)
-	}
-	defer w.close()
-	if err := w.add(fd, unix.EPOLLPRI, 0); err != nil {
-		return fmt.Errorf("PSI trigger on %s: %w", p.path, err)
-	}
-	stop := context.AfterFunc(ctx, w.stop)
-	defer stop()
-	buf := make([]unix.EpollEvent, 2)
-	for {
-		ready, stopped, err := w.wait(buf)
-		if stopped {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("PSI trigger on %s: %w", p.path, err)
-		}
+	return watchPri(ctx, fd, "PSI trigger on "+p.path, func(ready []unix.EpollEvent) error {
 		for _, ev := range ready {
 			// POLLERR: the trigger is gone with its cgroup.
 			if ev.Events&unix.EPOLLERR != 0 {
@@ -67,7 +49,8 @@ func (p *PSITrigger) Run(ctx context.Context, wake func()) error {
 				wake()
 			}
 		}
-	}
+		return nil
+	})
 }
 
 // arm opens the pressure file and writes the trigger. The kernel's
