@@ -46,6 +46,12 @@ var (
 	// ErrNotGoneInTime: the eviction was issued but the pod had not gone
 	// when the bounded wait ended; the next pass decides again.
 	ErrNotGoneInTime = errors.New("eviction issued but the pod has not gone in time")
+	// ErrStoppedLocally: a hard eviction could not be issued because the
+	// API server did not answer within --local-kill-after, so the pod's
+	// containers were stopped on this node through the CRI instead; the
+	// Evicter keeps trying to issue the eviction and completes it when the
+	// API server is back.
+	ErrStoppedLocally = errors.New("API server unreachable; the pod's containers were stopped through the runtime and the eviction is owed")
 )
 
 // StatusPublisher receives the node's pressure after every pass. Publish
@@ -348,6 +354,13 @@ func (m *Manager) act(ctx context.Context, dec Decision) string {
 			log.Warn("eviction issued; the pod has not gone yet", "err", err)
 			m.Wake()
 			return strings.Join(append(results, "evicted "+req.Pod.Ref()+" (still terminating)"), "; ")
+		case errors.Is(err, ErrStoppedLocally):
+			// The node comes first: its containers are stopped, the
+			// eviction follows when the API server answers again.
+			met.IncEviction(req.Signal, metrics.ResultStoppedLocally)
+			log.Warn("the API server did not answer; stopped the pod's containers through the runtime", "err", err)
+			m.Wake()
+			return strings.Join(append(results, "stopped locally "+req.Pod.Ref()+" (eviction owed)"), "; ")
 		case errors.Is(err, ErrPodGone):
 			// The pod list was behind: nothing was evicted, and the next
 			// pass, with fresh pods and stats, decides again.

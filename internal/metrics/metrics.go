@@ -33,6 +33,9 @@ const (
 	ResultPDBBlocked = "pdb-blocked"
 	ResultFailed     = "failed"
 	ResultDryRun     = "dry-run"
+	// ResultStoppedLocally: the API server did not answer, so the pod's
+	// containers were stopped through the runtime; the eviction is owed.
+	ResultStoppedLocally = "stopped-locally"
 )
 
 // Pass triggers, the values of evictd_passes_total's trigger label.
@@ -264,7 +267,7 @@ func registerOrShare[C prometheus.Collector](reg prometheus.Registerer, c C, err
 // that rate() and increase() see the first event instead of a new series.
 func (m *Metrics) initCounters() {
 	outcomes := []string{OutcomeEvict, OutcomeDryRun, OutcomeNoneEvictable, OutcomeReclaimSufficient, OutcomeError}
-	results := []string{ResultEvicted, ResultPDBBlocked, ResultFailed, ResultDryRun}
+	results := []string{ResultEvicted, ResultPDBBlocked, ResultFailed, ResultDryRun, ResultStoppedLocally}
 	for _, s := range signals.All() {
 		m.sigErrors.WithLabelValues(string(s))
 		for _, o := range outcomes {

@@ -26,7 +26,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	}{
 		{"evictd_signal_errors_total", m.sigErrors, n},
 		{"evictd_decisions_total", m.decisions, n * 5},
-		{"evictd_evictions_total", m.evictions, n * 4},
+		{"evictd_evictions_total", m.evictions, n * 5},
 		{"evictd_passes_total", m.passes, 2},
 		{"evictd_wakeups_total", m.wakeups, 4},
 	}
