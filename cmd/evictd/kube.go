@@ -7,14 +7,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/evict"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
@@ -44,14 +42,14 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 	}
 	rc.UserAgent = "evictd/" + version
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubeclient.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 	}
 
 	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "evictd", Host: cfg.NodeName})
+	broadcaster.StartRecordingToSink(client.EventSink())
+	recorder := broadcaster.NewRecorder(client.Scheme(), v1.EventSource{Component: "evictd", Host: cfg.NodeName})
 
 	status, err := nodestatus.New(nodestatus.Config{
 		NodeName:          cfg.NodeName,

@@ -20,11 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testcluster"
 	"github.com/evictd/evictd/ranking"
@@ -37,7 +36,8 @@ const nodeName = "evict-test-node"
 // env is a running control plane with evictd's identity on it.
 type env struct {
 	admin  kubernetes.Interface // system:masters
-	evictd kubernetes.Interface // the ServiceAccount of deploy/rbac.yaml
+	evictd kubernetes.Interface // the ServiceAccount of deploy/rbac.yaml, for the test's checks
+	agent  *kubeclient.Client   // the same identity, as main builds it
 	rec    record.EventRecorder // records through evictd's identity
 }
 
@@ -56,16 +56,20 @@ func newEnv(t *testing.T, opts testcluster.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agent, err := kubeclient.NewForConfig(c.TokenConfig(token))
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitAllowed(t, evictd, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"})
 
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create node: %v", err)
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: evictd.CoreV1().Events("")})
+	b.StartRecordingToSink(agent.EventSink())
 	t.Cleanup(b.Shutdown)
-	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "evictd", Host: nodeName})
-	return &env{admin: admin, evictd: evictd, rec: rec}
+	rec := b.NewRecorder(agent.Scheme(), v1.EventSource{Component: "evictd", Host: nodeName})
+	return &env{admin: admin, evictd: evictd, agent: agent, rec: rec}
 }
 
 // evictdToken returns a token of evictd's identity from deploy/rbac.yaml.
@@ -293,7 +297,7 @@ func (e *env) newEvicter(t *testing.T, cfg Config) (*Evicter, *apiErrors) {
 	errs := &apiErrors{}
 	cfg.OnAPIError = errs.inc
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return New(cfg, e.evictd, e.rec, log), errs
+	return New(cfg, e.agent, e.rec, log), errs
 }
 
 type testWriter struct{ t *testing.T }

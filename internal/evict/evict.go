@@ -15,12 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/ranking"
 )
@@ -96,7 +95,7 @@ type Config struct {
 // manager.Evicter; its zero value is not usable, build it with New.
 type Evicter struct {
 	cfg      Config
-	client   kubernetes.Interface
+	client   *kubeclient.Client
 	recorder record.EventRecorder
 	log      *slog.Logger
 }
@@ -106,7 +105,7 @@ var _ manager.Evicter = (*Evicter)(nil)
 // New returns an Evicter that acts with client (evictd's own identity) and
 // records events with recorder. A nil recorder records no events; a nil
 // log discards.
-func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder, log *slog.Logger) *Evicter {
+func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, log *slog.Logger) *Evicter {
 	if cfg.CleanupTimeout <= 0 {
 		cfg.CleanupTimeout = DefaultCleanupTimeout
 	}
@@ -217,7 +216,7 @@ func criticalWhy(p *ranking.Pod) string {
 // current reads the pod back and returns it if it is still the pod asked
 // for and still running; otherwise an error wrapping ErrPodGone says why.
 func (e *Evicter) current(ctx context.Context, want *ranking.Pod) (*v1.Pod, error) {
-	pod, err := e.client.CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("%w: not found", ErrPodGone)
@@ -262,7 +261,7 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r manager.Request
 	// A delete sets no condition: mark the pod first, so that whoever sees
 	// it terminate knows it was disrupted.
 	e.markDisruptionTarget(ctx, log, pod, r.Message, !hasDisruptionTarget(pod))
-	err = e.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOptions(pod.UID, r.GracePeriod))
+	err = e.client.Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOptions(pod.UID, r.GracePeriod))
 	if err == nil {
 		return "delete", nil
 	}
@@ -274,20 +273,16 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r manager.Request
 }
 
 // postEviction creates the policy/v1 Eviction of pod. It is the request
-// client.PolicyV1().Evictions(ns).Evict makes, without client-go's own
-// retries: a 429 that carries Retry-After (a PodDisruptionBudget whose
-// status is not computed yet says 10s) would otherwise be retried for up
-// to ten times that, while the node starves. The loop decides again.
+// client-go's typed Evict makes, without client-go's own retries: a 429
+// that carries Retry-After (a PodDisruptionBudget whose status is not
+// computed yet says 10s) would otherwise be retried for up to ten times
+// that, while the node starves. The loop decides again.
 func (e *Evicter) postEviction(ctx context.Context, pod *v1.Pod, grace int64) error {
 	ev := &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		DeleteOptions: ptr.To(deleteOptions(pod.UID, grace)),
 	}
-	rc := e.client.PolicyV1().RESTClient()
-	if isNilRESTClient(rc) { // a client without a transport: the typed call
-		return e.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
-	}
-	return rc.Post().AbsPath("/api/v1").Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
+	return e.client.Core().Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
 		SubResource("eviction").MaxRetries(0).Body(ev).Do(ctx).Error()
 }
 
@@ -300,7 +295,7 @@ func (e *Evicter) goneAfter(ctx context.Context, pod *v1.Pod, err error) error {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%w: went away before the eviction", ErrPodGone)
 	case apierrors.IsConflict(err):
-		now, gerr := e.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		now, gerr := e.client.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(gerr):
 			return fmt.Errorf("%w: went away before the eviction", ErrPodGone)
@@ -337,7 +332,7 @@ func (e *Evicter) markDisruptionTarget(ctx context.Context, log *slog.Logger, po
 		log.Warn("could not build the DisruptionTarget patch; evicting anyway", "err", err)
 		return
 	}
-	_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = e.client.Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	switch {
 	case err == nil:
 	case apierrors.IsNotFound(err):
@@ -375,13 +370,6 @@ func hasDisruptionTarget(pod *v1.Pod) bool {
 // terminal reports whether all the pod's containers have stopped for good.
 func terminal(pod *v1.Pod) bool {
 	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
-}
-
-// isNilRESTClient reports whether rc is missing or a typed nil, as client-go's
-// fake clientsets return; calling it would panic.
-func isNilRESTClient(rc rest.Interface) bool {
-	c, ok := rc.(*rest.RESTClient)
-	return rc == nil || (ok && c == nil)
 }
 
 // budgetRefusal reports whether err is the Eviction API refusing because of

@@ -40,7 +40,7 @@ func (e *Evicter) waitGone(ctx context.Context, pod *v1.Pod) error {
 // look reads the pod once and tells whether it is gone, and if not, in what
 // state it is, for the timeout message.
 func (e *Evicter) look(ctx context.Context, want *v1.Pod) (bool, string) {
-	pod, err := e.client.CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, "gone"

@@ -16,10 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/testcluster"
@@ -32,7 +31,8 @@ import (
 type env struct {
 	cluster *testcluster.Cluster
 	admin   kubernetes.Interface
-	evictd  kubernetes.Interface
+	evictd  kubernetes.Interface // evictd's identity, for the test's checks
+	agent   *kubeclient.Client   // evictd's identity, as main builds it
 }
 
 // startEnv starts a control plane, applies deploy/rbac.yaml and returns
@@ -46,12 +46,16 @@ func startEnv(t *testing.T) *env {
 		t.Fatalf("evictd's identity: %v", err)
 	}
 	evictd := kubernetes.NewForConfigOrDie(c.TokenConfig(token))
+	agent, err := kubeclient.NewForConfig(c.TokenConfig(token))
+	if err != nil {
+		t.Fatalf("evictd's client: %v", err)
+	}
 	// The authorizer learns of the new binding through a watch: wait for it.
 	eventually(t, 10*time.Second, func() error {
 		_, err := evictd.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err
 	})
-	return &env{cluster: c, admin: admin, evictd: evictd}
+	return &env{cluster: c, admin: admin, evictd: evictd, agent: agent}
 }
 
 // kubeletConditions are what a kubelet reports for a healthy node.
@@ -105,12 +109,12 @@ func patchNodeStatus(ctx context.Context, c kubernetes.Interface, oldNode, newNo
 
 // newRecorder returns an event recorder that writes through client, as
 // main wires it, stopped when t ends.
-func newRecorder(t *testing.T, client kubernetes.Interface, node string) record.EventRecorder {
+func newRecorder(t *testing.T, client *kubeclient.Client, node string) record.EventRecorder {
 	t.Helper()
 	b := record.NewBroadcaster(record.WithSleepDuration(100 * time.Millisecond))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	b.StartRecordingToSink(client.EventSink())
 	t.Cleanup(b.Shutdown)
-	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "evictd", Host: node})
+	return b.NewRecorder(client.Scheme(), v1.EventSource{Component: "evictd", Host: node})
 }
 
 // apiErrors counts OnAPIError calls by verb.
@@ -139,7 +143,7 @@ func (a *apiErrors) count(verb string) int {
 func startPublisher(t *testing.T, e *env, cfg nodestatus.Config) (p *nodestatus.Publisher, stop func()) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err := nodestatus.New(cfg, e.evictd, newRecorder(t, e.evictd, cfg.NodeName), log)
+	p, err := nodestatus.New(cfg, e.agent, newRecorder(t, e.agent, cfg.NodeName), log)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

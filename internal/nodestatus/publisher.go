@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
 )
@@ -37,7 +37,7 @@ const retryBase = 200 * time.Millisecond
 // implements manager.StatusPublisher; Run does the writing.
 type Publisher struct {
 	cfg      Config
-	client   kubernetes.Interface
+	client   *kubeclient.Client
 	recorder record.EventRecorder
 	log      *slog.Logger
 	poke     chan struct{}
@@ -61,7 +61,7 @@ var _ manager.StatusPublisher = (*Publisher)(nil)
 // New checks cfg, fills in its defaults and returns a Publisher ready to
 // Run. client and recorder act under evictd's identity; the recorder
 // should come from a broadcaster that writes to the API server.
-func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder, log *slog.Logger) (*Publisher, error) {
+func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, log *slog.Logger) (*Publisher, error) {
 	cfg, err := cfg.complete()
 	if err != nil {
 		return nil, err
@@ -274,7 +274,7 @@ func (p *Publisher) wait(ctx context.Context, next time.Time) bool {
 func (p *Publisher) write(ctx context.Context, snap snapshot, late bool) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.HeartbeatInterval)
 	defer cancel()
-	nodes := p.client.CoreV1().Nodes()
+	nodes := p.client.Nodes()
 	name := p.cfg.NodeName
 
 	node, err := nodes.Get(ctx, name, metav1.GetOptions{})
@@ -348,7 +348,7 @@ func (p *Publisher) write(ctx context.Context, snap snapshot, late bool) error {
 // node's resourceVersion, re-reading the node on a conflict. Only evictd's
 // own keys change; nothing is written when they are already right.
 func (p *Publisher) updateTaints(ctx context.Context, node *v1.Node, states []pressureState, now time.Time) error {
-	nodes := p.client.CoreV1().Nodes()
+	nodes := p.client.Nodes()
 	fresh := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !fresh {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/testcluster"
 	"github.com/evictd/evictd/ranking"
 )
@@ -59,12 +60,12 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evictd, err := kubernetes.NewForConfig(c.TokenConfig(token))
+	evictd, err := kubeclient.NewForConfig(c.TokenConfig(token))
 	if err != nil {
 		t.Fatalf("evictd client: %v", err)
 	}
 	// The token is evictd's, not an admin's.
-	if _, err := evictd.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+	if err := evictd.Core().Get().Namespace("kube-system").Resource("secrets").Do(ctx).Error(); !apierrors.IsForbidden(err) {
 		t.Fatalf("evictd listing secrets: err = %v, want Forbidden", err)
 	}
 

@@ -17,14 +17,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/ranking"
 )
+
+// lastAppliedAnnotation is where kubectl apply keeps the whole object it
+// last applied.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Source lists this node's pods from an informer's cache. Build it with
 // New, start it with Run; Pods answers once the first list has arrived and
@@ -34,13 +39,11 @@ type Source struct {
 	nodeName string
 	log      *slog.Logger
 
-	podFactory informers.SharedInformerFactory
-	pdbFactory informers.SharedInformerFactory
-	podInf     cache.SharedIndexInformer
-	pdbInf     cache.SharedIndexInformer
-	podLister  corelisters.PodLister
-	pdbLister  policylisters.PodDisruptionBudgetLister
-	setupErr   error
+	podInf    cache.SharedIndexInformer
+	pdbInf    cache.SharedIndexInformer
+	podLister corelisters.PodLister
+	pdbLister policylisters.PodDisruptionBudgetLister
+	setupErr  error
 
 	started atomic.Bool
 
@@ -53,7 +56,7 @@ type Source struct {
 // namespaces, read through client. resync is the informers' resync period
 // (0 or less: none). A nil log discards. Errors in the arguments are
 // reported by Run.
-func New(client kubernetes.Interface, nodeName string, resync time.Duration, log *slog.Logger) *Source {
+func New(client *kubeclient.Client, nodeName string, resync time.Duration, log *slog.Logger) *Source {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -72,21 +75,16 @@ func New(client kubernetes.Interface, nodeName string, resync time.Duration, log
 		return s
 	}
 	resync = max(resync, 0)
-	s.podFactory = informers.NewSharedInformerFactoryWithOptions(client, resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-		}))
-	s.pdbFactory = informers.NewSharedInformerFactory(client, resync)
-
-	pods := s.podFactory.Core().V1().Pods()
-	pdbs := s.pdbFactory.Policy().V1().PodDisruptionBudgets()
-	s.podInf, s.podLister = pods.Informer(), pods.Lister()
-	s.pdbInf, s.pdbLister = pdbs.Informer(), pdbs.Lister()
+	onNode := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+	s.podInf = newInformer(client.Pods(""), &v1.Pod{}, resync, func(o *metav1.ListOptions) { o.FieldSelector = onNode })
+	s.pdbInf = newInformer(client.PodDisruptionBudgets(""), &policyv1.PodDisruptionBudget{}, resync, nil)
+	s.podLister = corelisters.NewPodLister(s.podInf.GetIndexer())
+	s.pdbLister = policylisters.NewPodDisruptionBudgetLister(s.pdbInf.GetIndexer())
 
 	// These calls fail only on an informer already started; these are new.
 	for name, inf := range map[string]cache.SharedIndexInformer{"pods": s.podInf, "poddisruptionbudgets": s.pdbInf} {
 		s.setupErr = errors.Join(s.setupErr,
-			inf.SetTransform(stripManagedFields),
+			inf.SetTransform(slim),
 			inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { s.watchFailed(name, err) }))
 	}
 	_, err := s.podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -113,12 +111,40 @@ func (s *Source) Run(ctx context.Context) error {
 		return errors.New("podsource: Run called twice")
 	}
 	s.log.Info("watching the node's pods and all PodDisruptionBudgets")
-	s.podFactory.StartWithContext(ctx)
-	s.pdbFactory.StartWithContext(ctx)
-	<-ctx.Done()
-	s.podFactory.Shutdown()
-	s.pdbFactory.Shutdown()
+	var wg sync.WaitGroup
+	for _, inf := range []cache.SharedIndexInformer{s.podInf, s.pdbInf} {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	wg.Wait()
 	return nil
+}
+
+// lister lists and watches one resource; kubeclient.Client's typed clients are
+// listers.
+type lister[T, L runtime.Object] interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// newInformer returns an informer of what l lists, with tweak (if not nil)
+// applied to every list and watch, indexed by namespace, as client-go's
+// generated informers build it.
+func newInformer[T, L runtime.Object](l lister[T, L], obj T, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	if tweak == nil {
+		tweak = func(*metav1.ListOptions) {}
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return l.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return l.Watch(ctx, o)
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, l), obj,
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 
 // HasSynced reports whether both caches, pods and PodDisruptionBudgets,
@@ -270,11 +296,27 @@ func (s *Source) watchFailed(resource string, err error) {
 	s.log.Log(context.Background(), level, "list/watch failed; answering from the cache and retrying", "resource", resource, "err", err)
 }
 
-// stripManagedFields drops managedFields from cached objects: evictd never
-// reads them and they are often the largest part of a pod.
-func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
+// slim drops from a cached object what evictd never reads, to keep the
+// cache small: managedFields (often the largest part of an object), the
+// last-applied-configuration kubectl keeps in an annotation and, of a pod,
+// everything Convert, active and coveringPDBs do not look at: a container
+// keeps only its name, resources and restart policy, the status only its
+// phase and QoS class.
+func slim(obj any) (any, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return obj, nil
+	}
+	m.SetManagedFields(nil)
+	delete(m.GetAnnotations(), lastAppliedAnnotation)
+	if pod, ok := obj.(*v1.Pod); ok {
+		for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+			for i, c := range cs {
+				cs[i] = v1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy, RestartPolicyRules: c.RestartPolicyRules}
+			}
+		}
+		pod.Spec.EphemeralContainers = nil
+		pod.Status = v1.PodStatus{Phase: pod.Status.Phase, QOSClass: pod.Status.QOSClass}
 	}
 	return obj, nil
 }

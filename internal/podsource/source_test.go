@@ -9,9 +9,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 func TestCoveringPDBs(t *testing.T) {
@@ -87,9 +90,9 @@ func TestActive(t *testing.T) {
 }
 
 // nowhere is a real client for an address nothing listens on.
-func nowhere(t *testing.T) kubernetes.Interface {
+func nowhere(t *testing.T) *kubeclient.Client {
 	t.Helper()
-	c, err := kubernetes.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1", Timeout: time.Second})
+	c, err := kubeclient.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1", Timeout: time.Second})
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
@@ -99,7 +102,7 @@ func nowhere(t *testing.T) kubernetes.Interface {
 func TestSourceBadArguments(t *testing.T) {
 	tests := []struct {
 		name    string
-		client  kubernetes.Interface
+		client  *kubeclient.Client
 		node    string
 		wantErr string
 	}{
@@ -154,5 +157,92 @@ func TestSourceBeforeFirstList(t *testing.T) {
 	}
 	if err := s.Run(t.Context()); err == nil {
 		t.Errorf("second Run = nil, want an error")
+	}
+}
+
+// TestSlimKeepsWhatEvictdReads: a slimmed pod converts, filters and
+// matches budgets as the whole pod does, and has lost the parts evictd
+// never reads.
+func TestSlimKeepsWhatEvictdReads(t *testing.T) {
+	grace, prio := int64(45), int32(2000)
+	always := v1.ContainerRestartPolicyAlways
+	now := metav1.Now()
+	big := func(name string, req, lim v1.ResourceList) v1.Container {
+		return v1.Container{
+			Name: name, Image: "registry.example/" + name + ":1", Command: []string{"/bin/" + name}, Args: []string{"--serve"},
+			Env:            []v1.EnvVar{{Name: "MODE", Value: "prod"}},
+			Ports:          []v1.ContainerPort{{ContainerPort: 8080}},
+			VolumeMounts:   []v1.VolumeMount{{Name: "cache", MountPath: "/cache"}},
+			LivenessProbe:  &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}},
+			Resources:      v1.ResourceRequirements{Requests: req, Limits: lim},
+			ReadinessProbe: &v1.Probe{PeriodSeconds: 3},
+		}
+	}
+	side := big("envoy", rl("memory", "64Mi"), rl("memory", "128Mi", "ephemeral-storage", "1Gi"))
+	side.RestartPolicy = &always
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "shop", Name: "web-1", UID: "u-42", ResourceVersion: "7", Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{
+				configSourceAnnotation: "file", configMirrorAnnotation: "abc",
+				lastAppliedAnnotation: `{"kind":"Pod"}`,
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "web", UID: "d-1"}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}},
+		},
+		Spec: v1.PodSpec{
+			Priority: &prio, TerminationGracePeriodSeconds: &grace, NodeName: "node-a",
+			Overhead:       rl("memory", "10Mi"),
+			InitContainers: []v1.Container{side, big("migrate", rl("memory", "512Mi"), nil)},
+			Containers: []v1.Container{
+				big("app", rl("cpu", "1", "memory", "256Mi", "ephemeral-storage", "1Gi"), rl("ephemeral-storage", "2Gi")),
+				big("log", rl("memory", "32Mi"), nil),
+			},
+			Volumes: []v1.Volume{
+				{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("100Mi"))}}},
+				{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/var/log"}}},
+			},
+		},
+		Status: v1.PodStatus{
+			Phase: v1.PodRunning, QOSClass: v1.PodQOSBurstable, PodIP: "10.0.0.7",
+			Conditions:        []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now}},
+			ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true, ImageID: "sha256:1"}},
+		},
+	}
+	pdbs := []*policyv1.PodDisruptionBudget{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}}
+
+	whole := pod.DeepCopy()
+	got, err := slim(pod)
+	if err != nil {
+		t.Fatalf("slim: %v", err)
+	}
+	slimmed := got.(*v1.Pod)
+	if c, w := Convert(slimmed), Convert(whole); !reflect.DeepEqual(c, w) {
+		t.Errorf("Convert(slim(pod)) =\n%+v\nwant Convert(pod) =\n%+v", c, w)
+	}
+	if a, w := active(slimmed), active(whole); a != w {
+		t.Errorf("active(slim(pod)) = %v, want %v", a, w)
+	}
+	if c, w := coveringPDBs(slimmed, pdbs), coveringPDBs(whole, pdbs); !reflect.DeepEqual(c, w) || len(w) != 1 {
+		t.Errorf("coveringPDBs(slim(pod)) = %q, want %q (one)", c, w)
+	}
+	if slimmed.ResourceVersion != "7" {
+		t.Errorf("resourceVersion = %q, want 7", slimmed.ResourceVersion)
+	}
+	for what, gone := range map[string]bool{
+		"managedFields":            slimmed.ManagedFields == nil,
+		"last-applied annotation":  slimmed.Annotations[lastAppliedAnnotation] == "",
+		"container images":         slimmed.Spec.Containers[0].Image == "" && slimmed.Spec.InitContainers[1].Image == "",
+		"container env and probes": slimmed.Spec.Containers[1].Env == nil && slimmed.Spec.Containers[1].LivenessProbe == nil,
+		"status conditions":        slimmed.Status.Conditions == nil,
+		"container statuses":       slimmed.Status.ContainerStatuses == nil,
+		"pod IP":                   slimmed.Status.PodIP == "",
+	} {
+		if !gone {
+			t.Errorf("slim kept the %s", what)
+		}
 	}
 }
