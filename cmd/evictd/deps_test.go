@@ -61,3 +61,34 @@ func TestPureStagesImportNoSystem(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentLinksOnlyItsAPIGroups keeps client-go's clientset, informer
+// factory and their scheme of every API group out of the agent: linked in,
+// their code and registrations more than double its resident memory
+// (docs/BENCHMARKS.md, "Cost on a real node").
+func TestAgentLinksOnlyItsAPIGroups(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	out, err := exec.Command(goBin, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	allowedGroups := map[string]bool{"k8s.io/api/core/v1": true, "k8s.io/api/policy/v1": true}
+	banned := []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/informers", "k8s.io/client-go/applyconfigurations", "k8s.io/client-go/discovery"}
+	deps := strings.Fields(string(out))
+	if len(deps) == 0 {
+		t.Fatal("go list reported no dependencies")
+	}
+	for _, dep := range deps {
+		if strings.HasPrefix(dep, "k8s.io/api/") && !allowedGroups[dep] {
+			t.Errorf("evictd links API group %s; only core/v1 and policy/v1 are used", dep)
+		}
+		for _, b := range banned {
+			if dep == b || strings.HasPrefix(dep, b+"/") {
+				t.Errorf("evictd links %s", dep)
+			}
+		}
+	}
+}
