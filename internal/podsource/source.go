@@ -119,8 +119,8 @@ func (s *Source) Run(ctx context.Context) error {
 	return nil
 }
 
-// lister lists and watches one resource; kubeclient.Client's typed clients are
-// listers.
+// lister lists and watches one resource, as kubeclient.Client's typed
+// clients do.
 type lister[T, L runtime.Object] interface {
 	List(context.Context, metav1.ListOptions) (L, error)
 	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
