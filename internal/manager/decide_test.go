@@ -84,6 +84,37 @@ func TestEvictionMessage(t *testing.T) {
 	}
 }
 
+// TestEvictionMessageAbsurdUsage: usage at the int64 limit, whose sum
+// would overflow, and negative measurements write a sane message.
+func TestEvictionMessageAbsurdUsage(t *testing.T) {
+	const maxI = int64(1<<63 - 1)
+	q, err := thresholds.Parse(thresholds.Settings{Hard: map[string]string{"nodefs.available": "1Gi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := signals.Observation{Signal: signals.NodeFsAvailable, Available: 512 * mi, Capacity: 100 << 30, Time: t0}
+	pod := &ranking.Pod{Namespace: "default", Name: "w", Containers: []ranking.Container{
+		{Name: "huge", EphemeralStorageRequest: maxI - 1},
+		{Name: "over", EphemeralStorageRequest: 0},
+		{Name: "negative"},
+	}}
+	st := &signals.PodStats{Containers: []signals.ContainerStats{
+		{Name: "huge", Rootfs: &signals.FsUsage{Bytes: maxI}, Logs: &signals.FsUsage{Bytes: maxI}},
+		{Name: "over", Rootfs: &signals.FsUsage{Bytes: maxI}, Logs: &signals.FsUsage{Bytes: 5}},
+		{Name: "negative", Rootfs: &signals.FsUsage{Bytes: -10}, Logs: &signals.FsUsage{Bytes: -1}},
+	}}
+	msg, ann := evictionMessage(q.Thresholds[0], obs, ranking.Candidate{Pod: pod, Stats: st})
+	want := "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 512Mi. " +
+		"Container huge was using 9223372036854775807, request is 9223372036854775806, has larger consumption of ephemeral-storage. " +
+		"Container over was using 9223372036854775807, request is 0, has larger consumption of ephemeral-storage. "
+	if msg != want {
+		t.Errorf("message:\ngot  %q\nwant %q", msg, want)
+	}
+	if got := ann["offending_containers"]; got != "huge,over" {
+		t.Errorf("offending containers: got %q, want huge,over", got)
+	}
+}
+
 func TestDecide(t *testing.T) {
 	hard := func(t *testing.T, sig, v string) []thresholds.Threshold {
 		p, err := thresholds.Parse(thresholds.Settings{Hard: map[string]string{sig: v}})
