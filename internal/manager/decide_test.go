@@ -167,3 +167,48 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideAbsurdPods: requests above the node's capacity, zero,
+// negative and at the int64 limit, usage at the int64 limit: the decision
+// is made without overflow or panic, for the pod furthest over its request.
+func TestDecideAbsurdPods(t *testing.T) {
+	const maxI = int64(1<<63 - 1)
+	ths, err := thresholds.Parse(thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := []ranking.Pod{
+		{Namespace: "default", Name: "above-capacity", UID: "a", QOS: ranking.Burstable, MemoryRequest: 1 << 50,
+			Containers: []ranking.Container{{Name: "app", MemoryRequest: 1 << 50}}},
+		{Namespace: "default", Name: "max-request", UID: "b", QOS: ranking.Burstable, MemoryRequest: maxI,
+			Containers: []ranking.Container{{Name: "app", MemoryRequest: maxI}}},
+		{Namespace: "default", Name: "negative-request", UID: "c", QOS: ranking.Burstable, MemoryRequest: -1,
+			Containers: []ranking.Container{{Name: "app", MemoryRequest: -1}}},
+		{Namespace: "default", Name: "max-usage", UID: "d", QOS: ranking.BestEffort,
+			Containers: []ranking.Container{{Name: "app"}}},
+	}
+	stats := map[string]signals.PodStats{
+		"a": {UID: "a", MemoryWorkingSet: i64(8 << 30), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: i64(8 << 30)}}},
+		"b": {UID: "b", MemoryWorkingSet: i64(maxI), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: i64(maxI)}}},
+		"c": {UID: "c", MemoryWorkingSet: i64(10 * mi), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: i64(10 * mi)}}},
+		"d": {UID: "d", MemoryWorkingSet: i64(maxI), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: i64(maxI)}}},
+	}
+	d := NewDecider(DeciderConfig{Thresholds: ths.Thresholds})
+	obs := signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 50 * mi, Capacity: 24 << 30, Time: t0}}
+	dec := d.Decide(t0, obs, pods, stats)
+	if dec.Outcome != OutcomeEvict || dec.Pod.Name != "max-usage" {
+		t.Fatalf("got %s of %v (%s), want to evict max-usage", dec.Outcome, dec.Pod, dec.Reason)
+	}
+	want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+		"Container app was using 9223372036854775807, request is 0, has larger consumption of memory. "
+	if dec.Message != want {
+		t.Errorf("message:\ngot  %q\nwant %q", dec.Message, want)
+	}
+	var order []string
+	for _, c := range dec.Candidates {
+		order = append(order, c.Pod.Name)
+	}
+	if got := strings.Join(order, ","); got != "max-usage,negative-request,max-request,above-capacity" {
+		t.Errorf("ranking: got %s", got)
+	}
+}
