@@ -106,7 +106,8 @@ type Deps struct {
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
 	// AfterPass, when set, is called by the loop after each pass with the
-	// status it published (main uses it to tell systemd it is ready).
+	// status it published, once the pass's deadline timer is set (main
+	// uses it to tell systemd it is ready).
 	AfterPass func(*Status)
 	// Events, when set, receives the node events of the loop's own (the
 	// eviction cap reached).
@@ -238,8 +239,17 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		return due.C()
 	}
+	// AfterPass is called once the next deadline is set, so that whoever
+	// it tells of the pass (a test moving a fake clock) finds the timer in
+	// place.
+	after := func() {
+		schedule()
+		if m.deps.AfterPass != nil {
+			m.deps.AfterPass(m.status.Load())
+		}
+	}
 	m.pass(ctx, "start")
-	schedule()
+	after()
 	for {
 		select {
 		case <-ctx.Done():
@@ -252,7 +262,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			due = nil
 			m.pass(ctx, "deadline")
 		}
-		schedule()
+		after()
 	}
 }
 
@@ -323,9 +333,6 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	st.Limits = m.limits(m.deps.Clock.Now())
 	m.status.Store(st)
 	met.ObservePass(m.deps.Clock.Since(start))
-	if m.deps.AfterPass != nil {
-		m.deps.AfterPass(st)
-	}
 }
 
 // warnOnChange logs err at Warn when it differs from the last one seen at
