@@ -89,6 +89,9 @@ type Tracker struct {
 	graceMet        map[Key]bool
 	pressure        map[signals.Pressure]PressureState
 	lastObserved    map[signals.Signal]time.Time
+	// lastNow is the time of the previous pass; a pass before it means
+	// the clock stepped back.
+	lastNow time.Time
 }
 
 // NewTracker returns a Tracker with no history. transitionPeriod is
@@ -125,7 +128,14 @@ func NewTracker(transitionPeriod, maxObservationAge time.Duration) *Tracker {
 //     not older than that at now.
 //
 // Evaluate does not modify ths or obs.
+//
+// A now before the previous pass's means the clock stepped back; see
+// stepBack for how the remembered times follow it.
 func (t *Tracker) Evaluate(now time.Time, ths []Threshold, obs signals.Observations) Evaluation {
+	if !t.lastNow.IsZero() && now.Before(t.lastNow) {
+		t.stepBack(now, t.lastNow.Sub(now))
+	}
+	t.lastNow = now
 	ev := Evaluation{
 		FirstObservedAt: make(map[Key]time.Time, len(t.firstObservedAt)+1),
 		Pressure:        make(map[signals.Pressure]PressureState, len(pressures)),
@@ -185,9 +195,13 @@ func (t *Tracker) Evaluate(now time.Time, ths []Threshold, obs signals.Observati
 
 	// Remember each signal's latest observation time. A signal missing from
 	// this pass keeps its previous time, so an old reading that comes back
-	// later is still recognised as old.
+	// later is still recognised as old. A time after now (before a clock
+	// step) is not kept: it would make every reading until the clock
+	// catches up with it look old.
 	for sig, o := range obs {
-		t.lastObserved[sig] = o.Time
+		if !o.Time.After(now) {
+			t.lastObserved[sig] = o.Time
+		}
 	}
 	return ev
 }
@@ -218,6 +232,42 @@ func (t *Tracker) updatePressure(p signals.Pressure, now time.Time, met []Thresh
 	return st
 }
 
+// stepBack moves the remembered times back by the step, as measured from
+// the previous pass (back), so that the durations measured across it count
+// no time for the step: the grace periods and the transition periods
+// already under way keep what they had run and run on from now, never
+// ending early, since the measured step is never less than the real one
+// (the real time between the two passes is in it).
+//
+// Observations taken before the step cannot be ordered against those taken
+// after it by their times, so the previous observation times that now
+// precedes are forgotten: the first reading after the step is fresh, and a
+// reading from before the step, whose time is after now, is stale (see
+// fresh).
+//
+// With Go's monotonic clock readings (time.Now) a wall-clock step does not
+// move now backwards at all; this is for times without them: a fake clock,
+// a snapshot, times that went through a serialisation.
+func (t *Tracker) stepBack(now time.Time, back time.Duration) {
+	for k, at := range t.firstObservedAt {
+		t.firstObservedAt[k] = at.Add(-back)
+	}
+	for p, st := range t.pressure {
+		if !st.LastObservedAt.IsZero() {
+			st.LastObservedAt = st.LastObservedAt.Add(-back)
+		}
+		if !st.Since.IsZero() {
+			st.Since = st.Since.Add(-back)
+		}
+		t.pressure[p] = st
+	}
+	for sig, at := range t.lastObserved {
+		if at.After(now) {
+			delete(t.lastObserved, sig)
+		}
+	}
+}
+
 // graceElapsed reports whether th, met since first, has satisfied its grace
 // period at now. Thresholds without a grace period act at once, whatever
 // the clock says.
@@ -225,9 +275,12 @@ func graceElapsed(th Threshold, first, now time.Time) bool {
 	return th.GracePeriod <= 0 || now.Sub(first) >= th.GracePeriod
 }
 
-// fresh reports whether o, the observation of sig, may trigger an eviction.
+// fresh reports whether o, the observation of sig, may trigger an
+// eviction. An observation stamped after now is not: it was taken before
+// the clock stepped back (or by a clock ahead of the loop's), and its age
+// cannot be known.
 func (t *Tracker) fresh(now time.Time, sig signals.Signal, o signals.Observation) bool {
-	if o.Time.IsZero() {
+	if o.Time.IsZero() || o.Time.After(now) {
 		return false
 	}
 	if prev, ok := t.lastObserved[sig]; ok && !o.Time.After(prev) {

@@ -91,6 +91,9 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	for _, note := range cfg.Notes {
 		log.Info(note)
 	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 
 	hc := hostConfig(cfg)
 	sources, err := host.Sources(hc)
@@ -144,6 +147,15 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		running++
 	}
 
+	warnings, err := checkCapacities(ctx, cfg, sources, layout)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	if err != nil {
+		log.Error("thresholds contradict this node's capacity; refusing to start", "err", err)
+		return 1
+	}
+
 	deps := manager.Deps{
 		Clock:     clock.RealClock{},
 		Sources:   sources,
@@ -168,7 +180,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		defer k.stop()
 		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "node", cfg.NodeName)
 		running += k.start(ctx, log, errc)
-		deps.Pods, deps.Evicter, deps.Status = k.pods, k.evicter, k.status
+		deps.Pods, deps.Evicter, deps.Status, deps.Events = k.pods, k.evicter, k.status, k.events
 	}
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")
@@ -187,16 +199,19 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	m, err := manager.New(manager.Config{
-		HousekeepingInterval: cfg.HousekeepingInterval,
-		DryRun:               cfg.DryRun,
-		Decider:              deciderConfig(cfg, layout),
+		HousekeepingInterval:      cfg.HousekeepingInterval,
+		DryRun:                    cfg.DryRun,
+		Decider:                   deciderConfig(cfg, layout),
+		MaxEvictionsPerHour:       cfg.MaxEvictionsPerHour,
+		LocalStorageEvictionQPS:   cfg.LocalStorageEvictionQPS,
+		LocalStorageEvictionBurst: cfg.LocalStorageEvictionBurst,
 	}, deps)
 	if err != nil {
 		log.Error("cannot start the loop", "err", err)
 		return 1
 	}
 	log.Info("evictd starting", "version", version, "thresholds", len(m.Thresholds()), "layout", layout.String(),
-		"housekeepingInterval", cfg.HousekeepingInterval, "metrics", cfg.MetricsBindAddress)
+		"housekeepingInterval", cfg.HousekeepingInterval, "maxEvictionsPerHour", cfg.MaxEvictionsPerHour, "metrics", cfg.MetricsBindAddress)
 
 	srv := server.New(cfg.MetricsBindAddress, reg, m.Ready, func() any { return m.Status() }, log)
 

@@ -1,18 +1,27 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
 	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
 )
 
 // checkConfig prints the effective thresholds, or the exact error, and
-// exits non-zero on error.
+// exits non-zero on error. Like the agent at start, it compares the
+// thresholds with this node's capacities.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
 	cfg, code, ok := loadConfig("evictd check-config", args, stderr, nil)
 	if !ok {
 		return code
+	}
+	capWarnings, capNote, err := checkConfigCapacities(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd check-config: %v\n", err)
+		return 1
 	}
 	if err := config.FormatThresholds(stdout, cfg); err != nil {
 		fmt.Fprintf(stderr, "evictd check-config: %v\n", err)
@@ -21,5 +30,32 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	for _, note := range cfg.Notes {
 		fmt.Fprintf(stdout, "note: %s\n", note)
 	}
+	if capNote != "" {
+		fmt.Fprintf(stdout, "note: %s\n", capNote)
+	}
+	for _, w := range append(cfg.Warnings, capWarnings...) {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
 	return 0
+}
+
+// checkConfigCapacities compares the thresholds with this node's
+// capacities, as the agent does at start: an error for a threshold that
+// would always be met, warnings for soft thresholds not beyond their hard
+// ones. A node whose signals cannot be observed here gets a note, not an
+// error.
+func checkConfigCapacities(cfg *config.Config) (warnings []string, note string, err error) {
+	hc := hostConfig(cfg)
+	sources, err := host.Sources(hc)
+	var layout signals.FsLayout
+	if err == nil {
+		layout, err = layoutOf(hc)
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("cannot observe this node's signals, so the thresholds are not checked against its capacities: %v", err), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RuntimeRequestTimeout)
+	defer cancel()
+	warnings, err = checkCapacities(ctx, cfg, sources, layout)
+	return warnings, "", err
 }

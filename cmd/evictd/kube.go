@@ -30,6 +30,7 @@ type kube struct {
 	pods        *podsource.Source
 	status      *nodestatus.Publisher
 	evicter     *evict.Evicter
+	events      nodeEvents
 	broadcaster record.EventBroadcaster
 }
 
@@ -71,6 +72,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 			},
 			StopLocally: stopLocally,
 		}, client, recorder, log.With("component", "evict")),
+		events:      newNodeEvents(recorder, cfg.NodeName),
 		broadcaster: broadcaster,
 	}, nil
 }

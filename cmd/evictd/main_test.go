@@ -40,6 +40,9 @@ func TestCheckConfigAcceptsKubeletForms(t *testing.T) {
 		{"0% disables a signal", []string{"--eviction-hard=memory.available<100Mi,nodefs.available<0%"}, []string{"memory.available"}},
 		{"merge defaults", []string{"--eviction-hard=memory.available<1Gi", "--merge-default-eviction-settings"}, []string{"1Gi", "nodefs.available", "imagefs.inodesFree"}},
 		{"pid threshold", []string{"--eviction-hard=pid.available<1000"}, []string{"pid.available", "1000"}},
+		{"a soft threshold not beyond its hard one is a warning",
+			[]string{"--eviction-soft=memory.available<50Mi", "--eviction-soft-grace-period=memory.available=1m"},
+			[]string{"warning: --eviction-soft: soft threshold memory.available<50Mi is not beyond the hard threshold memory.available<100Mi (default): it can never act before the hard one"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := runCmd(append([]string{"check-config"}, tc.args...)...)
@@ -82,6 +85,9 @@ func TestCheckConfigRejectsWithKubeletMessages(t *testing.T) {
 		{"unknown flag", []string{"--evict-hard=memory.available<1Gi"}, "unknown flag: --evict-hard"},
 		{"bad driver", []string{"--cgroup-driver=upstart"}, "upstart"},
 		{"missing config file", []string{"--config=/nonexistent/kubelet.yaml"}, "/nonexistent/kubelet.yaml"},
+		{"threshold above this node's memory", []string{"--eviction-hard=memory.available<1000Ti"},
+			"--eviction-hard: threshold memory.available<1000Ti is 1000Ti, at or above the capacity of memory.available on this node"},
+		{"negative cap", []string{"--max-evictions-per-hour=-3"}, `--max-evictions-per-hour: invalid value "-3": must not be negative`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := runCmd(append([]string{"check-config"}, tc.args...)...)
@@ -108,6 +114,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"simulate", "--snapshot", "/nonexistent.json"}, 1, "/nonexistent.json"},
 		{[]string{"--housekeeping-interval=0s"}, 1, "housekeeping-interval"},
 		{[]string{"check-config", "extra"}, 2, `unexpected argument "extra"`},
+		// The agent observes the node once before its loop starts and
+		// refuses a threshold its capacity makes always met.
+		{[]string{"--eviction-hard=memory.available<1000Ti", "--container-runtime-endpoint=unix:///nonexistent/evictd-test.sock",
+			"--runtime-request-timeout=1s", "--metrics-bind-address=127.0.0.1:0"}, 1,
+			"at or above the capacity of memory.available on this node"},
 	} {
 		_, errOut, code := runCmd(tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {

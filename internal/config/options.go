@@ -29,6 +29,18 @@ const (
 	defaultVolumeStatsAggPeriod      = 10 * time.Second
 	defaultFastPollInterval          = 250 * time.Millisecond
 	defaultFastPollMargin            = "10%"
+	// One eviction a minute on average: a few pressure episodes an hour,
+	// each needing a few pods, stay well within it, while pressure that no
+	// eviction relieves (a leak outside the pods, a file filling the disk
+	// behind the kubelet's back) stops after 60 pods instead of emptying
+	// the node one pass after another.
+	defaultMaxEvictionsPerHour = 60
+	// The kubelet evicts every pod over its own local-storage limit in one
+	// pass. Five at once covers the usual handful of offenders; more than
+	// that at once suggests a measurement or configuration fault, so the
+	// rest go at one a housekeeping interval (10 s).
+	defaultLocalStorageEvictionQPS   = 0.1
+	defaultLocalStorageEvictionBurst = 5
 )
 
 // defaultEnforceNodeAllocatable returns a fresh copy of the kubelet's default.
@@ -75,6 +87,9 @@ type Options struct {
 	volumeStatsAgg       time.Duration
 	fastPollInterval     time.Duration
 	fastPollMargin       string
+	maxEvictionsPerHour  int
+	localStorageQPS      float64
+	localStorageBurst    int
 
 	// hostname is the node name when --hostname-override is not given;
 	// os.Hostname, replaceable in tests.
@@ -173,6 +188,12 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"How often, as a Go duration, evictd reads the memory cgroups' working set while a memory threshold is within --fast-poll-margin, starting a pass as soon as one is crossed either way; 0 disables the fast poll.")
 	fs.StringVar(&o.fastPollMargin, "fast-poll-margin", defaultFastPollMargin,
 		"How close to a memory.available or allocatableMemory.available threshold the available memory must come for the fast poll to run: a quantity (2Gi) or a percentage of the signal's capacity (10%). It should exceed what a workload can allocate in one --housekeeping-interval.")
+	fs.IntVar(&o.maxEvictionsPerHour, "max-evictions-per-hour", defaultMaxEvictionsPerHour,
+		"Most evictions evictd issues in any sliding hour (evicted, or stopped locally); once reached, no pod is evicted until the oldest of them is an hour old, and a Warning event EvictionCapReached goes on the node. 0 means no cap.")
+	fs.Float64Var(&o.localStorageQPS, "local-storage-eviction-qps", defaultLocalStorageEvictionQPS,
+		"Rate, in evictions per second, at which pods over their own local-storage limits are evicted once --local-storage-eviction-burst is spent; the others wait for later passes. 0 evicts them all in one pass, as the kubelet does.")
+	fs.IntVar(&o.localStorageBurst, "local-storage-eviction-burst", defaultLocalStorageEvictionBurst,
+		"Most pods over their own local-storage limits evicted at once, before --local-storage-eviction-qps paces the rest; at least 1 when the rate is set.")
 	fs.StringVar(&o.taintEffect, "pressure-taint-effect", defaultTaintEffect,
 		"Effect of the evictd.io/*-pressure taints evictd puts on its node while under pressure: NoSchedule, PreferNoSchedule or NoExecute.")
 }

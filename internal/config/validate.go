@@ -103,6 +103,14 @@ type Config struct {
 	// FastPollMargin is that distance: a quantity in bytes, or a fraction
 	// of the signal's capacity. Default 10%.
 	FastPollMargin thresholds.Value
+	// MaxEvictionsPerHour caps the evictions issued in a sliding hour; 0
+	// means no cap. Default 60.
+	MaxEvictionsPerHour int
+	// LocalStorageEvictionQPS (evictions per second; 0 = no limit, default
+	// 0.1) and LocalStorageEvictionBurst (default 5) rate-limit the
+	// evictions of pods over their own local-storage limits.
+	LocalStorageEvictionQPS   float64
+	LocalStorageEvictionBurst int
 	// ConfigFile and NodeConfigFile are the files read, "" if none.
 	ConfigFile     string
 	NodeConfigFile string
@@ -113,6 +121,10 @@ type Config struct {
 	Sources map[string]string
 	// Notes are sentences for the startup log.
 	Notes []string
+	// Warnings are settings that are valid but contradict each other (a
+	// soft threshold that can never act before its hard one); logged at
+	// Warn at startup and printed by check-config.
+	Warnings []string
 }
 
 // validate checks the merged options in one place, collecting every error,
@@ -149,6 +161,9 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		PodLogsDir:                o.podLogsDir,
 		VolumeStatsAggPeriod:      o.volumeStatsAgg,
 		FastPollInterval:          o.fastPollInterval,
+		MaxEvictionsPerHour:       o.maxEvictionsPerHour,
+		LocalStorageEvictionQPS:   o.localStorageQPS,
+		LocalStorageEvictionBurst: o.localStorageBurst,
 		ProcRoot:                  o.procRoot,
 		CgroupMount:               o.cgroupMount,
 		ConfigFile:                o.configFile,
@@ -176,6 +191,15 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		case d.v == 0 && d.positive:
 			bad(d.flag, d.v.String(), "must be positive")
 		}
+	}
+
+	if o.maxEvictionsPerHour < 0 {
+		bad("max-evictions-per-hour", strconv.Itoa(o.maxEvictionsPerHour), "must not be negative (0 means no cap)")
+	}
+	if q := o.localStorageQPS; q < 0 || q-q != 0 {
+		bad("local-storage-eviction-qps", strconv.FormatFloat(q, 'g', -1, 64), "must be a non-negative number of evictions per second (0 means no limit)")
+	} else if q > 0 && o.localStorageBurst < 1 {
+		bad("local-storage-eviction-burst", strconv.Itoa(o.localStorageBurst), "must be at least 1 while --local-storage-eviction-qps is set")
 	}
 
 	margin, marginErr := parseMargin(o.fastPollMargin)
@@ -278,6 +302,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	}
 	c.Thresholds = parsed.Thresholds
 	c.Notes = append(c.Notes, parsed.Notes...)
+	c.Warnings = softBelowHard(c.Thresholds)
 	return c, nil
 }
 

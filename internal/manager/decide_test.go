@@ -84,6 +84,37 @@ func TestEvictionMessage(t *testing.T) {
 	}
 }
 
+// TestEvictionMessageAbsurdUsage: usage at the int64 limit, whose sum
+// would overflow, and negative measurements write a sane message.
+func TestEvictionMessageAbsurdUsage(t *testing.T) {
+	const maxI = int64(1<<63 - 1)
+	q, err := thresholds.Parse(thresholds.Settings{Hard: map[string]string{"nodefs.available": "1Gi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := signals.Observation{Signal: signals.NodeFsAvailable, Available: 512 * mi, Capacity: 100 << 30, Time: t0}
+	pod := &ranking.Pod{Namespace: "default", Name: "w", Containers: []ranking.Container{
+		{Name: "huge", EphemeralStorageRequest: maxI - 1},
+		{Name: "over", EphemeralStorageRequest: 0},
+		{Name: "negative"},
+	}}
+	st := &signals.PodStats{Containers: []signals.ContainerStats{
+		{Name: "huge", Rootfs: &signals.FsUsage{Bytes: maxI}, Logs: &signals.FsUsage{Bytes: maxI}},
+		{Name: "over", Rootfs: &signals.FsUsage{Bytes: maxI}, Logs: &signals.FsUsage{Bytes: 5}},
+		{Name: "negative", Rootfs: &signals.FsUsage{Bytes: -10}, Logs: &signals.FsUsage{Bytes: -1}},
+	}}
+	msg, ann := evictionMessage(q.Thresholds[0], obs, ranking.Candidate{Pod: pod, Stats: st})
+	want := "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 512Mi. " +
+		"Container huge was using 9223372036854775807, request is 9223372036854775806, has larger consumption of ephemeral-storage. " +
+		"Container over was using 9223372036854775807, request is 0, has larger consumption of ephemeral-storage. "
+	if msg != want {
+		t.Errorf("message:\ngot  %q\nwant %q", msg, want)
+	}
+	if got := ann["offending_containers"]; got != "huge,over" {
+		t.Errorf("offending containers: got %q, want huge,over", got)
+	}
+}
+
 func TestDecide(t *testing.T) {
 	hard := func(t *testing.T, sig, v string) []thresholds.Threshold {
 		p, err := thresholds.Parse(thresholds.Settings{Hard: map[string]string{sig: v}})
@@ -134,5 +165,50 @@ func TestDecide(t *testing.T) {
 				t.Errorf("reason: got %q, want it to contain %q", dec.Reason, tc.wantReason)
 			}
 		})
+	}
+}
+
+// TestDecideAbsurdPods: requests above the node's capacity, zero,
+// negative and at the int64 limit, usage at the int64 limit: the decision
+// is made without overflow or panic, for the pod furthest over its request.
+func TestDecideAbsurdPods(t *testing.T) {
+	const maxI = int64(1<<63 - 1)
+	ths, err := thresholds.Parse(thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := []ranking.Pod{
+		{Namespace: "default", Name: "above-capacity", UID: "a", QOS: ranking.Burstable, MemoryRequest: 1 << 50,
+			Containers: []ranking.Container{{Name: "app", MemoryRequest: 1 << 50}}},
+		{Namespace: "default", Name: "max-request", UID: "b", QOS: ranking.Burstable, MemoryRequest: maxI,
+			Containers: []ranking.Container{{Name: "app", MemoryRequest: maxI}}},
+		{Namespace: "default", Name: "negative-request", UID: "c", QOS: ranking.Burstable, MemoryRequest: -1,
+			Containers: []ranking.Container{{Name: "app", MemoryRequest: -1}}},
+		{Namespace: "default", Name: "max-usage", UID: "d", QOS: ranking.BestEffort,
+			Containers: []ranking.Container{{Name: "app"}}},
+	}
+	stats := map[string]signals.PodStats{
+		"a": {UID: "a", MemoryWorkingSet: i64(8 << 30), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: i64(8 << 30)}}},
+		"b": {UID: "b", MemoryWorkingSet: i64(maxI), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: i64(maxI)}}},
+		"c": {UID: "c", MemoryWorkingSet: i64(10 * mi), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: i64(10 * mi)}}},
+		"d": {UID: "d", MemoryWorkingSet: i64(maxI), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: i64(maxI)}}},
+	}
+	d := NewDecider(DeciderConfig{Thresholds: ths.Thresholds})
+	obs := signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 50 * mi, Capacity: 24 << 30, Time: t0}}
+	dec := d.Decide(t0, obs, pods, stats)
+	if dec.Outcome != OutcomeEvict || dec.Pod.Name != "max-usage" {
+		t.Fatalf("got %s of %v (%s), want to evict max-usage", dec.Outcome, dec.Pod, dec.Reason)
+	}
+	want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+		"Container app was using 9223372036854775807, request is 0, has larger consumption of memory. "
+	if dec.Message != want {
+		t.Errorf("message:\ngot  %q\nwant %q", dec.Message, want)
+	}
+	var order []string
+	for _, c := range dec.Candidates {
+		order = append(order, c.Pod.Name)
+	}
+	if got := strings.Join(order, ","); got != "max-usage,negative-request,max-request,above-capacity" {
+		t.Errorf("ranking: got %s", got)
 	}
 }

@@ -75,6 +75,18 @@ type Config struct {
 	// longer than three housekeeping intervals plus this makes the loop
 	// unready. Default 60s.
 	MaxEvictionWait time.Duration
+	// MaxEvictionsPerHour caps the evictions issued (evicted, or stopped
+	// locally) in any sliding hour (--max-evictions-per-hour); once
+	// reached, no pod is evicted until the oldest of them is an hour old.
+	// 0 means no cap.
+	MaxEvictionsPerHour int
+	// LocalStorageEvictionQPS and LocalStorageEvictionBurst rate-limit the
+	// evictions of a local-storage pass, the one kind of pass that may
+	// evict several pods: Burst at once, then one more every 1/QPS
+	// seconds (--local-storage-eviction-qps, --local-storage-eviction-burst).
+	// A QPS of 0 means no limit.
+	LocalStorageEvictionQPS   float64
+	LocalStorageEvictionBurst int
 }
 
 // Deps are the loop's connections to the world. Clock, Sources, Pods,
@@ -94,8 +106,12 @@ type Deps struct {
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
 	// AfterPass, when set, is called by the loop after each pass with the
-	// status it published (main uses it to tell systemd it is ready).
+	// status it published, once the pass's deadline timer is set (main
+	// uses it to tell systemd it is ready).
 	AfterPass func(*Status)
+	// Events, when set, receives the node events of the loop's own (the
+	// eviction cap reached).
+	Events NodeEvents
 }
 
 // Manager is evictd's loop. Run owns every piece of mutable state; other
@@ -116,6 +132,13 @@ type Manager struct {
 	lastObsErr     string
 	lastPodsErr    string
 	pressures      map[signals.Pressure]bool
+	// hour counts the evictions of the last hour; capHit is true from the
+	// pass where the cap withholds an eviction until the window has room
+	// again, so that each reach is reported once.
+	hour   hourWindow
+	capHit bool
+	// bucket rate-limits local-storage evictions.
+	bucket *tokenBucket
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -125,6 +148,12 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		return nil, fmt.Errorf("housekeeping interval %s must be positive", cfg.HousekeepingInterval)
 	case deps.Clock == nil || deps.Pods == nil || deps.Stats == nil || deps.Metrics == nil || deps.Log == nil:
 		return nil, errors.New("manager: clock, pod source, pod stats source, metrics and logger are required")
+	case cfg.MaxEvictionsPerHour < 0:
+		return nil, fmt.Errorf("maximum evictions per hour %d must not be negative", cfg.MaxEvictionsPerHour)
+	case cfg.LocalStorageEvictionQPS < 0 || cfg.LocalStorageEvictionQPS != cfg.LocalStorageEvictionQPS:
+		return nil, fmt.Errorf("local-storage eviction rate %v must be a non-negative number", cfg.LocalStorageEvictionQPS)
+	case cfg.LocalStorageEvictionQPS > 0 && cfg.LocalStorageEvictionBurst < 1:
+		return nil, fmt.Errorf("local-storage eviction burst %d must be at least 1 when the rate is set", cfg.LocalStorageEvictionBurst)
 	}
 	if deps.Evicter == nil {
 		cfg.DryRun = true
@@ -138,6 +167,8 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		decider:   NewDecider(cfg.Decider),
 		wake:      make(chan struct{}, 1),
 		pressures: map[signals.Pressure]bool{},
+		hour:      hourWindow{limit: cfg.MaxEvictionsPerHour},
+		bucket:    newTokenBucket(cfg.LocalStorageEvictionQPS, cfg.LocalStorageEvictionBurst),
 	}, nil
 }
 
@@ -208,8 +239,17 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		return due.C()
 	}
+	// AfterPass is called once the next deadline is set, so that whoever
+	// it tells of the pass (a test moving a fake clock) finds the timer in
+	// place.
+	after := func() {
+		schedule()
+		if m.deps.AfterPass != nil {
+			m.deps.AfterPass(m.status.Load())
+		}
+	}
 	m.pass(ctx, "start")
-	schedule()
+	after()
 	for {
 		select {
 		case <-ctx.Done():
@@ -222,7 +262,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			due = nil
 			m.pass(ctx, "deadline")
 		}
-		schedule()
+		after()
 	}
 }
 
@@ -290,11 +330,9 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	result := m.act(ctx, dec)
 
 	st := newStatus(start, trigger, m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result, len(pods))
+	st.Limits = m.limits(m.deps.Clock.Now())
 	m.status.Store(st)
 	met.ObservePass(m.deps.Clock.Since(start))
-	if m.deps.AfterPass != nil {
-		m.deps.AfterPass(st)
-	}
 }
 
 // warnOnChange logs err at Warn when it differs from the last one seen at
@@ -339,8 +377,12 @@ func (m *Manager) act(ctx context.Context, dec Decision) string {
 	met.IncDecision(dec.Signal, string(dec.Outcome))
 	var results []string
 	for _, req := range dec.Requests() {
+		if why, capped := m.capped(req); capped {
+			return strings.Join(append(results, why), "; ")
+		}
 		log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
 		err := m.deps.Evicter.Evict(ctx, req)
+		m.recordIssued(err)
 		switch {
 		case err == nil:
 			met.IncEviction(req.Signal, "evicted")
@@ -385,6 +427,7 @@ func (m *Manager) act(ctx context.Context, dec Decision) string {
 func (m *Manager) actLocalStorage(ctx context.Context, dec Decision) string {
 	met := m.deps.Metrics
 	var results []string
+	limited, issued := 0, 0
 	for _, req := range dec.LocalStorageRequests() {
 		log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
 		if m.cfg.DryRun {
@@ -393,7 +436,20 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec Decision) string {
 			results = append(results, "dry-run "+req.Pod.Ref())
 			continue
 		}
+		if why, capped := m.capped(req); capped {
+			results = append(results, why)
+			continue
+		}
+		if now := m.deps.Clock.Now(); !m.bucket.take(now) {
+			met.IncWithheld(metrics.WithheldRateLimit)
+			limited++
+			results = append(results, fmt.Sprintf("rate-limited %s (next local-storage eviction at %s)",
+				req.Pod.Ref(), m.bucket.next(now).UTC().Format(time.RFC3339)))
+			continue
+		}
 		err := m.deps.Evicter.Evict(ctx, req)
+		m.recordIssued(err)
+		issued++
 		switch {
 		case err == nil:
 			met.IncEviction(req.Signal, "evicted")
@@ -412,8 +468,14 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec Decision) string {
 			results = append(results, "failed "+req.Pod.Ref()+": "+err.Error())
 		}
 	}
-	if !m.cfg.DryRun {
-		// Look again at once: the thresholds' turn comes next pass.
+	if limited > 0 {
+		m.deps.Log.Info("local-storage evictions rate-limited; the pods are evicted in later passes",
+			"withheld", limited, "qps", m.cfg.LocalStorageEvictionQPS, "burst", m.cfg.LocalStorageEvictionBurst)
+	}
+	if issued > 0 {
+		// Look again at once: the thresholds' turn comes next pass. A
+		// pass that a limit kept from evicting anything waits for the
+		// next tick instead.
 		m.Wake()
 	}
 	return strings.Join(results, "; ")
@@ -481,4 +543,58 @@ func (m *Manager) export(now time.Time, obs signals.Observations, dec Decision) 
 			met.ObserveDetectionLatency(dec.Signal, now.Sub(first))
 		}
 	}
+}
+
+// capped reports whether --max-evictions-per-hour withholds req now, with
+// the pass's result for it. The first withheld eviction after the window
+// had room counts a reach: a metric, a Warn log line and a Warning event
+// on the node.
+func (m *Manager) capped(req Request) (string, bool) {
+	now := m.deps.Clock.Now()
+	if !m.hour.full(now) {
+		m.capHit = false
+		return "", false
+	}
+	met := m.deps.Metrics
+	met.IncWithheld(metrics.WithheldHourlyCap)
+	next := m.hour.nextAllowed(now).UTC().Format(time.RFC3339)
+	if !m.capHit {
+		m.capHit = true
+		met.IncCapReached()
+		msg := fmt.Sprintf("evictd reached its cap of %d evictions per hour (--max-evictions-per-hour) and withholds every eviction until %s; withheld: %s for %s",
+			m.cfg.MaxEvictionsPerHour, next, req.Pod.Ref(), req.Signal)
+		m.deps.Log.Warn("eviction cap reached; evictions are withheld", "cap", m.cfg.MaxEvictionsPerHour,
+			"nextAllowed", next, "pod", req.Pod.Ref(), "signal", req.Signal)
+		if m.deps.Events != nil {
+			m.deps.Events.Warn(EventCapReached, msg)
+		}
+	} else {
+		m.deps.Log.Debug("eviction withheld by the hourly cap", "pod", req.Pod.Ref(), "signal", req.Signal, "nextAllowed", next)
+	}
+	return fmt.Sprintf("withheld %s (cap of %d evictions per hour reached; next eviction allowed at %s)",
+		req.Pod.Ref(), m.cfg.MaxEvictionsPerHour, next), true
+}
+
+// recordIssued counts, for the hourly cap, an Evict call whose eviction
+// was issued: it returned nil, ErrNotGoneInTime or ErrStoppedLocally.
+func (m *Manager) recordIssued(err error) {
+	if err == nil || errors.Is(err, ErrNotGoneInTime) || errors.Is(err, ErrStoppedLocally) {
+		m.hour.record(m.deps.Clock.Now())
+	}
+}
+
+// limits reports the safety limits at now for the status and metrics, and
+// ends a reach of the cap once the window has room again.
+func (m *Manager) limits(now time.Time) LimitsStatus {
+	n := m.hour.count(now)
+	m.deps.Metrics.SetEvictionsInLastHour(n)
+	ls := LimitsStatus{MaxEvictionsPerHour: m.cfg.MaxEvictionsPerHour, EvictionsInLastHour: n}
+	if m.hour.full(now) {
+		ls.CapReached = true
+		next := m.hour.nextAllowed(now)
+		ls.NextEvictionAllowed = &next
+	} else {
+		m.capHit = false
+	}
+	return ls
 }

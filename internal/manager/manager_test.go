@@ -32,6 +32,7 @@ type script struct {
 	available int64
 	hold      chan struct{} // when non-nil, Observe says so on entered and waits for hold to close
 	entered   chan struct{}
+	age       time.Duration // how old the observation is at the time of the pass
 }
 
 func (s *script) set(available int64) {
@@ -42,13 +43,13 @@ func (s *script) set(available int64) {
 
 func (s *script) Observe(ctx context.Context, now time.Time) ([]signals.Observation, error) {
 	s.mu.Lock()
-	hold, entered, avail := s.hold, s.entered, s.available
+	hold, entered, avail, age := s.hold, s.entered, s.available, s.age
 	s.mu.Unlock()
 	if hold != nil {
 		entered <- struct{}{}
 		<-hold
 	}
-	return []signals.Observation{{Signal: signals.MemoryAvailable, Available: avail, Capacity: 10240 * mi, Time: now}}, nil
+	return []signals.Observation{{Signal: signals.MemoryAvailable, Available: avail, Capacity: 10240 * mi, Time: now.Add(-age)}}, nil
 }
 
 type fixedPods []ranking.Pod
@@ -114,31 +115,37 @@ func mustParse(t *testing.T, s thresholds.Settings) []thresholds.Threshold {
 
 func newHarness(t *testing.T, dryRun bool, ths []thresholds.Threshold) *harness {
 	t.Helper()
-	hog := ranking.Pod{Namespace: "default", Name: "hog", UID: "u-hog", QOS: ranking.BestEffort}
-	calm := ranking.Pod{Namespace: "default", Name: "calm", UID: "u-calm", QOS: ranking.Burstable, MemoryRequest: 512 * mi}
-	stats := fixedStats{
-		"u-hog":  {UID: "u-hog", Time: t0, MemoryWorkingSet: signals.Int64(900 * mi)},
-		"u-calm": {UID: "u-calm", Time: t0, MemoryWorkingSet: signals.Int64(100 * mi)},
-	}
-	return newHarnessWith(t, dryRun, ths, fixedPods{hog, calm}, stats)
+	return newHarnessWith(t, dryRun, ths, defaultPods(), defaultStats())
 }
 
 // newHarnessWith is newHarness with the test's own pods and stats.
 func newHarnessWith(t *testing.T, dryRun bool, ths []thresholds.Threshold, pods fixedPods, stats fixedStats) *harness {
 	t.Helper()
+	return newHarnessTuned(t, dryRun, ths, pods, stats, nil)
+}
+
+// newHarnessTuned is newHarnessWith whose configuration and connections
+// tune may change before the loop starts.
+func newHarnessTuned(t *testing.T, dryRun bool, ths []thresholds.Threshold, pods fixedPods, stats fixedStats, tune func(*Config, *Deps)) *harness {
+	t.Helper()
 	h := &harness{
 		t: t, clock: clocktesting.NewFakeClock(t0), src: &script{available: 4096 * mi},
 		ev: &recorder{}, pub: &publisher{}, reg: prometheus.NewRegistry(), passes: make(chan *Status, 16), done: make(chan error, 1),
 	}
-	m, err := New(Config{
+	cfg := Config{
 		HousekeepingInterval: 10 * time.Second,
 		DryRun:               dryRun,
 		Decider:              DeciderConfig{Thresholds: ths, TransitionPeriod: 5 * time.Minute, MaxPodGracePeriodSeconds: 20},
-	}, Deps{
+	}
+	deps := Deps{
 		Clock: h.clock, Sources: []signals.Source{h.src}, Pods: pods, Stats: stats,
 		Evicter: h.ev, Status: h.pub, Metrics: metrics.New(h.reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AfterPass: func(st *Status) { h.passes <- st },
-	})
+	}
+	if tune != nil {
+		tune(&cfg, &deps)
+	}
+	m, err := New(cfg, deps)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -91,22 +91,21 @@ func containerUsage(st *signals.PodStats, name string, res signals.Resource) (in
 		}
 		switch res {
 		case signals.ResourceMemory:
-			if cs.MemoryWorkingSet == nil {
+			if cs.MemoryWorkingSet == nil || *cs.MemoryWorkingSet < 0 {
 				return 0, false
 			}
 			return *cs.MemoryWorkingSet, true
 		case signals.ResourceEphemeralStorage:
-			if cs.Rootfs == nil && cs.Logs == nil {
-				return 0, false
-			}
+			// A negative measurement is no measurement; the sum
+			// saturates rather than overflow.
 			var used int64
-			if cs.Rootfs != nil {
-				used += cs.Rootfs.Bytes
+			measured := false
+			for _, u := range []*signals.FsUsage{cs.Rootfs, cs.Logs} {
+				if u != nil && u.Bytes >= 0 {
+					used, measured = satAdd(used, u.Bytes), true
+				}
 			}
-			if cs.Logs != nil {
-				used += cs.Logs.Bytes
-			}
-			return used, true
+			return used, measured
 		}
 	}
 	return 0, false

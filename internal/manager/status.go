@@ -20,6 +20,20 @@ type Status struct {
 	// Result is what acting on the decision gave: evicted, dry-run, or
 	// failed with the error; empty when there was nothing to do.
 	Result string `json:"result,omitempty"`
+	// Limits is where the safety limits stood after the pass.
+	Limits LimitsStatus `json:"limits"`
+}
+
+// LimitsStatus is the state of the eviction cap.
+type LimitsStatus struct {
+	// MaxEvictionsPerHour is the cap, 0 when there is none.
+	MaxEvictionsPerHour int `json:"maxEvictionsPerHour"`
+	// EvictionsInLastHour are the evictions issued in the hour before.
+	EvictionsInLastHour int `json:"evictionsInLastHour"`
+	// CapReached is true while the cap withholds every eviction, until
+	// NextEvictionAllowed.
+	CapReached          bool       `json:"capReached"`
+	NextEvictionAllowed *time.Time `json:"nextEvictionAllowed,omitempty"`
 }
 
 // ObservationStatus is one signal's reading.

@@ -38,6 +38,13 @@ const (
 	ResultStoppedLocally = "stopped-locally"
 )
 
+// Reasons an eviction is withheld, the values of
+// evictd_evictions_withheld_total's reason label.
+const (
+	WithheldHourlyCap = "hourly-cap"
+	WithheldRateLimit = "rate-limit"
+)
+
 // Pass triggers, the values of evictd_passes_total's trigger label.
 const (
 	TriggerTick = "tick"
@@ -100,6 +107,9 @@ type Metrics struct {
 	detection *prometheus.HistogramVec
 	issue     *prometheus.HistogramVec
 	buildInfo *prometheus.GaugeVec
+	withheld  *prometheus.CounterVec
+	capHits   prometheus.Counter
+	lastHour  prometheus.Gauge
 
 	// err holds what New could not register.
 	err error
@@ -202,6 +212,18 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_build_info",
 			Help: "Always 1; the labels say which evictd build is running.",
 		}, []string{"version", "goversion"}),
+		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_evictions_withheld_total",
+			Help: "Evictions decided but not issued because of a safety limit, by reason: hourly-cap (--max-evictions-per-hour), rate-limit (--local-storage-eviction-qps and --local-storage-eviction-burst).",
+		}, []string{"reason"}),
+		capHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "evictd_eviction_cap_reached_total",
+			Help: "Times --max-evictions-per-hour was reached: counted once each time the cap withholds an eviction after having had room.",
+		}),
+		lastHour: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "evictd_evictions_in_last_hour",
+			Help: "Evictions issued (evicted or stopped locally) in the sliding hour before the last pass, the count --max-evictions-per-hour caps.",
+		}),
 	}
 	m.initCounters()
 	m.SetVersion(mainVersion())
@@ -242,6 +264,9 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.detection = registerOrShare(reg, m.detection, &errs)
 	m.issue = registerOrShare(reg, m.issue, &errs)
 	m.buildInfo = registerOrShare(reg, m.buildInfo, &errs)
+	m.withheld = registerOrShare(reg, m.withheld, &errs)
+	m.capHits = registerOrShare(reg, m.capHits, &errs)
+	m.lastHour = registerOrShare(reg, m.lastHour, &errs)
 	m.err = errors.Join(errs...)
 }
 
@@ -281,6 +306,9 @@ func (m *Metrics) initCounters() {
 	m.passes.WithLabelValues(TriggerWake)
 	for _, s := range wakeupSources {
 		m.wakeups.WithLabelValues(s)
+	}
+	for _, r := range []string{WithheldHourlyCap, WithheldRateLimit} {
+		m.withheld.WithLabelValues(r)
 	}
 }
 
@@ -334,12 +362,14 @@ func (m *Metrics) ForgetObservation(sig signals.Signal) {
 	m.thrMet.DeletePartialMatch(l)
 }
 
-// SetObservationAge exports how old sig's observation was when a pass used it.
+// SetObservationAge exports how old sig's observation was when a pass used
+// it. A negative age (the clock stepped back after the observation) is
+// exported as 0.
 func (m *Metrics) SetObservationAge(sig signals.Signal, seconds float64) {
 	if m == nil {
 		return
 	}
-	m.obsAge.WithLabelValues(string(sig)).Set(seconds)
+	m.obsAge.WithLabelValues(string(sig)).Set(max(seconds, 0))
 }
 
 // IncSignalError counts a pass in which sig could not be read.
@@ -460,6 +490,30 @@ func (m *Metrics) ObserveIssueLatency(sig signals.Signal, d time.Duration) {
 		return
 	}
 	m.issue.WithLabelValues(string(sig)).Observe(seconds(d))
+}
+
+// IncWithheld counts an eviction withheld by a safety limit (Withheld…).
+func (m *Metrics) IncWithheld(reason string) {
+	if m == nil {
+		return
+	}
+	m.withheld.WithLabelValues(reason).Inc()
+}
+
+// IncCapReached counts one reach of --max-evictions-per-hour.
+func (m *Metrics) IncCapReached() {
+	if m == nil {
+		return
+	}
+	m.capHits.Inc()
+}
+
+// SetEvictionsInLastHour exports the evictions issued in the last hour.
+func (m *Metrics) SetEvictionsInLastHour(n int) {
+	if m == nil {
+		return
+	}
+	m.lastHour.Set(float64(n))
 }
 
 // seconds converts d for a histogram. A negative duration (a clock stepped

@@ -237,6 +237,44 @@ evictd_evictions_total{result="pdb-blocked",signal="nodefs.available"} 1
 `,
 		},
 		{
+			name: "safety limits: evictions withheld, cap reached, evictions in the last hour",
+			do: func(m *Metrics) {
+				m.IncWithheld(WithheldHourlyCap)
+				m.IncWithheld(WithheldHourlyCap)
+				m.IncWithheld(WithheldRateLimit)
+				m.IncCapReached()
+				m.SetEvictionsInLastHour(7)
+				m.SetEvictionsInLastHour(5)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.withheld, m.capHits, m.lastHour) },
+			want: `
+# HELP evictd_evictions_withheld_total Evictions decided but not issued because of a safety limit, by reason: hourly-cap (--max-evictions-per-hour), rate-limit (--local-storage-eviction-qps and --local-storage-eviction-burst).
+# TYPE evictd_evictions_withheld_total counter
+evictd_evictions_withheld_total{reason="hourly-cap"} 2
+evictd_evictions_withheld_total{reason="rate-limit"} 1
+# HELP evictd_eviction_cap_reached_total Times --max-evictions-per-hour was reached: counted once each time the cap withholds an eviction after having had room.
+# TYPE evictd_eviction_cap_reached_total counter
+evictd_eviction_cap_reached_total 1
+# HELP evictd_evictions_in_last_hour Evictions issued (evicted or stopped locally) in the sliding hour before the last pass, the count --max-evictions-per-hour caps.
+# TYPE evictd_evictions_in_last_hour gauge
+evictd_evictions_in_last_hour 5
+`,
+		},
+		{
+			name: "a negative observation age (the clock stepped back) is exported as 0",
+			do: func(m *Metrics) {
+				m.SetObservationAge(signals.MemoryAvailable, -30)
+				m.SetObservationAge(signals.PIDAvailable, 2.5)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.obsAge },
+			want: `
+# HELP evictd_signal_observation_age_seconds Age of the signal's last observation when the last pass used it.
+# TYPE evictd_signal_observation_age_seconds gauge
+evictd_signal_observation_age_seconds{signal="memory.available"} 0
+evictd_signal_observation_age_seconds{signal="pid.available"} 2.5
+`,
+		},
+		{
 			name: "ObservePass",
 			do: func(m *Metrics) {
 				m.ObservePass(150 * time.Microsecond)

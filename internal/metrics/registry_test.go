@@ -29,6 +29,8 @@ func TestCountersStartAtZero(t *testing.T) {
 		{"evictd_evictions_total", m.evictions, n * 5},
 		{"evictd_passes_total", m.passes, 2},
 		{"evictd_wakeups_total", m.wakeups, 4},
+		{"evictd_evictions_withheld_total", m.withheld, 2},
+		{"evictd_eviction_cap_reached_total", m.capHits, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,8 +49,11 @@ var allNames = []string{
 	"evictd_build_info",
 	"evictd_decisions_total",
 	"evictd_detection_latency_seconds",
+	"evictd_eviction_cap_reached_total",
 	"evictd_eviction_issue_latency_seconds",
+	"evictd_evictions_in_last_hour",
 	"evictd_evictions_total",
+	"evictd_evictions_withheld_total",
 	"evictd_memory_pressure_stall_ratio",
 	"evictd_node_pressure",
 	"evictd_pass_duration_seconds",
@@ -79,6 +84,9 @@ func exerciseAll(m *Metrics) {
 	m.ObserveStatsAge(signals.MemoryAvailable, time.Millisecond)
 	m.ObserveDetectionLatency(signals.MemoryAvailable, time.Millisecond)
 	m.ObserveIssueLatency(signals.MemoryAvailable, time.Millisecond)
+	m.IncWithheld(WithheldHourlyCap)
+	m.IncCapReached()
+	m.SetEvictionsInLastHour(3)
 }
 
 // TestLint runs every family through promtool's naming rules.
