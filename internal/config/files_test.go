@@ -88,6 +88,8 @@ func TestKubeletConfigErrors(t *testing.T) {
 		{"kubelet-bad-driver.yaml", `cgroupDriver in testdata/kubelet-bad-driver.yaml: invalid value "docker": must be "cgroupfs" or "systemd"`},
 		{"kubelet-bad-reserved.yaml", `systemReserved in testdata/kubelet-bad-reserved.yaml: invalid value "memory=lots": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`},
 		{"kubelet-bad-threshold.yaml", `evictionHard in testdata/kubelet-bad-threshold.yaml: eviction threshold memory.available must be positive: -1Gi`},
+		{"kubelet-bad-enforce.yaml", `enforceNodeAllocatable in testdata/kubelet-bad-enforce.yaml: invalid configuration: option "memory" specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are "pods", "system-reserved", "system-reserved-compressible", "kube-reserved", "kube-reserved-compressible" or "none"`},
+		{"kubelet-huge-threshold.yaml", `evictionHard in testdata/kubelet-huge-threshold.yaml: eviction threshold memory.available must be less than 9223372036854775807: 100000000000000000000000`},
 		{"kubelet-empty.yaml", `KubeletConfiguration testdata/kubelet-empty.yaml: not a YAML mapping with apiVersion kubelet.config.k8s.io/v1beta1 and kind KubeletConfiguration`},
 		{"kubelet-not-mapping.yaml", `KubeletConfiguration testdata/kubelet-not-mapping.yaml: not a YAML mapping with apiVersion kubelet.config.k8s.io/v1beta1 and kind KubeletConfiguration`},
 		{"no-such-file.yaml", `read --config file: open testdata/no-such-file.yaml: no such file or directory`},

@@ -272,6 +272,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		MergeDefaults:          o.mergeDefaults,
 		EnforceNodeAllocatable: slices.Clone(o.enforceNodeAllocatable),
 	}
+	c.Settings.EnforceNodeAllocatableSource = src2("enforce-node-allocatable")
 	parsed, err := thresholds.Parse(c.Settings)
 	if err != nil {
 		return nil, err
