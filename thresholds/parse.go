@@ -264,7 +264,7 @@ func parseStatement(e entry) (Threshold, bool, error) {
 		t.Value.Percentage = pc
 		return t, true, nil
 	}
-	q, err := resource.ParseQuantity(e.value)
+	q, err := ParseQuantity(e.value)
 	if err != nil {
 		return Threshold{}, false, fmt.Errorf("%s: %w", e.source, err)
 	}
@@ -406,7 +406,7 @@ func parseMinimumReclaims(m map[string]string, source string) (map[signals.Signa
 			out[sig] = Value{Percentage: pc}
 			continue
 		}
-		q, err := resource.ParseQuantity(e.value)
+		q, err := ParseQuantity(e.value)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", source, err)
 		}

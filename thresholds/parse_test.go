@@ -217,6 +217,16 @@ func TestParseErrors(t *testing.T) {
 			"--eviction-hard: eviction threshold nodefs.inodesFree must be less than 9223372036854775807: 9223372036854775807", nil},
 		{"reclaim above int64", reclaim("memory.available", "100000000000000000000000"),
 			"--eviction-minimum-reclaim: eviction minimum reclaim memory.available must be less than 9223372036854775807: 100000000000000000000000", nil},
+		// Found by FuzzParse (a worker hung): resource.ParseQuantity
+		// expands the exponent in full.
+		{"exponent that never finishes parsing", hard("memory.available", "1e2147483647"),
+			`--eviction-hard: quantity "1e2147483647": exponent out of range (at most ±999)`, nil},
+		{"negative exponent that takes seconds", hard("memory.available", "1e-1000000"),
+			`--eviction-hard: quantity "1e-1000000": exponent out of range (at most ±999)`, nil},
+		{"exponent in a minimum reclaim", reclaim("memory.available", "5E+0001000"),
+			`--eviction-minimum-reclaim: quantity "5E+0001000": exponent out of range (at most ±999)`, nil},
+		{"quantity longer than 64 characters", hard("memory.available", "1"+strings.Repeat("0", 70)),
+			`--eviction-hard: quantity "10000000000000000000000000000000"…: longer than 64 characters`, nil},
 		{"zero quantity", hard("memory.available", "0"), "--eviction-hard: eviction threshold memory.available must be positive: 0", nil},
 		{"zero quantity with unit", hard("memory.available", "0Gi"), "--eviction-hard: eviction threshold memory.available must be positive: 0", nil},
 		{"negative quantity", hard("memory.available", "-1Gi"), "--eviction-hard: eviction threshold memory.available must be positive: -1Gi", nil},
@@ -637,4 +647,19 @@ func parseOne(t *testing.T, sig signals.Signal, val string) Threshold {
 		t.Fatalf("Parse %s<%s: got %v, %v; want one threshold", sig, val, describe(p.Thresholds), err)
 	}
 	return p.Thresholds[0]
+}
+
+// TestParseQuantityBounds: the exponent and length bounds let through every
+// quantity a setting needs, with resource.ParseQuantity's value.
+func TestParseQuantityBounds(t *testing.T) {
+	for _, s := range []string{"100Mi", "1E", "2Ei", "1e6", "1E6", "1e999", "1e-999", "5e+0999", "-1e3", "0.5", "+2Gi", "1" + strings.Repeat("0", 63)} {
+		got, err := ParseQuantity(s)
+		if err != nil {
+			t.Errorf("%q: %v", s, err)
+			continue
+		}
+		if want := resource.MustParse(s); got.Cmp(want) != 0 {
+			t.Errorf("%q: got %s, want %s", s, got.String(), want.String())
+		}
+	}
 }

@@ -45,6 +45,7 @@ func TestReadBadValues(t *testing.T) {
 		{"negative", obs(`"memory.available": {"available": -1, "capacity": "1Gi"}`), `quantity "-1" is negative`},
 		{"above int64", obs(`"memory.available": {"available": 1, "capacity": "100000000000000000000000"}`), `quantity "100000000000000000000000" is too large`},
 		{"largest int64", obs(`"memory.available": {"available": 1, "capacity": 9223372036854775807}`), `quantity "9223372036854775807" is too large`},
+		{"exponent that never finishes parsing", obs(`"memory.available": {"available": "1e2147483647", "capacity": "1Gi"}`), `quantity "1e2147483647": exponent out of range`},
 		{"zero capacity", obs(`"memory.available": {"available": 0, "capacity": 0}`), `steps[0].observations["memory.available"]: memory.available: capacity 0 is not positive`},
 		{"available above capacity", obs(`"memory.available": {"available": 2, "capacity": 1}`), "available 2 is more than capacity 1"},
 		{"stall above 100", obs(`"memory.pressure.full.avg10": {"stall": "100.01"}`), "stall \"100.01\": want a percentage"},
