@@ -69,7 +69,9 @@ func DefaultHard() map[string]string {
 // setting it is about: "<source>: <kubelet text>", where source is the
 // Settings.*Source of the offending map or, when that is empty, the
 // kubelet's flag name (--eviction-hard, --eviction-soft,
-// --eviction-soft-grace-period, --eviction-minimum-reclaim). Errors from
+// --eviction-soft-grace-period, --eviction-minimum-reclaim); a quantity
+// that does not parse is named before the text ("--eviction-hard:
+// memory.available<lots: quantities must match ..."). Errors from
 // resource.ParseQuantity, strconv.ParseFloat and time.ParseDuration are
 // wrapped with %w, so errors.Is(err, resource.ErrFormatWrong) holds. The
 // enforce-node-allocatable errors are the kubelet's configuration-validation
@@ -266,7 +268,7 @@ func parseStatement(e entry) (Threshold, bool, error) {
 	}
 	q, err := ParseQuantity(e.value)
 	if err != nil {
-		return Threshold{}, false, fmt.Errorf("%s: %w", e.source, err)
+		return Threshold{}, false, fmt.Errorf("%s: %s<%s: %w", e.source, sig, e.value, err)
 	}
 	if q.Sign() <= 0 {
 		return Threshold{}, false, fmt.Errorf("%s: eviction threshold %s must be positive: %s", e.source, sig, q.String())
@@ -408,7 +410,7 @@ func parseMinimumReclaims(m map[string]string, source string) (map[signals.Signa
 		}
 		q, err := ParseQuantity(e.value)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", source, err)
+			return nil, fmt.Errorf("%s: %s=%s: %w", source, sig, e.value, err)
 		}
 		if q.Sign() < 0 {
 			return nil, fmt.Errorf("%s: negative eviction minimum reclaim specified for %s", source, sig)

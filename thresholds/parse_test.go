@@ -203,10 +203,10 @@ func TestParseErrors(t *testing.T) {
 		{"percentage out of float range", hard("nodefs.available", "1e400%"), `--eviction-hard: strconv.ParseFloat: parsing "1e400": value out of range`, strconv.ErrRange},
 		{"percentage with spaces", hard("nodefs.available", "  5%"), `--eviction-hard: strconv.ParseFloat: parsing "  5": invalid syntax`, strconv.ErrSyntax},
 		{"percent sign alone", hard("nodefs.available", "%"), `--eviction-hard: strconv.ParseFloat: parsing "": invalid syntax`, strconv.ErrSyntax},
-		{"empty quantity", hard("memory.available", ""), "--eviction-hard: " + quantityFormat, resource.ErrFormatWrong},
-		{"quantity with spaces", hard("memory.available", " 1Gi"), "--eviction-hard: " + quantityFormat, resource.ErrFormatWrong},
-		{"percent sign not last", hard("memory.available", "5% "), "--eviction-hard: " + quantityFormat, resource.ErrFormatWrong},
-		{"bad quantity suffix", hard("memory.available", "1iK"), "--eviction-hard: " + resource.ErrSuffix.Error(), resource.ErrSuffix},
+		{"empty quantity", hard("memory.available", ""), "--eviction-hard: memory.available<: " + quantityFormat, resource.ErrFormatWrong},
+		{"quantity with spaces", hard("memory.available", " 1Gi"), "--eviction-hard: memory.available< 1Gi: " + quantityFormat, resource.ErrFormatWrong},
+		{"percent sign not last", hard("memory.available", "5% "), "--eviction-hard: memory.available<5% : " + quantityFormat, resource.ErrFormatWrong},
+		{"bad quantity suffix", hard("memory.available", "1iK"), "--eviction-hard: memory.available<1iK: " + resource.ErrSuffix.Error(), resource.ErrSuffix},
 		// Found by FuzzParse: ParseQuantity caps these at the largest
 		// int64 and String prints the first as "100".
 		{"threshold above int64", hard("memory.available", "100000000000000000000000"),
@@ -220,13 +220,13 @@ func TestParseErrors(t *testing.T) {
 		// Found by FuzzParse (a worker hung): resource.ParseQuantity
 		// expands the exponent in full.
 		{"exponent that never finishes parsing", hard("memory.available", "1e2147483647"),
-			`--eviction-hard: quantity "1e2147483647": exponent out of range (at most ±999)`, nil},
+			`--eviction-hard: memory.available<1e2147483647: exponent out of range (at most ±999)`, nil},
 		{"negative exponent that takes seconds", hard("memory.available", "1e-1000000"),
-			`--eviction-hard: quantity "1e-1000000": exponent out of range (at most ±999)`, nil},
+			`--eviction-hard: memory.available<1e-1000000: exponent out of range (at most ±999)`, nil},
 		{"exponent in a minimum reclaim", reclaim("memory.available", "5E+0001000"),
-			`--eviction-minimum-reclaim: quantity "5E+0001000": exponent out of range (at most ±999)`, nil},
+			`--eviction-minimum-reclaim: memory.available=5E+0001000: exponent out of range (at most ±999)`, nil},
 		{"quantity longer than 64 characters", hard("memory.available", "1"+strings.Repeat("0", 70)),
-			`--eviction-hard: quantity "10000000000000000000000000000000"…: longer than 64 characters`, nil},
+			"--eviction-hard: memory.available<1" + strings.Repeat("0", 70) + ": longer than 64 characters", nil},
 		{"zero quantity", hard("memory.available", "0"), "--eviction-hard: eviction threshold memory.available must be positive: 0", nil},
 		{"zero quantity with unit", hard("memory.available", "0Gi"), "--eviction-hard: eviction threshold memory.available must be positive: 0", nil},
 		{"negative quantity", hard("memory.available", "-1Gi"), "--eviction-hard: eviction threshold memory.available must be positive: -1Gi", nil},
@@ -245,7 +245,7 @@ func TestParseErrors(t *testing.T) {
 		{"infinite percent reclaim", reclaim("nodefs.available", "Inf%"), "--eviction-minimum-reclaim: eviction percentage minimum reclaim nodefs.available must be finite: Inf%", nil},
 		{"unparsable percent reclaim", reclaim("nodefs.available", "five%"), `--eviction-minimum-reclaim: strconv.ParseFloat: parsing "five": invalid syntax`, strconv.ErrSyntax},
 		{"negative reclaim", reclaim("memory.available", "-1Mi"), "--eviction-minimum-reclaim: negative eviction minimum reclaim specified for memory.available", nil},
-		{"unparsable reclaim", reclaim("memory.available", "lots"), "--eviction-minimum-reclaim: " + quantityFormat, resource.ErrFormatWrong},
+		{"unparsable reclaim", reclaim("memory.available", "lots"), "--eviction-minimum-reclaim: memory.available=lots: " + quantityFormat, resource.ErrFormatWrong},
 		{"unknown enforcement", enforce("pods", "memory"),
 			`invalid configuration: option "memory" specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are "pods", "system-reserved", "system-reserved-compressible", "kube-reserved", "kube-reserved-compressible" or "none"`, nil},
 		// Found by FuzzKubeletConfig: the error did not name the file.

@@ -223,7 +223,7 @@ func TestNodeConfigErrors(t *testing.T) {
 		{"node-config-bad-value.yaml", `node-config testdata/node-config-bad-value.yaml: kubeletArguments.eviction-pressure-transition-period: invalid value "5x": time: unknown unit "x" in duration "5x"`},
 		{"node-config-bad-pair.yaml", `node-config testdata/node-config-bad-pair.yaml: kubeletArguments.eviction-hard: invalid value "memory.available=500Mi": malformed pair "memory.available=500Mi": want signal<quantity ("<" is the only separator)`},
 		{"node-config-scalar.yaml", `node-config testdata/node-config-scalar.yaml: kubeletArguments.eviction-hard: value "memory.available<500Mi" is not a list of strings, e.g. ["5m"]`},
-		{"node-config-bad-threshold.yaml", `kubeletArguments.eviction-hard in testdata/node-config-bad-threshold.yaml: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`},
+		{"node-config-bad-threshold.yaml", `kubeletArguments.eviction-hard in testdata/node-config-bad-threshold.yaml: memory.available<lots: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`},
 		{"node-config-soft-no-grace.yaml", `kubeletArguments.eviction-soft in testdata/node-config-soft-no-grace.yaml: grace period must be specified for the soft eviction threshold memory.available`},
 		{"node-config-args-list.yaml", `node-config testdata/node-config-args-list.yaml: json: cannot unmarshal array into Go struct field .kubeletArguments of type map[string]json.RawMessage`},
 		{"no-such-file.yaml", `read --node-config file: open testdata/no-such-file.yaml: no such file or directory`},
