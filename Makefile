@@ -1,6 +1,7 @@
 # evictd — the two commands that matter on a fresh machine (as root):
 #   make demo   bring a whole node up, watch evictd evict the right pod
 #   make test   run every test, the end-to-end scenarios on a real node too
+#               and a short run of every fuzz target (make fuzz: longer)
 # and `make run` runs the agent standalone on this host.
 
 GO       ?= go
@@ -17,7 +18,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo
+.PHONY: all build run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -53,7 +54,39 @@ demo: k8s-bins runtime build
 # no other test's processes or memory blur their thresholds.
 test: vet fmt-check k8s-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e$$')
+	$(MAKE) --no-print-directory fuzz-short
 	$(MAKE) --no-print-directory e2e-run
+
+# Every parser of operator or kernel input fuzzed, one target after another,
+# FUZZTIME each (about 6 minutes at the default): the threshold settings, the
+# KubeletConfiguration and node-config.yaml files, snapshots, and the cgroup
+# and /proc files. Their seed corpora (testdata/fuzz/) also run as plain
+# tests in `go test`; an input that fails is written there and stays a seed.
+FUZZTIME     ?= 30s
+FUZZPARALLEL ?= 1
+FUZZ_TARGETS := \
+	./thresholds/:FuzzParse \
+	./internal/config/:FuzzKubeletConfig \
+	./internal/config/:FuzzNodeConfig \
+	./internal/snapshot/:FuzzSnapshot \
+	./signals/host/:FuzzMemoryStat \
+	./signals/host/:FuzzMeminfo \
+	./signals/host/:FuzzLoadavg \
+	./signals/host/:FuzzCgroupFiles \
+	./signals/host/:FuzzPSI \
+	./internal/notify/:FuzzMemcgFiles
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZPARALLEL) $$pkg || exit 1; \
+	done
+
+# A short run of every fuzz target (2s each; about a minute with the
+# builds), part of `make test`.
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
 # The end-to-end scenarios (e2e/): a real kubelet on containerd, evictd
 # beside it; memory, allocatable, PIDs, disk, DaemonSet, PDB, ReplicaSet,

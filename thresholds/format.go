@@ -26,12 +26,19 @@ func Format(t Threshold) string {
 }
 
 // FormatValue is t's value as written after the operator: "100Mi", "10%",
-// or, for a stall threshold, the percentage of time ("20.5%").
+// or, for a stall threshold, the percentage of time ("20.5%"). It reads
+// back as the same threshold: since the exact texts "0%" and "100%" disable
+// a signal, a threshold in force at 0 or 100% (written "0.0%" or "-0%",
+// "100.0%") is "0.0%" or "100.0%".
 func FormatValue(t Threshold) string {
 	if t.Operator == GreaterThan && t.Value.Quantity != nil {
 		return signals.FormatStall(quantityInt64(t.Value.Quantity))
 	}
-	return t.Value.String()
+	s := t.Value.String()
+	if t.Value.Quantity == nil && (s == "0%" || s == "100%") {
+		s = strings.TrimSuffix(s, "%") + ".0%"
+	}
+	return s
 }
 
 // Describe returns one line for check-config: the threshold, whether it is

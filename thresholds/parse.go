@@ -3,6 +3,7 @@ package thresholds
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,7 @@ const (
 	flagSoft       = "--eviction-soft"
 	flagGrace      = "--eviction-soft-grace-period"
 	flagMinReclaim = "--eviction-minimum-reclaim"
+	flagEnforce    = "--enforce-node-allocatable"
 )
 
 // defaultHard is the kubelet's Linux evictionHard default, in signal order.
@@ -67,17 +69,23 @@ func DefaultHard() map[string]string {
 // setting it is about: "<source>: <kubelet text>", where source is the
 // Settings.*Source of the offending map or, when that is empty, the
 // kubelet's flag name (--eviction-hard, --eviction-soft,
-// --eviction-soft-grace-period, --eviction-minimum-reclaim). Errors from
+// --eviction-soft-grace-period, --eviction-minimum-reclaim); a quantity
+// that does not parse is named before the text ("--eviction-hard:
+// memory.available<lots: quantities must match ..."). Errors from
 // resource.ParseQuantity, strconv.ParseFloat and time.ParseDuration are
 // wrapped with %w, so errors.Is(err, resource.ErrFormatWrong) holds. The
 // enforce-node-allocatable errors are the kubelet's configuration-validation
-// texts unprefixed, since they already name the setting. Entries are checked
+// texts, prefixed with Settings.EnforceNodeAllocatableSource when that names
+// a file; the texts themselves name the flag. Entries are checked
 // in the kubelet's order (hard, soft, grace periods, minimum reclaims, soft
 // without grace), each map in sorted key order, so the error is always the
 // same one.
 func Parse(s Settings) (Parsed, error) {
 	var p Parsed
 	if err := validateEnforceNodeAllocatable(s.EnforceNodeAllocatable); err != nil {
+		if src := s.EnforceNodeAllocatableSource; src != "" && src != flagEnforce {
+			return Parsed{}, fmt.Errorf("%s: %w", src, err)
+		}
 		return Parsed{}, err
 	}
 	hardSrc := orDefault(s.HardSource, flagHard)
@@ -258,12 +266,15 @@ func parseStatement(e entry) (Threshold, bool, error) {
 		t.Value.Percentage = pc
 		return t, true, nil
 	}
-	q, err := resource.ParseQuantity(e.value)
+	q, err := ParseQuantity(e.value)
 	if err != nil {
-		return Threshold{}, false, fmt.Errorf("%s: %w", e.source, err)
+		return Threshold{}, false, fmt.Errorf("%s: %s<%s: %w", e.source, sig, e.value, err)
 	}
 	if q.Sign() <= 0 {
 		return Threshold{}, false, fmt.Errorf("%s: eviction threshold %s must be positive: %s", e.source, sig, q.String())
+	}
+	if tooLarge(q) {
+		return Threshold{}, false, fmt.Errorf("%s: eviction threshold %s must be less than 9223372036854775807: %s", e.source, sig, e.value)
 	}
 	t.Value.Quantity = primed(q)
 	return t, true, nil
@@ -332,6 +343,16 @@ func parsePercentage(s string) (float32, error) {
 	return float32(f) / 100, nil
 }
 
+// tooLarge reports whether q is the largest int64 or more. The kubelet accepts
+// such a quantity, but resource.ParseQuantity caps it at the largest int64
+// and its String misprints some (100000000000000000000000 prints as 100):
+// as a threshold it would be met on every node and evict every pod, as a
+// minimum reclaim it would evict every pod at the first pressure. evictd
+// rejects it, naming the value as written.
+func tooLarge(q resource.Quantity) bool {
+	return q.CmpInt64(math.MaxInt64) >= 0
+}
+
 // primed returns a pointer to a copy of q whose string form is already
 // cached, so that formatting it later (String caches lazily) never writes.
 func primed(q resource.Quantity) *resource.Quantity {
@@ -387,12 +408,15 @@ func parseMinimumReclaims(m map[string]string, source string) (map[signals.Signa
 			out[sig] = Value{Percentage: pc}
 			continue
 		}
-		q, err := resource.ParseQuantity(e.value)
+		q, err := ParseQuantity(e.value)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", source, err)
+			return nil, fmt.Errorf("%s: %s=%s: %w", source, sig, e.value, err)
 		}
 		if q.Sign() < 0 {
 			return nil, fmt.Errorf("%s: negative eviction minimum reclaim specified for %s", source, sig)
+		}
+		if tooLarge(q) {
+			return nil, fmt.Errorf("%s: eviction minimum reclaim %s must be less than 9223372036854775807: %s", source, sig, e.value)
 		}
 		out[sig] = Value{Quantity: primed(q)}
 	}

@@ -79,8 +79,8 @@ func TestParseAccepted(t *testing.T) {
 		}},
 		want: []string{
 			"nodefs.inodesFree<-0% hard (--eviction-hard)",
-			"imagefs.available<100% hard (--eviction-hard)",
-			"imagefs.inodesFree<0% hard (--eviction-hard)",
+			"imagefs.available<100.0% hard (--eviction-hard)",
+			"imagefs.inodesFree<0.0% hard (--eviction-hard)",
 		},
 	}, {
 		name: "soft thresholds take their grace period; hard before soft",
@@ -203,10 +203,30 @@ func TestParseErrors(t *testing.T) {
 		{"percentage out of float range", hard("nodefs.available", "1e400%"), `--eviction-hard: strconv.ParseFloat: parsing "1e400": value out of range`, strconv.ErrRange},
 		{"percentage with spaces", hard("nodefs.available", "  5%"), `--eviction-hard: strconv.ParseFloat: parsing "  5": invalid syntax`, strconv.ErrSyntax},
 		{"percent sign alone", hard("nodefs.available", "%"), `--eviction-hard: strconv.ParseFloat: parsing "": invalid syntax`, strconv.ErrSyntax},
-		{"empty quantity", hard("memory.available", ""), "--eviction-hard: " + quantityFormat, resource.ErrFormatWrong},
-		{"quantity with spaces", hard("memory.available", " 1Gi"), "--eviction-hard: " + quantityFormat, resource.ErrFormatWrong},
-		{"percent sign not last", hard("memory.available", "5% "), "--eviction-hard: " + quantityFormat, resource.ErrFormatWrong},
-		{"bad quantity suffix", hard("memory.available", "1iK"), "--eviction-hard: " + resource.ErrSuffix.Error(), resource.ErrSuffix},
+		{"empty quantity", hard("memory.available", ""), "--eviction-hard: memory.available<: " + quantityFormat, resource.ErrFormatWrong},
+		{"quantity with spaces", hard("memory.available", " 1Gi"), "--eviction-hard: memory.available< 1Gi: " + quantityFormat, resource.ErrFormatWrong},
+		{"percent sign not last", hard("memory.available", "5% "), "--eviction-hard: memory.available<5% : " + quantityFormat, resource.ErrFormatWrong},
+		{"bad quantity suffix", hard("memory.available", "1iK"), "--eviction-hard: memory.available<1iK: " + resource.ErrSuffix.Error(), resource.ErrSuffix},
+		// Found by FuzzParse: ParseQuantity caps these at the largest
+		// int64 and String prints the first as "100".
+		{"threshold above int64", hard("memory.available", "100000000000000000000000"),
+			"--eviction-hard: eviction threshold memory.available must be less than 9223372036854775807: 100000000000000000000000", nil},
+		{"threshold in Ei above int64", hard("memory.available", "1000000000000001008Ei"),
+			"--eviction-hard: eviction threshold memory.available must be less than 9223372036854775807: 1000000000000001008Ei", nil},
+		{"threshold at the largest int64", hard("nodefs.inodesFree", "9223372036854775807"),
+			"--eviction-hard: eviction threshold nodefs.inodesFree must be less than 9223372036854775807: 9223372036854775807", nil},
+		{"reclaim above int64", reclaim("memory.available", "100000000000000000000000"),
+			"--eviction-minimum-reclaim: eviction minimum reclaim memory.available must be less than 9223372036854775807: 100000000000000000000000", nil},
+		// Found by FuzzParse (a worker hung): resource.ParseQuantity
+		// expands the exponent in full.
+		{"exponent that never finishes parsing", hard("memory.available", "1e2147483647"),
+			`--eviction-hard: memory.available<1e2147483647: exponent out of range (at most ±999)`, nil},
+		{"negative exponent that takes seconds", hard("memory.available", "1e-1000000"),
+			`--eviction-hard: memory.available<1e-1000000: exponent out of range (at most ±999)`, nil},
+		{"exponent in a minimum reclaim", reclaim("memory.available", "5E+0001000"),
+			`--eviction-minimum-reclaim: memory.available=5E+0001000: exponent out of range (at most ±999)`, nil},
+		{"quantity longer than 64 characters", hard("memory.available", "1"+strings.Repeat("0", 70)),
+			"--eviction-hard: memory.available<1" + strings.Repeat("0", 70) + ": longer than 64 characters", nil},
 		{"zero quantity", hard("memory.available", "0"), "--eviction-hard: eviction threshold memory.available must be positive: 0", nil},
 		{"zero quantity with unit", hard("memory.available", "0Gi"), "--eviction-hard: eviction threshold memory.available must be positive: 0", nil},
 		{"negative quantity", hard("memory.available", "-1Gi"), "--eviction-hard: eviction threshold memory.available must be positive: -1Gi", nil},
@@ -225,9 +245,16 @@ func TestParseErrors(t *testing.T) {
 		{"infinite percent reclaim", reclaim("nodefs.available", "Inf%"), "--eviction-minimum-reclaim: eviction percentage minimum reclaim nodefs.available must be finite: Inf%", nil},
 		{"unparsable percent reclaim", reclaim("nodefs.available", "five%"), `--eviction-minimum-reclaim: strconv.ParseFloat: parsing "five": invalid syntax`, strconv.ErrSyntax},
 		{"negative reclaim", reclaim("memory.available", "-1Mi"), "--eviction-minimum-reclaim: negative eviction minimum reclaim specified for memory.available", nil},
-		{"unparsable reclaim", reclaim("memory.available", "lots"), "--eviction-minimum-reclaim: " + quantityFormat, resource.ErrFormatWrong},
+		{"unparsable reclaim", reclaim("memory.available", "lots"), "--eviction-minimum-reclaim: memory.available=lots: " + quantityFormat, resource.ErrFormatWrong},
 		{"unknown enforcement", enforce("pods", "memory"),
 			`invalid configuration: option "memory" specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are "pods", "system-reserved", "system-reserved-compressible", "kube-reserved", "kube-reserved-compressible" or "none"`, nil},
+		// Found by FuzzKubeletConfig: the error did not name the file.
+		{"unknown enforcement from a file names the file",
+			Settings{EnforceNodeAllocatable: []string{"memory"}, EnforceNodeAllocatableSource: "enforceNodeAllocatable in /etc/kubelet.yaml"},
+			`enforceNodeAllocatable in /etc/kubelet.yaml: invalid configuration: option "memory" specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are "pods", "system-reserved", "system-reserved-compressible", "kube-reserved", "kube-reserved-compressible" or "none"`, nil},
+		{"unknown enforcement from the flag is not prefixed again",
+			Settings{EnforceNodeAllocatable: []string{"none", "pods"}, EnforceNodeAllocatableSource: "--enforce-node-allocatable"},
+			`invalid configuration: enforceNodeAllocatable (--enforce-node-allocatable) may not contain additional enforcements when "none" is specified`, nil},
 		{"empty enforcement", enforce(""),
 			`invalid configuration: option "" specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are "pods", "system-reserved", "system-reserved-compressible", "kube-reserved", "kube-reserved-compressible" or "none"`, nil},
 		{"none with others", enforce("none", "pods"),
@@ -261,6 +288,39 @@ func TestParseErrors(t *testing.T) {
 			}
 			if p.Thresholds != nil || p.Notes != nil {
 				t.Errorf("got %+v with the error, want a zero Parsed", p)
+			}
+		})
+	}
+}
+
+// TestParseFormatReadsBack checks that thresholds in force print as text
+// that parses to the same threshold; FuzzParse found "00%", in force at 0%,
+// printed as "0%", the text that disables the signal.
+func TestParseFormatReadsBack(t *testing.T) {
+	tests := []struct{ name, value, want string }{
+		{"00% is a threshold at 0", "00%", "nodefs.available<0.0%"},
+		{"0.0% is a threshold at 0", "0.0%", "nodefs.available<0.0%"},
+		{"-0% keeps its sign", "-0%", "nodefs.available<-0%"},
+		{"100.0% is a threshold at 100", "100.0%", "nodefs.available<100.0%"},
+		{"100%% is a threshold at 100", "100%%", "nodefs.available<100.0%"},
+		{"99.999% stays below 100", "99.999%", "nodefs.available<99.999%"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse(Settings{Hard: map[string]string{"nodefs.available": tt.value}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			th := p.Thresholds[0]
+			if got := Format(th); got != tt.want {
+				t.Fatalf("Format: got %q, want %q", got, tt.want)
+			}
+			again, err := Parse(Settings{Hard: map[string]string{"nodefs.available": FormatValue(th)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(again.Thresholds) != 1 || again.Thresholds[0].Value.Percentage != th.Value.Percentage {
+				t.Errorf("%q reads back as %q, want %v", FormatValue(th), describe(again.Thresholds), th.Value.Percentage)
 			}
 		})
 	}
@@ -343,13 +403,13 @@ func TestParseDefaultsAndNotes(t *testing.T) {
 		want: []string{
 			"memory.available<100Mi hard (--eviction-hard)",
 			"nodefs.available<-0% hard (--eviction-hard)",
-			"nodefs.inodesFree<100% hard (--eviction-hard)",
+			"nodefs.inodesFree<100.0% hard (--eviction-hard)",
 			"imagefs.available<15% hard (--eviction-hard)",
 			"imagefs.inodesFree<5% hard (--eviction-hard)",
 		},
 		wantNotes: []string{
 			"--eviction-hard: nodefs.available<-0% is a zero threshold and is never met; only the exact text 0% disables a signal",
-			"--eviction-hard: nodefs.inodesFree<100% equals the capacity, so it is met as soon as anything is used; only the exact text 100% disables a signal",
+			"--eviction-hard: nodefs.inodesFree<100.0% equals the capacity, so it is met as soon as anything is used; only the exact text 100% disables a signal",
 		},
 	}, {
 		name: "containerfs entries are announced as replaced",
@@ -587,4 +647,19 @@ func parseOne(t *testing.T, sig signals.Signal, val string) Threshold {
 		t.Fatalf("Parse %s<%s: got %v, %v; want one threshold", sig, val, describe(p.Thresholds), err)
 	}
 	return p.Thresholds[0]
+}
+
+// TestParseQuantityBounds: the exponent and length bounds let through every
+// quantity a setting needs, with resource.ParseQuantity's value.
+func TestParseQuantityBounds(t *testing.T) {
+	for _, s := range []string{"100Mi", "1E", "2Ei", "1e6", "1E6", "1e999", "1e-999", "5e+0999", "-1e3", "0.5", "+2Gi", "1" + strings.Repeat("0", 63)} {
+		got, err := ParseQuantity(s)
+		if err != nil {
+			t.Errorf("%q: %v", s, err)
+			continue
+		}
+		if want := resource.MustParse(s); got.Cmp(want) != 0 {
+			t.Errorf("%q: got %s, want %s", s, got.String(), want.String())
+		}
+	}
 }

@@ -29,4 +29,9 @@ type Settings struct {
 	// config reader must fill in the kubelet's default, ["pods"], when the
 	// operator left the setting out.
 	EnforceNodeAllocatable []string
+	// EnforceNodeAllocatableSource names where EnforceNodeAllocatable came
+	// from ("enforceNodeAllocatable in /etc/kubernetes/kubelet.yaml"), so
+	// that an error about it names the file. Empty, or the flag itself, for
+	// the flag and the default: the kubelet's texts already name the flag.
+	EnforceNodeAllocatableSource string
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -296,6 +297,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		MergeDefaults:          o.mergeDefaults,
 		EnforceNodeAllocatable: slices.Clone(o.enforceNodeAllocatable),
 	}
+	c.Settings.EnforceNodeAllocatableSource = src2("enforce-node-allocatable")
 	parsed, err := thresholds.Parse(c.Settings)
 	if err != nil {
 		return nil, err
@@ -321,12 +323,15 @@ func parseReserved(m map[string]string) (map[string]resource.Quantity, int64, er
 		default:
 			return nil, 0, fmt.Errorf("invalid value %q: cannot reserve %q resource, want cpu, memory, ephemeral-storage or pid", k+"="+v, k)
 		}
-		q, err := resource.ParseQuantity(v)
+		q, err := thresholds.ParseQuantity(v)
 		if err != nil {
 			return nil, 0, fmt.Errorf("invalid value %q: %w", k+"="+v, err)
 		}
 		if q.Sign() < 0 {
 			return nil, 0, fmt.Errorf("invalid value %q: resource quantity for %q cannot be negative", k+"="+v, k)
+		}
+		if q.CmpInt64(math.MaxInt64) >= 0 {
+			return nil, 0, fmt.Errorf("invalid value %q: resource quantity for %q must be less than 9223372036854775807", k+"="+v, k)
 		}
 		out[k] = q
 	}
@@ -344,7 +349,7 @@ func parseMargin(s string) (thresholds.Value, error) {
 		}
 		return thresholds.Value{Percentage: float32(f / 100)}, nil
 	}
-	q, err := resource.ParseQuantity(s)
+	q, err := thresholds.ParseQuantity(s)
 	if err != nil {
 		return thresholds.Value{}, errors.New("want a quantity such as 2Gi or a percentage of capacity such as 10%")
 	}

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
 )
 
 // File is a snapshot as written on disk. Either Steps is set, or the
@@ -130,7 +129,7 @@ func (q *Quantity) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("quantity %s is neither a string nor a number", text)
 		}
 	}
-	parsed, err := resource.ParseQuantity(text)
+	parsed, err := thresholds.ParseQuantity(text)
 	if err != nil {
 		return fmt.Errorf("quantity %q: %w", text, err)
 	}

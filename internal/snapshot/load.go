@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/evictd/evictd/ranking"
@@ -114,7 +116,10 @@ func (f *File) scenario() (*Scenario, error) {
 
 func observations(field string, now time.Time, in map[string]ObservationJSON) (signals.Observations, error) {
 	obs := make(signals.Observations, len(in))
-	for name, oj := range in {
+	// In sorted order, so that of two bad observations the error is
+	// always about the same one.
+	for _, name := range slices.Sorted(maps.Keys(in)) {
+		oj := in[name]
 		f := fmt.Sprintf("%s.observations[%q]", field, name)
 		sig := signals.Signal(name)
 		if !sig.Valid() {

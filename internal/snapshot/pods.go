@@ -2,7 +2,9 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/evictd/evictd/ranking"
@@ -88,8 +90,8 @@ func podOf(f string, now time.Time, pj PodJSON) (ranking.Pod, *signals.PodStats,
 		if l := cj.Limits[resEphemeralStorage].Value; l > 0 {
 			pod.EphemeralStorageLimit = satAdd(pod.EphemeralStorageLimit, l)
 		}
-		pod.MemoryRequest += cj.Requests[resMemory].Value
-		pod.EphemeralStorageRequest += cj.Requests[resEphemeralStorage].Value
+		pod.MemoryRequest = satAdd(pod.MemoryRequest, cj.Requests[resMemory].Value)
+		pod.EphemeralStorageRequest = satAdd(pod.EphemeralStorageRequest, cj.Requests[resEphemeralStorage].Value)
 	}
 	if q, ok := pj.Requests[resMemory]; ok {
 		pod.MemoryRequest = q.Value
@@ -122,7 +124,7 @@ func podOf(f string, now time.Time, pj PodJSON) (ranking.Pod, *signals.PodStats,
 }
 
 func checkResources(f string, m map[string]Quantity) error {
-	for name := range m {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		switch name {
 		case resMemory, resCPU, resEphemeralStorage:
 		default:
@@ -180,7 +182,7 @@ func statsOf(f string, now time.Time, pj PodJSON) (*signals.PodStats, error) {
 		if u := c.Usage; u != nil {
 			if u.Memory != nil {
 				cs.MemoryWorkingSet = signals.Int64(u.Memory.Value)
-				sum += u.Memory.Value
+				sum = satAdd(sum, u.Memory.Value)
 			}
 			cs.Rootfs = fsUsage(u.Rootfs)
 			cs.Logs = fsUsage(u.Logs)

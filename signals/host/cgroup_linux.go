@@ -145,6 +145,12 @@ func memoryLimit(v cgroupVersion, dir string) (limit int64, ok bool, err error) 
 	if err != nil {
 		return 0, false, fmt.Errorf("read %s: %w", file, err)
 	}
+	return parseMemoryLimit(v, file, b)
+}
+
+// parseMemoryLimit parses b, the content of file (memory.limit_in_bytes on
+// v1, memory.max on v2), as memoryLimit does.
+func parseMemoryLimit(v cgroupVersion, file string, b []byte) (limit int64, ok bool, err error) {
 	s := strings.TrimSpace(string(b))
 	if v == cgroupV2 && s == "max" {
 		return 0, false, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -40,14 +41,21 @@ func parseCount(file, s string) (int64, error) {
 }
 
 // readKeyed reads a file of "key value" lines (memory.stat) and returns the
-// values of the wanted keys. Every line must be well formed, and every wanted
-// key present.
+// values of the wanted keys.
 func readKeyed(path string, want ...string) (map[string]int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	return parseKeyed(path, b, want...)
+}
+
+// parseKeyed parses b, read from file, as "key value" lines and returns the
+// values of the wanted keys. Every line must be well formed, no key may
+// appear twice, and every wanted key must be present.
+func parseKeyed(file string, b []byte, want ...string) (map[string]int64, error) {
 	got := make(map[string]int64, len(want))
+	seen := make(map[string]bool)
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for line := 1; sc.Scan(); line++ {
 		text := sc.Text()
@@ -56,20 +64,26 @@ func readKeyed(path string, want ...string) (map[string]int64, error) {
 		}
 		f := strings.Fields(text)
 		if len(f) != 2 {
-			return nil, fmt.Errorf("parse %s: line %d %q is not \"key value\"", path, line, text)
+			return nil, fmt.Errorf("parse %s: line %d %q is not \"key value\"", file, line, text)
 		}
-		v, err := parseCount(path, f[1])
+		if seen[f[0]] {
+			return nil, fmt.Errorf("parse %s: line %d: key %s given twice", file, line, f[0])
+		}
+		seen[f[0]] = true
+		v, err := parseCount(file, f[1])
 		if err != nil {
 			return nil, fmt.Errorf("%w (line %d, key %s)", err, line, f[0])
 		}
-		got[f[0]] = v
+		if slices.Contains(want, f[0]) {
+			got[f[0]] = v
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("parse %s: %w", file, err)
 	}
 	for _, k := range want {
 		if _, ok := got[k]; !ok {
-			return nil, fmt.Errorf("parse %s: no %s line", path, k)
+			return nil, fmt.Errorf("parse %s: no %s line", file, k)
 		}
 	}
 	return got, nil
@@ -81,6 +95,12 @@ func readMemTotal(path string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
+	return parseMemTotal(path, b)
+}
+
+// parseMemTotal parses MemTotal, in bytes, from b, the content of the
+// meminfo file.
+func parseMemTotal(file string, b []byte) (int64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -88,42 +108,49 @@ func readMemTotal(path string) (int64, error) {
 			continue
 		}
 		if len(f) != 3 || f[2] != "kB" {
-			return 0, fmt.Errorf("parse %s: MemTotal line %q is not \"MemTotal: <n> kB\"", path, sc.Text())
+			return 0, fmt.Errorf("parse %s: MemTotal line %q is not \"MemTotal: <n> kB\"", file, sc.Text())
 		}
-		kb, err := parseCount(path, f[1])
+		kb, err := parseCount(file, f[1])
 		if err != nil {
 			return 0, err
 		}
 		if kb == 0 {
-			return 0, fmt.Errorf("parse %s: MemTotal is 0", path)
+			return 0, fmt.Errorf("parse %s: MemTotal is 0", file)
 		}
 		if kb > math.MaxInt64/1024 {
-			return 0, fmt.Errorf("parse %s: MemTotal %d kB overflows int64 bytes", path, kb)
+			return 0, fmt.Errorf("parse %s: MemTotal %d kB overflows int64 bytes", file, kb)
 		}
 		return kb * 1024, nil
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("read %s: %w", path, err)
+		return 0, fmt.Errorf("parse %s: %w", file, err)
 	}
-	return 0, fmt.Errorf("parse %s: no MemTotal line", path)
+	return 0, fmt.Errorf("parse %s: no MemTotal line", file)
 }
 
 // readTotalTasks reads the number of tasks on the system from a loadavg
-// file: the denominator of its fourth field ("0.00 0.01 0.05 1/234 5678").
+// file.
 func readTotalTasks(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
+	return parseTotalTasks(path, b)
+}
+
+// parseTotalTasks parses the number of tasks on the system from b, the
+// content of the loadavg file: the denominator of its fourth field ("0.00
+// 0.01 0.05 1/234 5678").
+func parseTotalTasks(file string, b []byte) (int64, error) {
 	f := strings.Fields(string(b))
 	if len(f) != 5 {
-		return 0, fmt.Errorf("parse %s: %q does not have 5 fields", path, strings.TrimSpace(string(b)))
+		return 0, fmt.Errorf("parse %s: %q does not have 5 fields", file, strings.TrimSpace(string(b)))
 	}
 	_, total, ok := strings.Cut(f[3], "/")
 	if !ok {
-		return 0, fmt.Errorf("parse %s: field 4 %q is not running/total", path, f[3])
+		return 0, fmt.Errorf("parse %s: field 4 %q is not running/total", file, f[3])
 	}
-	return parseCount(path, total)
+	return parseCount(file, total)
 }
 
 // add returns a + b for non-negative a and b, or an error when the sum

@@ -1,0 +1,109 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/evictd/evictd/thresholds"
+)
+
+// The fuzz targets below write arbitrary bytes to a file and complete a
+// configuration from it, as evictd does at startup. Whatever the bytes, the
+// result is an error that names the file, or a configuration that holds
+// together; and the same file gives the same answer twice.
+
+// completeFile writes data to a file in dir and completes a configuration
+// with flag (--config or --node-config) naming it.
+func completeFile(t *testing.T, flag string, data []byte) (string, *Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fuzz.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := complete(flag + "=" + path)
+	return path, c, err
+}
+
+// checkCompleted fails t unless c and err, completed from the file at path,
+// are a clear error or a configuration that holds together, the same on a
+// second reading.
+func checkCompleted(t *testing.T, flag, path string, c *Config, err error) {
+	t.Helper()
+	c2, err2 := complete(flag + "=" + path)
+	if err != nil {
+		if !strings.Contains(err.Error(), path) {
+			t.Fatalf("error %q does not name the file %s", err, path)
+		}
+		if c != nil {
+			t.Fatalf("error %q with a configuration", err)
+		}
+		if err2 == nil || err2.Error() != err.Error() {
+			t.Fatalf("the same file read twice: error %q, then %v", err, err2)
+		}
+		return
+	}
+	if err2 != nil {
+		t.Fatalf("the same file read twice: a configuration, then error %v", err2)
+	}
+	got, again := describeAll(c.Thresholds), describeAll(c2.Thresholds)
+	if !slices.Equal(got, again) || !slices.Equal(c.Notes, c2.Notes) {
+		t.Fatalf("the same file read twice:\n%q %q\nthen\n%q %q", got, c.Notes, again, c2.Notes)
+	}
+	for _, th := range c.Thresholds {
+		if !th.Signal.Valid() {
+			t.Fatalf("%s: unknown signal", th.Describe())
+		}
+		if q := th.Value.Quantity; q != nil && q.Sign() <= 0 {
+			t.Fatalf("%s: quantity not positive", th.Describe())
+		}
+		if pc := th.Value.Percentage; th.Value.Quantity == nil && !(pc >= 0 && pc <= 1) {
+			t.Fatalf("%s: percentage %v outside [0, 1]", th.Describe(), pc)
+		}
+		if th.GracePeriod < 0 {
+			t.Fatalf("%s: negative grace period", th.Describe())
+		}
+	}
+	if c.SystemReservedMemory < 0 || c.KubeReservedMemory < 0 {
+		t.Fatalf("reserved memory system %d, kube %d: negative", c.SystemReservedMemory, c.KubeReservedMemory)
+	}
+	if c.PressureTransitionPeriod < 0 || c.MinimumImageTTL < 0 || c.NodeStatusUpdateFrequency <= 0 ||
+		c.HousekeepingInterval <= 0 || c.RuntimeRequestTimeout <= 0 || c.VolumeStatsAggPeriod < 0 || c.FastPollInterval < 0 {
+		t.Fatalf("a duration out of range: %+v", c)
+	}
+	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
+		t.Fatalf("cgroup driver %q", c.CgroupDriver)
+	}
+	if !strings.HasPrefix(c.CgroupRoot, "/") {
+		t.Fatalf("cgroup root %q", c.CgroupRoot)
+	}
+}
+
+func describeAll(ths []thresholds.Threshold) []string {
+	out := make([]string, len(ths))
+	for i, th := range ths {
+		out[i] = th.Describe()
+	}
+	return out
+}
+
+// FuzzKubeletConfig completes a configuration from a KubeletConfiguration
+// file (--config). Seeds: testdata/kubelet-*.yaml and edge cases.
+func FuzzKubeletConfig(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path, c, err := completeFile(t, "--config", data)
+		checkCompleted(t, "--config", path, c, err)
+	})
+}
+
+// FuzzNodeConfig completes a configuration from an OpenShift
+// node-config.yaml (--node-config). Seeds: testdata/node-config-*.yaml and
+// edge cases.
+func FuzzNodeConfig(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path, c, err := completeFile(t, "--node-config", data)
+		checkCompleted(t, "--node-config", path, c, err)
+	})
+}

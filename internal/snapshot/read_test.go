@@ -1,0 +1,79 @@
+package snapshot
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestReadSaturatesSums: containers whose requests or usage add up past the
+// largest int64 give the pod the largest int64, never a negative figure.
+// FuzzSnapshot found the memory request wrapping to -6917529027641081856.
+func TestReadSaturatesSums(t *testing.T) {
+	sc, err := Read(strings.NewReader(`{
+	  "observations": {"memory.available": {"available": "1Gi", "capacity": "1Gi"}},
+	  "pods": [{"name": "a", "containers": [
+	    {"name": "c1", "requests": {"memory": "5Ei", "ephemeral-storage": "6Ei"}, "limits": {"ephemeral-storage": "7Ei"}, "usage": {"memory": "7Ei"}},
+	    {"name": "c2", "requests": {"memory": "5Ei", "ephemeral-storage": "6Ei"}, "limits": {"ephemeral-storage": "7Ei"}, "usage": {"memory": "7Ei"}}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sc.Steps[0].Pods[0]
+	for _, c := range []struct {
+		name string
+		got  int64
+	}{
+		{"memory request", p.MemoryRequest},
+		{"ephemeral-storage request", p.EphemeralStorageRequest},
+		{"ephemeral-storage limit", p.EphemeralStorageLimit},
+		{"memory working set", *sc.Steps[0].Stats[p.UID].MemoryWorkingSet},
+	} {
+		if c.got != math.MaxInt64 {
+			t.Errorf("%s: got %d, want %d", c.name, c.got, int64(math.MaxInt64))
+		}
+	}
+}
+
+// TestReadBadValues: every bad value is an error naming the field and the
+// value, the same error on every reading.
+func TestReadBadValues(t *testing.T) {
+	obs := func(o string) string { return `{"observations": {` + o + `}}` }
+	tests := []struct{ name, in, want string }{
+		{"NaN quantity", obs(`"memory.available": {"available": "NaN", "capacity": "1Gi"}`), `quantity "NaN"`},
+		{"NaN number", obs(`"memory.available": {"available": NaN, "capacity": "1Gi"}`), "invalid character 'N'"},
+		{"infinite number", obs(`"memory.available": {"available": 1, "capacity": 1e400}`), "quantity 1e400 is neither a string nor a number"},
+		{"negative", obs(`"memory.available": {"available": -1, "capacity": "1Gi"}`), `quantity "-1" is negative`},
+		{"above int64", obs(`"memory.available": {"available": 1, "capacity": "100000000000000000000000"}`), `quantity "100000000000000000000000" is too large`},
+		{"largest int64", obs(`"memory.available": {"available": 1, "capacity": 9223372036854775807}`), `quantity "9223372036854775807" is too large`},
+		{"exponent that never finishes parsing", obs(`"memory.available": {"available": "1e2147483647", "capacity": "1Gi"}`), `quantity "1e2147483647": exponent out of range`},
+		{"zero capacity", obs(`"memory.available": {"available": 0, "capacity": 0}`), `steps[0].observations["memory.available"]: memory.available: capacity 0 is not positive`},
+		{"available above capacity", obs(`"memory.available": {"available": 2, "capacity": 1}`), "available 2 is more than capacity 1"},
+		{"stall above 100", obs(`"memory.pressure.full.avg10": {"stall": "100.01"}`), "stall \"100.01\": want a percentage"},
+		{"negative stall", obs(`"memory.pressure.full.avg10": {"stall": -1}`), "stall -1: want a percentage"},
+		{"negative age", obs(`"memory.available": {"available": 1, "capacity": 2, "age": "-1s"}`), `steps[0].observations["memory.available"].age: "-1s" is negative`},
+		{"two bad observations: the first in sorted order", obs(`"nodefs.available": {"available": 1}, "memory.available": {"available": 1}`),
+			`steps[0].observations["memory.available"]: available and capacity are both required`},
+		{"two unknown resources: the first in sorted order", `{"pods": [{"name": "a", "requests": {"tpu": "1", "gpu": "1"}}]}`,
+			`steps[0].pods[0].requests: unknown resource "gpu"`},
+		{"truncated", `{"observations": {"memory.available": {"avail`, "unexpected EOF"},
+		{"not UTF-8", "{\"pods\": [{\"name\": \"\xff\", \"qos\": \"\xfe\"}]}", "steps[0].pods[0].qos: \"\ufffd\" is not Guaranteed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var first string
+			for range 10 {
+				sc, err := Read(strings.NewReader(tt.in))
+				if err == nil {
+					t.Fatalf("got %+v, want an error containing %q", sc, tt.want)
+				}
+				if !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("got error %q, want it to contain %q", err, tt.want)
+				}
+				if first != "" && err.Error() != first {
+					t.Fatalf("the same snapshot read twice: %q, then %q", first, err)
+				}
+				first = err.Error()
+			}
+		})
+	}
+}
