@@ -48,6 +48,7 @@ var allNames = []string{
 	"evictd_decisions_total",
 	"evictd_detection_latency_seconds",
 	"evictd_eviction_issue_latency_seconds",
+	"evictd_evictions_owed",
 	"evictd_evictions_total",
 	"evictd_memory_pressure_stall_ratio",
 	"evictd_node_pressure",
@@ -73,6 +74,7 @@ func exerciseAll(m *Metrics) {
 	m.SetPressure(signals.MemoryPressure, true)
 	m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
 	m.IncEviction(signals.MemoryAvailable, ResultEvicted)
+	m.SetOwed(1)
 	m.ObservePass(time.Millisecond)
 	m.IncPass(TriggerTick)
 	m.IncWakeup("memcg")
