@@ -38,6 +38,11 @@ const (
 	owedAttempt    = 10 * time.Second
 	// maxOwed bounds the owed evictions kept: more pods than a node runs.
 	maxOwed = 512
+	// maxOwedRefusals is how many refusals (answers other than "gone") an
+	// owed eviction outlives, a few minutes by the backoff: an API server
+	// that has just started answers 403 until its authorizer has loaded
+	// the RBAC rules.
+	maxOwedRefusals = 10
 )
 
 // reach reads the pod back and issues its eviction (current, then issue).
@@ -153,9 +158,10 @@ func withClockTimeout(ctx context.Context, c clock.Clock, d time.Duration) (cont
 // owedEviction is a hard eviction whose pod's containers were stopped
 // through the runtime while the API server was away.
 type owedEviction struct {
-	r       manager.Request
-	stopped time.Time // when the containers were stopped (the latest time)
-	log     *slog.Logger
+	r        manager.Request
+	stopped  time.Time // when the containers were stopped (the latest time)
+	log      *slog.Logger
+	refusals int // answers other than "gone" so far
 }
 
 // owedSet holds the owed evictions by pod UID, in memory only: a restart
@@ -195,6 +201,20 @@ func (s *owedSet) add(r manager.Request, now time.Time, log *slog.Logger) int {
 	default:
 	}
 	return n
+}
+
+// refused counts a refusal of the owed eviction of uid and returns how
+// many there were.
+func (s *owedSet) refused(uid string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.m[uid]
+	if !ok {
+		return 0
+	}
+	o.refusals++
+	s.m[uid] = o
+	return o.refusals
 }
 
 func (s *owedSet) remove(uid string) {
@@ -246,8 +266,8 @@ func (e *Evicter) Owed() int {
 // precondition (the delete for a hard threshold if a PodDisruptionBudget
 // refuses), evictd's DisruptionTarget condition and the Evicted event
 // with the request's message. It is dropped when the pod is gone, was
-// replaced, or is already terminating, or when the API server refuses it
-// for another reason (logged).
+// replaced, or is already terminating, or when the API server has refused
+// it maxOwedRefusals times (logged).
 func (e *Evicter) Run(ctx context.Context) error {
 	delay := owedFirstRetry
 	for {
@@ -283,8 +303,10 @@ func (e *Evicter) Run(ctx context.Context) error {
 }
 
 // settle tries every owed eviction once, oldest first, and reports whether
-// the API server answered them all; it stops at the first it does not.
+// they are all settled; it stops at the first the API server does not
+// answer.
 func (e *Evicter) settle(ctx context.Context) bool {
+	settled := true
 	for _, o := range e.owed.list() {
 		if ctx.Err() != nil {
 			return false
@@ -304,16 +326,21 @@ func (e *Evicter) settle(ctx context.Context) bool {
 			return false
 		case errors.Is(err, ErrPodGone):
 			log.Info("owed eviction dropped: nothing left to evict", "reason", err)
+		case e.owed.refused(o.r.Pod.UID) < maxOwedRefusals:
+			log.Warn("the API server refused the owed eviction; retrying", "err", err)
+			settled = false
+			continue
 		default:
-			log.Error("owed eviction dropped: the API server refused it", "err", err)
+			log.Error("owed eviction dropped: the API server kept refusing it", "refusals", maxOwedRefusals, "err", err)
 		}
 		e.owed.remove(o.r.Pod.UID)
 	}
-	return true
+	return settled
 }
 
-// complete issues an owed eviction. Unlike a fresh one, a pod that has
-// finished is evicted too: its containers were most likely stopped by
+// complete issues an owed eviction, then (with Config.StopWhenIssued) stops
+// the pod's containers again. Unlike a fresh one, a pod that has finished
+// is evicted too: its containers were most likely stopped by
 // evictd, and the eviction (which deletes a finished pod) with its
 // condition and event says so, as an eviction that went through at once
 // would have.
@@ -339,5 +366,13 @@ func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 		e.recorder.AnnotatedEventf(pod, o.r.Annotations, v1.EventTypeWarning, EventReason, "%s", o.r.Message)
 	}
 	o.log.Debug("owed eviction issued", "by", how, "phase", pod.Status.Phase)
+	if e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
+		// The kubelet may have restarted the containers meanwhile, and
+		// may take a while to see the deletion after the API server's
+		// return: stop them again, as a hard eviction does.
+		if err := e.cfg.StopLocally(ctx, o.r.Pod, o.r.GracePeriod); err != nil {
+			o.log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", err)
+		}
+	}
 	return nil
 }
