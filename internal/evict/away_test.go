@@ -219,7 +219,6 @@ func TestOwedEvictions(t *testing.T) {
 
 	t.Run("completed when the API server is back", func(t *testing.T) {
 		pod := e.runningPod(t, ns, "hog", nil, 30)
-		seen := e.fakeKubelet(t, ns, "hog")
 		st := &stops{}
 		ev, _ := e.newEvicter(t, Config{StopLocally: st.stop, LocalKillAfter: 500 * time.Millisecond})
 		r := request(pod, true, 1, message("owed"))
@@ -242,6 +241,8 @@ func TestOwedEvictions(t *testing.T) {
 			}
 		}()
 		up(t)
+		// The pod stays until this kubelet's part removes it.
+		seen := e.fakeKubelet(t, ns, "hog")
 		e.checkEvicted(t, seen, r)
 		waitOwed(t, ev, 0)
 	})
