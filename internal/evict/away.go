@@ -265,9 +265,10 @@ func (e *Evicter) Owed() int {
 // Each is completed the usual way: the Eviction API with the pod's UID as
 // precondition (the delete for a hard threshold if a PodDisruptionBudget
 // refuses), evictd's DisruptionTarget condition and the Evicted event
-// with the request's message. It is dropped when the pod is gone, was
-// replaced, or is already terminating, or when the API server has refused
-// it maxOwedRefusals times (logged).
+// with the request's message (a pod already terminating, perhaps by an
+// earlier try whose answer was lost, gets the condition and event only).
+// It is dropped when the pod is gone or was replaced, or when the API
+// server has refused it maxOwedRefusals times (logged).
 func (e *Evicter) Run(ctx context.Context) error {
 	delay := owedFirstRetry
 	for {
@@ -339,8 +340,8 @@ func (e *Evicter) settle(ctx context.Context) bool {
 }
 
 // complete issues an owed eviction, then (with Config.StopWhenIssued) stops
-// the pod's containers again. Unlike a fresh one, a pod that has finished
-// is evicted too: its containers were most likely stopped by
+// the pod's containers again. A pod already terminating is only marked
+// and reported. Unlike a fresh one, a pod that has finished is evicted too: its containers were most likely stopped by
 // evictd, and the eviction (which deletes a finished pod) with its
 // condition and event says so, as an eviction that went through at once
 // would have.
@@ -355,12 +356,17 @@ func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 		return fmt.Errorf("get pod: %w", err)
 	case string(pod.UID) != want.UID:
 		return fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", ErrPodGone, pod.UID, want.UID)
-	case pod.DeletionTimestamp != nil:
-		return fmt.Errorf("%w: already terminating", ErrPodGone)
 	}
-	how, err := e.issue(ctx, o.log, o.r, pod)
-	if err != nil {
-		return err
+	how := "already terminating"
+	if pod.DeletionTimestamp == nil {
+		if how, err = e.issue(ctx, o.log, o.r, pod); err != nil {
+			return err
+		}
+	} else {
+		// Deleted meanwhile: by an earlier try whose answer was lost, or
+		// by someone else. Either way evictd stopped its containers: say
+		// so on the pod.
+		e.markDisruptionTarget(ctx, o.log, pod, o.r.Message, !hasDisruptionTarget(pod))
 	}
 	if e.recorder != nil {
 		e.recorder.AnnotatedEventf(pod, o.r.Annotations, v1.EventTypeWarning, EventReason, "%s", o.r.Message)

@@ -247,6 +247,38 @@ func TestOwedEvictions(t *testing.T) {
 		waitOwed(t, ev, 0)
 	})
 
+	t.Run("marked when the pod is already terminating", func(t *testing.T) {
+		pod := e.runningPod(t, ns, "deleted", nil, 30)
+		ev, _ := e.newEvicter(t, Config{StopLocally: (&stops{}).stop, LocalKillAfter: 500 * time.Millisecond})
+		r := request(pod, true, 1, message("terminating"))
+		down(t)
+		if err := ev.Evict(t.Context(), r); !errors.Is(err, manager.ErrStoppedLocally) {
+			t.Fatalf("Evict with the API server down: %v, want ErrStoppedLocally", err)
+		}
+		up(t)
+		// As when the answer to an eviction was lost: terminating, with
+		// the API server's condition and not evictd's.
+		if err := e.admin.CoreV1().Pods(ns).Delete(t.Context(), "deleted", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		owedRun(t, ev)
+		waitOwed(t, ev, 0)
+		got := e.getPod(t, ns, "deleted")
+		if got == nil || got.DeletionTimestamp == nil {
+			t.Fatalf("pod %v, want it terminating", got)
+		}
+		var reason string
+		for _, c := range got.Status.Conditions {
+			if c.Type == v1.DisruptionTarget {
+				reason = c.Reason + ": " + c.Message
+			}
+		}
+		if want := ConditionReason + ": " + r.Message; reason != want {
+			t.Errorf("DisruptionTarget %q, want %q", reason, want)
+		}
+		e.evictedEvents(t, ns, pod.UID, r.Message)
+	})
+
 	t.Run("dropped when the pod went meanwhile", func(t *testing.T) {
 		pod := e.runningPod(t, ns, "gone", nil, 30)
 		st := &stops{}
@@ -274,6 +306,19 @@ func TestOwedEvictions(t *testing.T) {
 		e.checkUntouched(t, other)
 		if n := len(e.evictedEventsNow(t, ns, pod.UID)) + len(e.evictedEventsNow(t, ns, other.UID)); n != 0 {
 			t.Errorf("%d Evicted events for a dropped owed eviction, want none", n)
+		}
+	})
+}
+
+// owedRun runs ev.Run until t ends.
+func owedRun(t *testing.T, ev *Evicter) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- ev.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
 		}
 	})
 }
