@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/config"
@@ -23,6 +22,7 @@ import (
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/server"
+	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
 	"github.com/evictd/evictd/systemd"
@@ -168,8 +168,8 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	if cfg.Kubeconfig == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
 	} else {
-		var stopLocally func(context.Context, *v1.Pod, int64) error
-		if cfg.HardEvictionLocalStop && !cfg.DryRun {
+		var stopLocally func(context.Context, *ranking.Pod, int64) error
+		if !cfg.DryRun {
 			stopLocally = rc.stopPodContainers
 		}
 		k, err := newKube(cfg, met, log, stopLocally)

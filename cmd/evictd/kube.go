@@ -17,6 +17,7 @@ import (
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/podsource"
+	"github.com/evictd/evictd/ranking"
 )
 
 // initialSyncTimeout bounds how long the agent waits for its first list of
@@ -36,8 +37,9 @@ type kube struct {
 
 // newKube connects to the API server named in cfg.Kubeconfig.
 // stopLocally, when not nil, stops a hard eviction's containers on the node
-// (evict.Config.StopLocally).
-func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *v1.Pod, int64) error) (*kube, error) {
+// (evict.Config.StopLocally), as cfg.HardEvictionLocalStop and
+// cfg.LocalKillAfter say.
+func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *ranking.Pod, int64) error) (*kube, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
@@ -70,25 +72,30 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 			OnIssued: func(r manager.Request, d time.Duration) {
 				met.ObserveIssueLatency(r.Signal, d)
 			},
-			StopLocally: stopLocally,
+			StopLocally:    stopLocally,
+			StopWhenIssued: cfg.HardEvictionLocalStop,
+			LocalKillAfter: cfg.LocalKillAfter,
+			OnOwed:         met.SetOwed,
 		}, client, recorder, log.With("component", "evict")),
 		events:      newNodeEvents(recorder, cfg.NodeName),
 		broadcaster: broadcaster,
 	}, nil
 }
 
-// start runs the informers and the status writer until ctx is done, each
-// sending its result to errc, and waits (bounded) for the first list of
-// pods. It returns how many goroutines it started.
+// start runs the informers, the status writer and the owed evictions'
+// retries until ctx is done, each sending its result to errc, and waits
+// (bounded) for the first list of pods. It returns how many goroutines it
+// started.
 func (k *kube) start(ctx context.Context, log *slog.Logger, errc chan<- error) int {
 	go func() { errc <- k.pods.Run(ctx) }()
 	go func() { errc <- k.status.Run(ctx) }()
+	go func() { errc <- k.evicter.Run(ctx) }()
 	syncCtx, cancel := context.WithTimeout(ctx, initialSyncTimeout)
 	defer cancel()
 	if err := k.pods.WaitForSync(syncCtx); err != nil {
 		log.Warn("starting without a list of the node's pods; evictions wait until it arrives", "err", err)
 	}
-	return 2
+	return 3
 }
 
 func (k *kube) stop() { k.broadcaster.Shutdown() }

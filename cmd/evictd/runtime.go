@@ -16,7 +16,6 @@ import (
 	"github.com/evictd/evictd/reclaim"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
-	v1 "k8s.io/api/core/v1"
 )
 
 // runtimeParts is what evictd gets from the container runtime once it can
@@ -230,14 +229,14 @@ func (rr runtimeReclaimer) Reclaim(ctx context.Context, sig signals.Signal, layo
 }
 
 // stopPodContainers stops a pod's running containers through the CRI, for
-// a hard eviction the API server has accepted.
-func (r *runtimeConn) stopPodContainers(ctx context.Context, pod *v1.Pod, gracePeriodSeconds int64) error {
+// a hard eviction the API server has accepted or could not be asked.
+func (r *runtimeConn) stopPodContainers(ctx context.Context, pod *ranking.Pod, gracePeriodSeconds int64) error {
 	p := r.parts.Load()
 	if p == nil {
 		return r.notConnected()
 	}
-	n, err := p.client.StopPodContainers(ctx, string(pod.UID), gracePeriodSeconds)
-	r.log.Info("stopped the evicted pod's containers through the runtime", "pod", pod.Namespace+"/"+pod.Name,
+	n, err := p.client.StopPodContainers(ctx, pod.UID, gracePeriodSeconds)
+	r.log.Info("stopped the evicted pod's containers through the runtime", "pod", pod.Ref(),
 		"containers", n, "gracePeriodSeconds", gracePeriodSeconds)
 	return err
 }

@@ -247,6 +247,11 @@ func TestFlagSyntax(t *testing.T) {
 		{"fast-poll-interval zero disables", []string{"--fast-poll-interval=0"}, func(c *Config) any { return c.FastPollInterval }, time.Duration(0), ""},
 		{"fast-poll-interval negative", []string{"--fast-poll-interval=-1s"}, nil, nil,
 			`--fast-poll-interval: invalid value "-1s": must not be negative`},
+		{"local-kill-after default", nil, func(c *Config) any { return c.LocalKillAfter }, 5 * time.Second, ""},
+		{"local-kill-after", []string{"--local-kill-after=2s"}, func(c *Config) any { return c.LocalKillAfter }, 2 * time.Second, ""},
+		{"local-kill-after zero disables", []string{"--local-kill-after=0"}, func(c *Config) any { return c.LocalKillAfter }, time.Duration(0), ""},
+		{"local-kill-after negative", []string{"--local-kill-after=-1s"}, nil, nil,
+			`--local-kill-after: invalid value "-1s": must not be negative`},
 		{"fast-poll-margin default", nil, func(c *Config) any { return c.FastPollMargin.Percentage }, float32(0.1), ""},
 		{"fast-poll-margin percentage", []string{"--fast-poll-margin=25%"}, func(c *Config) any { return c.FastPollMargin.Percentage }, float32(0.25), ""},
 		{"fast-poll-margin quantity", []string{"--fast-poll-margin=2Gi"}, func(c *Config) any { return c.FastPollMargin.Quantity.Value() }, int64(2 << 30), ""},
@@ -311,8 +316,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 39 {
-		t.Errorf("got %d flags, want 39", n)
+	if n != 40 {
+		t.Errorf("got %d flags, want 40", n)
 	}
 }
 

@@ -41,6 +41,11 @@ const (
 	// rest go at one a housekeeping interval (10 s).
 	defaultLocalStorageEvictionQPS   = 0.1
 	defaultLocalStorageEvictionBurst = 5
+	// defaultLocalKillAfter: long enough to ride out a dropped connection
+	// or an API server's restart's first seconds, short next to the
+	// seconds a fast allocator needs to go from a hard threshold to the
+	// OOM killer; the pod stopped was to be evicted anyway.
+	defaultLocalKillAfter = 5 * time.Second
 )
 
 // defaultEnforceNodeAllocatable returns a fresh copy of the kubelet's default.
@@ -76,6 +81,7 @@ type Options struct {
 	housekeepingInterval time.Duration
 	dryRun               bool
 	localStop            bool
+	localKillAfter       time.Duration
 	metricsBindAddress   string
 	imageFSPath          string
 	procRoot             string
@@ -168,6 +174,9 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.localStop, "hard-eviction-local-stop", true,
 		"Once the API server has accepted a hard eviction, also stop the pod's containers through the container runtime with the same grace period, "+
 			"instead of waiting for the kubelet to see the deletion; their preStop hooks may then not run.")
+	fs.DurationVar(&o.localKillAfter, "local-kill-after", defaultLocalKillAfter,
+		"How long, as a Go duration, a hard eviction keeps retrying an API server that does not answer (connection refused, timeout, 5xx) before it stops the pod's containers through the container runtime "+
+			"and completes the eviction once the API server answers again; until then the kubelet may restart them, and their preStop hooks do not run. 0 disables: the eviction fails and the next pass decides again.")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", defaultMetricsBindAddress,
 		"host:port to serve /metrics, /healthz and /readyz on; an empty host means all interfaces.")
 	fs.StringVar(&o.imageFSPath, "imagefs-path", "",

@@ -78,6 +78,10 @@ type Config struct {
 	// HardEvictionLocalStop also stops a hard eviction's pod's containers
 	// through the CRI once the API server accepted it. Default true.
 	HardEvictionLocalStop bool
+	// LocalKillAfter is how long a hard eviction retries an API server
+	// that does not answer before it stops the pod's containers through
+	// the CRI and owes the eviction; 0 disables. Default 5s.
+	LocalKillAfter time.Duration
 	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
 	MetricsBindAddress string
 	// ImageFSPath is a path on the image filesystem; "" asks the CRI.
@@ -156,6 +160,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		HousekeepingInterval:      o.housekeepingInterval,
 		DryRun:                    o.dryRun,
 		HardEvictionLocalStop:     o.localStop,
+		LocalKillAfter:            o.localKillAfter,
 		MetricsBindAddress:        o.metricsBindAddress,
 		ImageFSPath:               o.imageFSPath,
 		RuntimeRequestTimeout:     o.runtimeTimeout,
@@ -185,6 +190,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		{"runtime-request-timeout", o.runtimeTimeout, true},
 		{"volume-stats-agg-period", o.volumeStatsAgg, false},
 		{"fast-poll-interval", o.fastPollInterval, false},
+		{"local-kill-after", o.localKillAfter, false},
 	} {
 		switch {
 		case d.v < 0:

@@ -45,7 +45,12 @@ type env struct {
 // clients for the admin and for evictd's ServiceAccount token.
 func newEnv(t *testing.T, opts testcluster.Options) *env {
 	t.Helper()
-	c := testcluster.StartForTest(t, opts)
+	return newEnvOn(t, testcluster.StartForTest(t, opts))
+}
+
+// newEnvOn is newEnv on a running control plane.
+func newEnvOn(t *testing.T, c *testcluster.Cluster) *env {
+	t.Helper()
 	ctx := t.Context()
 	admin, err := kubernetes.NewForConfig(c.AdminConfig())
 	if err != nil {
@@ -237,6 +242,18 @@ func (e *env) evictedEvents(t *testing.T, ns string, uid types.UID, want string)
 		t.Fatalf("no Evicted event %q for pod %s: %v (have %d)", want, uid, err, len(events))
 	}
 	return events
+}
+
+// evictedEventsNow returns the Evicted events of the pod with uid as they
+// are now.
+func (e *env) evictedEventsNow(t *testing.T, ns string, uid types.UID) []v1.Event {
+	t.Helper()
+	sel := fields.Set{"involvedObject.uid": string(uid), "reason": EventReason}.AsSelector().String()
+	l, err := e.admin.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		t.Fatalf("list events: %v", err)
+	}
+	return l.Items
 }
 
 // request is a manager.Request for pod as the decider would make it.

@@ -83,12 +83,26 @@ type Config struct {
 	// evictd_eviction_issue_latency_seconds. Not called when r.Decided is
 	// zero.
 	OnIssued func(r manager.Request, sinceDecision time.Duration)
-	// StopLocally, when set, is called once a hard eviction is issued to
-	// stop the pod's containers on this node at once (through the CRI),
-	// rather than when the kubelet sees the deletion: under fast-growing
-	// memory that hop can outlast the headroom. It runs beside the wait
-	// for the pod to go; its error is logged.
-	StopLocally func(ctx context.Context, pod *v1.Pod, gracePeriodSeconds int64) error
+	// StopLocally, when set, stops the pod's containers on this node
+	// through the CRI with the grace period, and returns once they have
+	// stopped. It is used for a hard eviction when StopWhenIssued is set
+	// and after LocalKillAfter.
+	StopLocally func(ctx context.Context, pod *ranking.Pod, gracePeriodSeconds int64) error
+	// StopWhenIssued stops a hard eviction's containers through
+	// StopLocally once the eviction is issued, rather than when the
+	// kubelet sees the deletion: under fast-growing memory that hop can
+	// outlast the headroom. It runs beside the wait for the pod to go;
+	// its error is logged (--hard-eviction-local-stop).
+	StopWhenIssued bool
+	// LocalKillAfter, when positive, is how long a hard eviction retries
+	// an API server that does not answer before it stops the pod's
+	// containers through StopLocally and owes the eviction, which Run
+	// completes when the API server answers again (--local-kill-after).
+	// 0 disables: Evict returns the API server's error at once.
+	LocalKillAfter time.Duration
+	// OnOwed, when set, is called with the number of owed evictions each
+	// time it changes, for evictd_evictions_owed.
+	OnOwed func(n int)
 }
 
 // Evicter evicts pods through the API server. It implements
@@ -98,6 +112,7 @@ type Evicter struct {
 	client   *kubeclient.Client
 	recorder record.EventRecorder
 	log      *slog.Logger
+	owed     *owedSet
 }
 
 var _ manager.Evicter = (*Evicter)(nil)
@@ -118,7 +133,7 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Evicter{cfg: cfg, client: client, recorder: recorder, log: log}
+	return &Evicter{cfg: cfg, client: client, recorder: recorder, log: log, owed: newOwedSet(cfg.OnOwed)}
 }
 
 // Evict evicts one pod and waits, bounded by Config.CleanupTimeout, until it
@@ -131,7 +146,11 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 //     r.GracePeriod and a UID precondition. A PodDisruptionBudget refusal
 //     returns an error wrapping manager.ErrDisruptionBudget for a soft
 //     threshold; for a hard one the node comes first and the pod is deleted
-//     with the same grace period and precondition;
+//     with the same grace period and precondition. For a hard threshold,
+//     an API server that does not answer is retried for
+//     Config.LocalKillAfter, then the pod's containers are stopped through
+//     Config.StopLocally and the error wraps manager.ErrStoppedLocally:
+//     the eviction is owed, and Run completes it later (away.go);
 //  4. the pod gets a DisruptionTarget condition (reason ConditionReason,
 //     message r.Message): after the Eviction API accepted, replacing the
 //     generic one the API server sets itself, or before the hard fallback's
@@ -139,7 +158,7 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 //     does not stop the eviction. Then a Warning Evicted event with
 //     r.Message and r.Annotations. Neither is written when the eviction is
 //     refused, so a pod that stays is never marked or reported evicted;
-//  5. for a hard threshold, Config.StopLocally (if set) stops the pod's
+//  5. for a hard threshold, Config.StopLocally (with StopWhenIssued) stops the pod's
 //     containers on the node while
 //  6. Evict polls the pod until it is gone (not found, replaced, or
 //     finished) and returns nil, or an error wrapping ErrNotGoneInTime.
@@ -153,11 +172,7 @@ func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
 	}
 	log := e.log.With("pod", ref, "uid", r.Pod.UID, "signal", r.Signal, "hard", r.Hard, "gracePeriodSeconds", r.GracePeriod)
 
-	pod, err := e.current(ctx, r.Pod)
-	if err != nil {
-		return fmt.Errorf("evict %s: %w", ref, err)
-	}
-	how, err := e.issue(ctx, log, r, pod)
+	pod, how, err := e.reach(ctx, log, r)
 	if err != nil {
 		return fmt.Errorf("evict %s: %w", ref, err)
 	}
@@ -168,11 +183,11 @@ func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
 		e.recorder.AnnotatedEventf(pod, r.Annotations, v1.EventTypeWarning, EventReason, "%s", r.Message)
 	}
 	log.Debug("eviction issued; waiting for the pod to go", "by", how, "cleanupTimeout", e.cfg.CleanupTimeout)
-	if r.Hard && e.cfg.StopLocally != nil {
+	if r.Hard && e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
 		stopCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go func() {
-			if err := e.cfg.StopLocally(stopCtx, pod, r.GracePeriod); err != nil {
+			if err := e.cfg.StopLocally(stopCtx, r.Pod, r.GracePeriod); err != nil {
 				log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", err)
 			}
 		}()

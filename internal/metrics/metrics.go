@@ -106,6 +106,7 @@ type Metrics struct {
 	statsAge  *prometheus.HistogramVec
 	detection *prometheus.HistogramVec
 	issue     *prometheus.HistogramVec
+	owed      prometheus.Gauge
 	buildInfo *prometheus.GaugeVec
 	withheld  *prometheus.CounterVec
 	capHits   prometheus.Counter
@@ -208,6 +209,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from an eviction decision to the eviction being issued (the Eviction API accepted it, or the hard fallback's delete returned).",
 			Buckets: issueBuckets,
 		}, []string{"signal"}),
+		owed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "evictd_evictions_owed",
+			Help: "Hard evictions whose pods' containers were stopped through the container runtime while the API server did not answer, and that are still to be completed through the API server.",
+		}),
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_build_info",
 			Help: "Always 1; the labels say which evictd build is running.",
@@ -263,6 +268,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.statsAge = registerOrShare(reg, m.statsAge, &errs)
 	m.detection = registerOrShare(reg, m.detection, &errs)
 	m.issue = registerOrShare(reg, m.issue, &errs)
+	m.owed = registerOrShare(reg, m.owed, &errs)
 	m.buildInfo = registerOrShare(reg, m.buildInfo, &errs)
 	m.withheld = registerOrShare(reg, m.withheld, &errs)
 	m.capHits = registerOrShare(reg, m.capHits, &errs)
@@ -413,6 +419,14 @@ func (m *Metrics) IncEviction(sig signals.Signal, result string) {
 		return
 	}
 	m.evictions.WithLabelValues(string(sig), result).Inc()
+}
+
+// SetOwed sets how many evictions are owed to the API server.
+func (m *Metrics) SetOwed(n int) {
+	if m == nil {
+		return
+	}
+	m.owed.Set(float64(n))
 }
 
 // IncAPIError counts a failed request to the API server.

@@ -52,6 +52,7 @@ var allNames = []string{
 	"evictd_eviction_cap_reached_total",
 	"evictd_eviction_issue_latency_seconds",
 	"evictd_evictions_in_last_hour",
+	"evictd_evictions_owed",
 	"evictd_evictions_total",
 	"evictd_evictions_withheld_total",
 	"evictd_memory_pressure_stall_ratio",
@@ -78,6 +79,7 @@ func exerciseAll(m *Metrics) {
 	m.SetPressure(signals.MemoryPressure, true)
 	m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
 	m.IncEviction(signals.MemoryAvailable, ResultEvicted)
+	m.SetOwed(1)
 	m.ObservePass(time.Millisecond)
 	m.IncPass(TriggerTick)
 	m.IncWakeup("memcg")

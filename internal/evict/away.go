@@ -1,0 +1,384 @@
+package evict
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/internal/manager"
+)
+
+// How a hard eviction and the owed evictions retry an API server that does
+// not answer.
+const (
+	// awayFirstRetry and awayMaxRetry space the attempts inside Evict,
+	// within Config.LocalKillAfter.
+	awayFirstRetry = 200 * time.Millisecond
+	awayMaxRetry   = time.Second
+	// minAttempt is the least time one attempt gets, so that the last
+	// one before the local stop still has time to be answered.
+	minAttempt = time.Second
+	// owedFirstRetry and owedMaxRetry space Run's attempts to complete
+	// the owed evictions; owedAttempt bounds each request.
+	owedFirstRetry = time.Second
+	owedMaxRetry   = 30 * time.Second
+	owedAttempt    = 10 * time.Second
+	// maxOwed bounds the owed evictions kept: more pods than a node runs.
+	maxOwed = 512
+	// maxOwedRefusals is how many refusals (answers other than "gone") an
+	// owed eviction outlives, a few minutes by the backoff: an API server
+	// that has just started answers 403 until its authorizer has loaded
+	// the RBAC rules.
+	maxOwedRefusals = 10
+)
+
+// reach reads the pod back and issues its eviction (current, then issue).
+// For a hard request with Config.LocalKillAfter and Config.StopLocally set,
+// an API server that does not answer (apiServerAway) is retried, each
+// attempt bounded, until LocalKillAfter has passed since the first
+// attempt began; then the pod's containers are stopped through
+// StopLocally with the request's grace period, the eviction is owed (Run
+// completes it when the API server answers again), and the error wraps
+// manager.ErrStoppedLocally. Refusals (4xx, PodDisruptionBudgets) are
+// answers: they are returned as before, never retried here.
+func (e *Evicter) reach(ctx context.Context, log *slog.Logger, r manager.Request) (*v1.Pod, string, error) {
+	if !r.Hard || e.cfg.LocalKillAfter <= 0 || e.cfg.StopLocally == nil {
+		return e.attempt(ctx, log, r)
+	}
+	start := e.cfg.Clock.Now()
+	deadline := start.Add(e.cfg.LocalKillAfter)
+	delay := awayFirstRetry
+	for tries := 1; ; tries++ {
+		actx, cancel := withClockTimeout(ctx, e.cfg.Clock, max(deadline.Sub(e.cfg.Clock.Now()), minAttempt))
+		pod, how, err := e.attempt(actx, log, r)
+		timedOut := actx.Err() != nil
+		cancel()
+		switch {
+		case err == nil:
+			e.owed.remove(r.Pod.UID) // issued after all: nothing owed
+			return pod, how, nil
+		case ctx.Err() != nil || !(timedOut || apiServerAway(err)):
+			return nil, "", err
+		}
+		if timedOut {
+			err = fmt.Errorf("no answer within the attempt's time: %w", err)
+		}
+		left := deadline.Sub(e.cfg.Clock.Now())
+		if left <= 0 {
+			return nil, "", e.stopAway(ctx, log, r, e.cfg.Clock.Since(start), tries, err)
+		}
+		log.Debug("the API server did not answer; retrying until the local stop", "try", tries, "localStopIn", left, "err", err)
+		t := e.cfg.Clock.NewTimer(min(delay, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, "", fmt.Errorf("stopped retrying the API server: %w (last: %v)", ctx.Err(), err)
+		case <-t.C():
+		}
+		delay = min(2*delay, awayMaxRetry)
+	}
+}
+
+// attempt is one try: the pod read back, then the eviction issued.
+func (e *Evicter) attempt(ctx context.Context, log *slog.Logger, r manager.Request) (*v1.Pod, string, error) {
+	pod, err := e.current(ctx, r.Pod)
+	if err != nil {
+		return nil, "", err
+	}
+	how, err := e.issue(ctx, log, r, pod)
+	if err != nil {
+		return nil, "", err
+	}
+	return pod, how, nil
+}
+
+// stopAway stops the pod's containers through the runtime after the API
+// server stayed away for away, and owes the eviction.
+func (e *Evicter) stopAway(ctx context.Context, log *slog.Logger, r manager.Request, away time.Duration, tries int, last error) error {
+	why := fmt.Sprintf("the API server did not answer for %s (%d tries; last: %v)", away.Round(time.Millisecond), tries, last)
+	if err := e.cfg.StopLocally(ctx, r.Pod, r.GracePeriod); err != nil {
+		return fmt.Errorf("%s, and stopping the pod's containers through the runtime failed: %w", why, err)
+	}
+	n := e.owed.add(r, e.cfg.Clock.Now(), log)
+	log.Debug("stopped the pod's containers through the runtime; the eviction is owed", "owed", n)
+	return fmt.Errorf("%w: %s", manager.ErrStoppedLocally, why)
+}
+
+// apiServerAway reports whether err means the API server did not answer,
+// or answered that it cannot serve now: a transport error (connection
+// refused or reset, EOF, TLS or dial timeout), an attempt that ran out of
+// time, a 5xx, or a 429 (a 429 of the Eviction API, a PodDisruptionBudget,
+// is handled by issue and never gets here: the 429s left are the API
+// server's own throttling). Any other answer, a 4xx refusal, is not.
+func apiServerAway(err error) bool {
+	if err == nil {
+		return false
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		code := st.Status().Code
+		return code >= http.StatusInternalServerError || code == http.StatusTooManyRequests
+	}
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+// withClockTimeout is context.WithTimeout on the injected clock.
+func withClockTimeout(ctx context.Context, c clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := c.NewTimer(d)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// owedEviction is a hard eviction whose pod's containers were stopped
+// through the runtime while the API server was away.
+type owedEviction struct {
+	r        manager.Request
+	stopped  time.Time // when the containers were stopped (the latest time)
+	log      *slog.Logger
+	refusals int // answers other than "gone" so far
+}
+
+// owedSet holds the owed evictions by pod UID, in memory only: a restart
+// of evictd forgets them (the pod's containers stay stopped or are
+// restarted by the kubelet; if its memory comes back, evictd decides again).
+type owedSet struct {
+	mu      sync.Mutex
+	m       map[string]owedEviction
+	kick    chan struct{} // a new owed eviction, for Run
+	changed func(n int)   // Config.OnOwed
+}
+
+func newOwedSet(changed func(int)) *owedSet {
+	return &owedSet{m: map[string]owedEviction{}, kick: make(chan struct{}, 1), changed: changed}
+}
+
+// add owes r's eviction and returns how many are owed. Past maxOwed the
+// oldest is forgotten, with a log line.
+func (s *owedSet) add(r manager.Request, now time.Time, log *slog.Logger) int {
+	s.mu.Lock()
+	if _, ok := s.m[r.Pod.UID]; !ok && len(s.m) >= maxOwed {
+		var oldest string
+		for uid, o := range s.m {
+			if oldest == "" || o.stopped.Before(s.m[oldest].stopped) {
+				oldest = uid
+			}
+		}
+		log.Warn("too many owed evictions; forgetting the oldest", "forgotten", s.m[oldest].r.Pod.Ref(), "max", maxOwed)
+		delete(s.m, oldest)
+	}
+	s.m[r.Pod.UID] = owedEviction{r: r, stopped: now, log: log}
+	n := len(s.m)
+	s.mu.Unlock()
+	s.report(n)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return n
+}
+
+// refused counts a refusal of the owed eviction of uid and returns how
+// many there were.
+func (s *owedSet) refused(uid string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.m[uid]
+	if !ok {
+		return 0
+	}
+	o.refusals++
+	s.m[uid] = o
+	return o.refusals
+}
+
+func (s *owedSet) remove(uid string) {
+	s.mu.Lock()
+	_, ok := s.m[uid]
+	delete(s.m, uid)
+	n := len(s.m)
+	s.mu.Unlock()
+	if ok {
+		s.report(n)
+	}
+}
+
+// list returns the owed evictions, oldest first.
+func (s *owedSet) list() []owedEviction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]owedEviction, 0, len(s.m))
+	for _, o := range s.m {
+		out = append(out, o)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].stopped.Before(out[j-1].stopped); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func (s *owedSet) report(n int) {
+	if s.changed != nil {
+		s.changed(n)
+	}
+}
+
+// Owed returns how many evictions are owed: pods whose containers were
+// stopped through the runtime while the API server was away, and whose
+// eviction Run has not completed yet.
+func (e *Evicter) Owed() int {
+	e.owed.mu.Lock()
+	defer e.owed.mu.Unlock()
+	return len(e.owed.m)
+}
+
+// Run completes the owed evictions until ctx is done, and returns nil
+// then. It tries them all, oldest first, as soon as one is owed, then with
+// a backoff from 1s to 30s while the API server still does not answer.
+// Each is completed the usual way: the Eviction API with the pod's UID as
+// precondition (the delete for a hard threshold if a PodDisruptionBudget
+// refuses), evictd's DisruptionTarget condition and the Evicted event
+// with the request's message (a pod already terminating, perhaps by an
+// earlier try whose answer was lost, gets the condition and event only).
+// It is dropped when the pod is gone or was replaced, or when the API
+// server has refused it maxOwedRefusals times (logged).
+func (e *Evicter) Run(ctx context.Context) error {
+	delay := owedFirstRetry
+	for {
+		var t clock.Timer
+		var retry <-chan time.Time
+		if e.Owed() > 0 {
+			t = e.cfg.Clock.NewTimer(delay)
+			retry = t.C()
+		}
+		kicked := false
+		select {
+		case <-ctx.Done():
+		case <-e.owed.kick:
+			kicked = true
+		case <-retry:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case kicked: // a new one: try in owedFirstRetry
+			delay = owedFirstRetry
+			continue
+		}
+		if e.settle(ctx) {
+			delay = owedFirstRetry
+		} else {
+			delay = min(2*delay, owedMaxRetry)
+		}
+	}
+}
+
+// settle tries every owed eviction once, oldest first, and reports whether
+// they are all settled; it stops at the first the API server does not
+// answer.
+func (e *Evicter) settle(ctx context.Context) bool {
+	settled := true
+	for _, o := range e.owed.list() {
+		if ctx.Err() != nil {
+			return false
+		}
+		actx, cancel := withClockTimeout(ctx, e.cfg.Clock, owedAttempt)
+		err := e.complete(actx, o)
+		timedOut := actx.Err() != nil
+		cancel()
+		log := o.log.With("owedFor", e.cfg.Clock.Since(o.stopped).Round(time.Millisecond))
+		switch {
+		case err == nil:
+			log.Info("the API server answers again: owed eviction completed", "message", o.r.Message)
+		case ctx.Err() != nil:
+			return false
+		case timedOut || apiServerAway(err):
+			log.Debug("the API server still does not answer; the eviction stays owed", "err", err)
+			return false
+		case errors.Is(err, ErrPodGone):
+			log.Info("owed eviction dropped: nothing left to evict", "reason", err)
+		case e.owed.refused(o.r.Pod.UID) < maxOwedRefusals:
+			log.Warn("the API server refused the owed eviction; retrying", "err", err)
+			settled = false
+			continue
+		default:
+			log.Error("owed eviction dropped: the API server kept refusing it", "refusals", maxOwedRefusals, "err", err)
+		}
+		e.owed.remove(o.r.Pod.UID)
+	}
+	return settled
+}
+
+// complete issues an owed eviction, then (with Config.StopWhenIssued) stops
+// the pod's containers again. A pod already terminating is only marked
+// and reported. Unlike a fresh one, a pod that has finished is evicted too: its containers were most likely stopped by
+// evictd, and the eviction (which deletes a finished pod) with its
+// condition and event says so, as an eviction that went through at once
+// would have.
+func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
+	want := o.r.Pod
+	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: not found", ErrPodGone)
+	case err != nil:
+		e.apiError(VerbGet)
+		return fmt.Errorf("get pod: %w", err)
+	case string(pod.UID) != want.UID:
+		return fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", ErrPodGone, pod.UID, want.UID)
+	}
+	how := "already terminating"
+	if pod.DeletionTimestamp == nil {
+		if how, err = e.issue(ctx, o.log, o.r, pod); err != nil {
+			return err
+		}
+	} else {
+		// Deleted meanwhile: by an earlier try whose answer was lost, or
+		// by someone else. Either way evictd stopped its containers: say
+		// so on the pod.
+		e.markDisruptionTarget(ctx, o.log, pod, o.r.Message, !hasDisruptionTarget(pod))
+	}
+	if e.recorder != nil {
+		e.recorder.AnnotatedEventf(pod, o.r.Annotations, v1.EventTypeWarning, EventReason, "%s", o.r.Message)
+	}
+	o.log.Debug("owed eviction issued", "by", how, "phase", pod.Status.Phase)
+	if e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
+		// The kubelet may have restarted the containers meanwhile, and
+		// may take a while to see the deletion after the API server's
+		// return: stop them again, as a hard eviction does.
+		if err := e.cfg.StopLocally(ctx, o.r.Pod, o.r.GracePeriod); err != nil {
+			o.log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", err)
+		}
+	}
+	return nil
+}

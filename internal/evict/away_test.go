@@ -1,0 +1,334 @@
+package evict
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/ranking"
+)
+
+func TestAPIServerAway(t *testing.T) {
+	pods := schema.GroupResource{Resource: "pods"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"connection refused", &url.Error{Op: "Get", URL: "https://10.0.0.1:6443", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, true},
+		{"connection reset, wrapped", fmt.Errorf("get pod: %w", syscall.ECONNRESET), true},
+		{"EOF", fmt.Errorf("get pod: %w", io.EOF), true},
+		{"unexpected EOF", io.ErrUnexpectedEOF, true},
+		{"deadline", fmt.Errorf("get pod: %w", context.DeadlineExceeded), true},
+		{"503", apierrors.NewServiceUnavailable("etcd is down"), true},
+		{"500", apierrors.NewInternalError(errors.New("boom")), true},
+		{"504", apierrors.NewTimeoutError("slow", 1), true},
+		{"429 throttled", apierrors.NewTooManyRequests("slow down", 1), true},
+		{"403", apierrors.NewForbidden(pods, "web", errors.New("RBAC")), false},
+		{"401", apierrors.NewUnauthorized("token expired"), false},
+		{"404", apierrors.NewNotFound(pods, "web"), false},
+		{"409", apierrors.NewConflict(pods, "web", errors.New("UID precondition")), false},
+		{"400", apierrors.NewBadRequest("bad"), false},
+		{"canceled", context.Canceled, false},
+		{"plain", errors.New("no API server client"), false},
+		{"pod gone", fmt.Errorf("%w: not found", ErrPodGone), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := apiServerAway(tc.err); got != tc.want {
+				t.Errorf("apiServerAway(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+// stops records StopLocally's calls and answers with err.
+type stops struct {
+	mu    sync.Mutex
+	calls []string
+	err   error
+}
+
+func (s *stops) stop(_ context.Context, p *ranking.Pod, grace int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, fmt.Sprintf("%s %s %d", p.Ref(), p.UID, grace))
+	return s.err
+}
+
+func (s *stops) got() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
+
+// closedPort returns the URL of a loopback port nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+// answering returns the URL of a server that answers every request with
+// code (or, with code 0, answers nothing until the request is given up).
+func answering(t *testing.T, code int) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code == 0 {
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected %d","code":%d}`, code, code)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func clientFor(t *testing.T, host string) *kubeclient.Client {
+	t.Helper()
+	c, err := kubeclient.NewForConfig(&rest.Config{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func testLog(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func awayRequest(hard bool) manager.Request {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hog", UID: "uid-hog"}}
+	return request(pod, hard, 1, message("away"))
+}
+
+// TestEvictAPIServerAway: a hard eviction whose API server does not answer
+// is retried for LocalKillAfter, then the pod's containers are stopped and
+// the eviction owed; anything else is returned as before.
+func TestEvictAPIServerAway(t *testing.T) {
+	const killAfter = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		host      func(t *testing.T) string
+		hard      bool
+		killAfter time.Duration
+		stopErr   error
+		wantStop  bool
+		wantOwed  int
+		wantErr   error // wrapped by Evict's error; nil: any error but ErrStoppedLocally
+	}{
+		{"connection refused, hard", closedPort, true, killAfter, nil, true, 1, manager.ErrStoppedLocally},
+		{"503, hard", func(t *testing.T) string { return answering(t, http.StatusServiceUnavailable) }, true, killAfter, nil, true, 1, manager.ErrStoppedLocally},
+		{"no answer at all, hard", func(t *testing.T) string { return answering(t, 0) }, true, killAfter, nil, true, 1, manager.ErrStoppedLocally},
+		{"connection refused, soft", closedPort, false, killAfter, nil, false, 0, nil},
+		{"connection refused, local stops off", closedPort, true, 0, nil, false, 0, nil},
+		{"403 is an answer", func(t *testing.T) string { return answering(t, http.StatusForbidden) }, true, killAfter, nil, false, 0, nil},
+		{"the local stop fails", closedPort, true, killAfter, errors.New("CRI down too"), true, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &stops{err: tc.stopErr}
+			var owed []int
+			ev := New(Config{StopLocally: st.stop, LocalKillAfter: tc.killAfter, OnOwed: func(n int) { owed = append(owed, n) }},
+				clientFor(t, tc.host(t)), nil, testLog(t))
+			r := awayRequest(tc.hard)
+			start := time.Now()
+			err := ev.Evict(t.Context(), r)
+			took := time.Since(start)
+			t.Logf("Evict after %s: %v", took.Round(time.Millisecond), err)
+			switch {
+			case err == nil:
+				t.Fatal("Evict succeeded against an API server that never evicts")
+			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+				t.Errorf("Evict error %v, want one wrapping %v", err, tc.wantErr)
+			case tc.wantErr == nil && errors.Is(err, manager.ErrStoppedLocally):
+				t.Errorf("Evict error %v wraps ErrStoppedLocally", err)
+			}
+			if tc.wantStop {
+				if want := []string{"default/hog uid-hog 1"}; fmt.Sprint(st.got()) != fmt.Sprint(want) {
+					t.Errorf("StopLocally calls %v, want %v", st.got(), want)
+				}
+				if took < tc.killAfter {
+					t.Errorf("stopped after %s, before LocalKillAfter %s", took, tc.killAfter)
+				}
+			} else if len(st.got()) > 0 {
+				t.Errorf("StopLocally called: %v", st.got())
+			}
+			if got := ev.Owed(); got != tc.wantOwed {
+				t.Errorf("Owed() = %d, want %d", got, tc.wantOwed)
+			}
+			if tc.wantOwed > 0 && fmt.Sprint(owed) != "[1]" {
+				t.Errorf("OnOwed calls %v, want [1]", owed)
+			}
+		})
+	}
+}
+
+// TestOwedEvictions runs the owed evictions against a real API server
+// that is stopped and started again.
+func TestOwedEvictions(t *testing.T) {
+	c := testcluster.StartForTest(t, testcluster.Options{})
+	e := newEnvOn(t, c)
+	apiDown := false
+	down := func(t *testing.T) {
+		t.Helper()
+		if err := c.StopAPIServer(); err != nil {
+			t.Fatalf("stop the API server: %v", err)
+		}
+		apiDown = true
+	}
+	up := func(t *testing.T) {
+		t.Helper()
+		if err := c.StartAPIServer(); err != nil {
+			t.Fatalf("start the API server: %v", err)
+		}
+		apiDown = false
+	}
+	t.Cleanup(func() {
+		if apiDown {
+			_ = c.StartAPIServer()
+		}
+	})
+	ns := e.namespace(t, "owed")
+
+	t.Run("completed when the API server is back", func(t *testing.T) {
+		pod := e.runningPod(t, ns, "hog", nil, 30)
+		st := &stops{}
+		ev, _ := e.newEvicter(t, Config{StopLocally: st.stop, LocalKillAfter: 500 * time.Millisecond})
+		r := request(pod, true, 1, message("owed"))
+
+		down(t)
+		err := ev.Evict(t.Context(), r)
+		if !errors.Is(err, manager.ErrStoppedLocally) {
+			t.Fatalf("Evict with the API server down: %v, want ErrStoppedLocally", err)
+		}
+		if len(st.got()) != 1 || ev.Owed() != 1 {
+			t.Fatalf("StopLocally calls %v, owed %d; want one call, one owed", st.got(), ev.Owed())
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- ev.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		up(t)
+		// The pod stays until this kubelet's part removes it.
+		seen := e.fakeKubelet(t, ns, "hog")
+		e.checkEvicted(t, seen, r)
+		waitOwed(t, ev, 0)
+	})
+
+	t.Run("marked when the pod is already terminating", func(t *testing.T) {
+		pod := e.runningPod(t, ns, "deleted", nil, 30)
+		ev, _ := e.newEvicter(t, Config{StopLocally: (&stops{}).stop, LocalKillAfter: 500 * time.Millisecond})
+		r := request(pod, true, 1, message("terminating"))
+		down(t)
+		if err := ev.Evict(t.Context(), r); !errors.Is(err, manager.ErrStoppedLocally) {
+			t.Fatalf("Evict with the API server down: %v, want ErrStoppedLocally", err)
+		}
+		up(t)
+		// As when the answer to an eviction was lost: terminating, with
+		// the API server's condition and not evictd's.
+		if err := e.admin.CoreV1().Pods(ns).Delete(t.Context(), "deleted", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		owedRun(t, ev)
+		waitOwed(t, ev, 0)
+		got := e.getPod(t, ns, "deleted")
+		if got == nil || got.DeletionTimestamp == nil {
+			t.Fatalf("pod %v, want it terminating", got)
+		}
+		var reason string
+		for _, c := range got.Status.Conditions {
+			if c.Type == v1.DisruptionTarget {
+				reason = c.Reason + ": " + c.Message
+			}
+		}
+		if want := ConditionReason + ": " + r.Message; reason != want {
+			t.Errorf("DisruptionTarget %q, want %q", reason, want)
+		}
+		e.evictedEvents(t, ns, pod.UID, r.Message)
+	})
+
+	t.Run("dropped when the pod went meanwhile", func(t *testing.T) {
+		pod := e.runningPod(t, ns, "gone", nil, 30)
+		st := &stops{}
+		ev, _ := e.newEvicter(t, Config{StopLocally: st.stop, LocalKillAfter: 500 * time.Millisecond})
+		r := request(pod, true, 1, message("gone"))
+		down(t)
+		if err := ev.Evict(t.Context(), r); !errors.Is(err, manager.ErrStoppedLocally) {
+			t.Fatalf("Evict with the API server down: %v, want ErrStoppedLocally", err)
+		}
+		up(t)
+		// Replaced by another pod of the same name before Run looks.
+		zero := int64(0)
+		if err := e.admin.CoreV1().Pods(ns).Delete(t.Context(), "gone", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		other := e.runningPod(t, ns, "gone", nil, 30)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- ev.Run(ctx) }()
+		defer func() {
+			cancel()
+			<-done
+		}()
+		waitOwed(t, ev, 0)
+		e.checkUntouched(t, other)
+		if n := len(e.evictedEventsNow(t, ns, pod.UID)) + len(e.evictedEventsNow(t, ns, other.UID)); n != 0 {
+			t.Errorf("%d Evicted events for a dropped owed eviction, want none", n)
+		}
+	})
+}
+
+// owedRun runs ev.Run until t ends.
+func owedRun(t *testing.T, ev *Evicter) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- ev.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+func waitOwed(t *testing.T, ev *Evicter, want int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		return ev.Owed() == want, nil
+	})
+	if err != nil {
+		t.Fatalf("owed evictions: %d, want %d", ev.Owed(), want)
+	}
+}
