@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -16,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -36,7 +39,40 @@ func (c *Cluster) EvictdNodeToken(ctx context.Context, node string) (string, err
 	if err := c.applyDeploy(ctx, admin); err != nil {
 		return "", err
 	}
-	return NodeBoundToken(ctx, admin, "kube-system", "evictd", node)
+	token, err := NodeBoundToken(ctx, admin, "kube-system", "evictd", node)
+	if err != nil {
+		return "", err
+	}
+	if err := c.waitPolicy(ctx, token, node); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// waitPolicy waits until the API server, which learns of RBAC bindings and
+// admission policies through watches, enforces both for token: RBAC lets it
+// create events and the policy refuses one that claims to come from
+// another node. The probe is a dry run: it creates nothing.
+func (c *Cluster) waitPolicy(ctx context.Context, token, node string) error {
+	client, err := kubernetes.NewForConfig(c.TokenConfig(token))
+	if err != nil {
+		return fmt.Errorf("evictd client: %w", err)
+	}
+	probe := &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "policy-probe-", Namespace: metav1.NamespaceDefault},
+		InvolvedObject: v1.ObjectReference{Kind: "Node", Name: node},
+		Reason:         "PolicyProbe",
+		Source:         v1.EventSource{Component: "evictd", Host: node + "-elsewhere"},
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, last = client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsForbidden(last) && strings.Contains(last.Error(), "ValidatingAdmissionPolicy"), nil
+	})
+	if err != nil {
+		return fmt.Errorf("evictd's identity on node %s: deploy/policy.yaml not enforced (last answer to a probe: %v): %w", node, last, err)
+	}
+	return nil
 }
 
 // applyDeploy creates the objects of deploy/rbac.yaml and
