@@ -307,8 +307,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 36 {
-		t.Errorf("got %d flags, want 36", n)
+	if n != 39 {
+		t.Errorf("got %d flags, want 39", n)
 	}
 }
 

@@ -65,6 +65,9 @@ type Options struct {
 	dryRun               bool
 	localStop            bool
 	metricsBindAddress   string
+	metricsTLSCert       string
+	metricsTLSKey        string
+	metricsTokenFile     string
 	imageFSPath          string
 	procRoot             string
 	cgroupMount          string
@@ -154,7 +157,14 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Once the API server has accepted a hard eviction, also stop the pod's containers through the container runtime with the same grace period, "+
 			"instead of waiting for the kubelet to see the deletion; their preStop hooks may then not run.")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", defaultMetricsBindAddress,
-		"host:port to serve /metrics, /healthz and /readyz on; an empty host means all interfaces.")
+		"host:port to serve /metrics, /healthz, /readyz and /status on; an empty host means all interfaces. "+
+			"Beyond loopback, guard it with --metrics-tls-cert-file and --metrics-bearer-token-file.")
+	fs.StringVar(&o.metricsTLSCert, "metrics-tls-cert-file", "",
+		"Path of the PEM certificate (chain) to serve /metrics and the other endpoints over TLS with; needs --metrics-tls-private-key-file. (default none: plain HTTP)")
+	fs.StringVar(&o.metricsTLSKey, "metrics-tls-private-key-file", "",
+		"Path of the PEM private key of --metrics-tls-cert-file. (default none)")
+	fs.StringVar(&o.metricsTokenFile, "metrics-bearer-token-file", "",
+		"Path of a file holding the bearer token that /metrics and /status ask for (Authorization: Bearer); /healthz and /readyz stay open for probes. (default none: no token asked)")
 	fs.StringVar(&o.imageFSPath, "imagefs-path", "",
 		`Directory path on the container runtime's image filesystem, the filesystem imagefs.* signals observe. (default "": imagefs not observed)`)
 	fs.StringVar(&o.procRoot, "proc-root", defaultProcRoot,
