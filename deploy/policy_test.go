@@ -152,7 +152,7 @@ func event(node string, involved *v1.Pod) *v1.Event {
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: "evictd-", Namespace: involved.Namespace},
 		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: involved.Namespace, Name: involved.Name, UID: involved.UID},
 		Reason:         "Evicted", Message: "written by the test", Type: v1.EventTypeWarning,
-		Source:         v1.EventSource{Component: "evictd", Host: node},
+		Source:              v1.EventSource{Component: "evictd", Host: node},
 		ReportingController: "evictd", ReportingInstance: node,
 		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
 	}
