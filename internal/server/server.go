@@ -45,7 +45,8 @@ type Server struct {
 // New builds a server for addr (host:port; port 0 picks a free port) that
 // exports reg on /metrics, answers /readyz with ready (nil means ready; a nil
 // func means always ready) and /status with status() as JSON (a nil func
-// answers 404). It registers promhttp's own scrape metrics on reg.
+// answers 404). It registers promhttp's own scrape metrics on reg. It serves
+// plain HTTP to anyone until Secure says otherwise.
 func New(addr string, reg *prometheus.Registry, ready func() error, status func() any, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
