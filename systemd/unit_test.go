@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,24 +186,78 @@ func TestVerifyCatchesMistakes(t *testing.T) {
 	}
 }
 
-// TestUnitSecurity logs systemd's exposure review of the unit; it fails only
-// if the review cannot read the unit, never on the score.
-func TestUnitSecurity(t *testing.T) {
-	analyze := systemdAnalyze(t)
-	path := verifiable(t, "")
+// maxExposure is the exposure systemd-analyze security gives the unit (2.2,
+// "OK" on systemd 252): what is left is what evictd needs (root's uid for
+// root-owned files and the CRI socket, CAP_DAC_READ_SEARCH for pods'
+// volumes, the host's network and /proc, block devices for filesystem
+// discovery; see the comments in the unit). A change that loosens the
+// sandbox raises the score and fails TestUnitSecurity.
+const maxExposure = 2.2
+
+// exposure runs systemd-analyze security offline on the unit at path and
+// returns its overall exposure and the lines of the settings it counts
+// against the unit. It skips where this systemd-analyze cannot review a
+// unit file offline (before systemd 250).
+func exposure(t *testing.T, analyze, path string) (float64, []string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, analyze, "security", "--offline=yes", path).CombinedOutput()
 	text := string(out)
 	if err != nil && (strings.Contains(text, "unrecognized option") || strings.Contains(text, "Unknown command")) {
-		t.Skipf("this systemd-analyze cannot review offline: %s", strings.TrimSpace(text))
+		t.Skipf("this systemd-analyze cannot review a unit file offline (--offline needs systemd 250 or later): %s", strings.TrimSpace(text))
 	}
 	if err != nil {
-		t.Fatalf("systemd-analyze security --offline=yes: %v\n%s", err, text)
+		t.Fatalf("systemd-analyze security --offline=yes %s: %v\n%s", path, err, text)
 	}
+	m := regexp.MustCompile(`Overall exposure level for \S+: ([0-9]+\.[0-9]+)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("systemd-analyze security printed no overall exposure level:\n%s", text)
+	}
+	score, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatalf("exposure level %q: %v", m[1], err)
+	}
+	var against []string
 	for _, line := range strings.Split(text, "\n") {
-		if strings.Contains(line, "✗") || strings.Contains(line, "Overall exposure") {
-			t.Log(strings.TrimRight(line, " "))
+		if strings.Contains(line, "✗") {
+			against = append(against, strings.TrimRight(line, " "))
 		}
+	}
+	return score, against
+}
+
+// TestUnitSecurity holds the unit's exposure, as systemd-analyze security
+// rates it, at or below maxExposure.
+func TestUnitSecurity(t *testing.T) {
+	analyze := systemdAnalyze(t)
+	score, against := exposure(t, analyze, verifiable(t, ""))
+	t.Logf("exposure %.1f; counted against the unit:\n%s", score, strings.Join(against, "\n"))
+	if score > maxExposure {
+		t.Errorf("got exposure %.1f, want at most %.1f: a setting was loosened", score, maxExposure)
+	}
+}
+
+// TestUnitSecurityCatchesLoosening makes sure the check above can fail: the
+// unit without its sandbox settings scores above maxExposure.
+func TestUnitSecurityCatchesLoosening(t *testing.T) {
+	analyze := systemdAnalyze(t)
+	path := verifiable(t, "")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Everything from the privileges section on goes, [Install] stays.
+	text := string(data)
+	start, end := strings.Index(text, "# --- Privileges"), strings.Index(text, "[Install]")
+	if start < 0 || end < start {
+		t.Fatalf("unit has no privileges section before [Install]")
+	}
+	loose := filepath.Join(t.TempDir(), unitFile)
+	if err := os.WriteFile(loose, []byte(text[:start]+text[end:]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if score, _ := exposure(t, analyze, loose); score <= maxExposure {
+		t.Errorf("unit without its sandbox: got exposure %.1f, want above %.1f", score, maxExposure)
 	}
 }

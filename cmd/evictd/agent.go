@@ -214,6 +214,10 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		"housekeepingInterval", cfg.HousekeepingInterval, "maxEvictionsPerHour", cfg.MaxEvictionsPerHour, "metrics", cfg.MetricsBindAddress)
 
 	srv := server.New(cfg.MetricsBindAddress, reg, m.Ready, func() any { return m.Status() }, log)
+	if err := srv.Secure(server.Access{CertFile: cfg.MetricsTLSCertFile, KeyFile: cfg.MetricsTLSPrivateKeyFile, TokenFile: cfg.MetricsBearerTokenFile}); err != nil {
+		log.Error("cannot guard the metrics endpoint", "err", err)
+		return 1
+	}
 
 	go func() { errc <- srv.Run(ctx) }()
 	go func() { errc <- m.Run(ctx) }()

@@ -166,24 +166,6 @@ func newE2E(t *testing.T) *e2e {
 		evicted:    map[string]*eviction{},
 	}
 
-	// evictd's identity, from the manifest operators apply.
-	created, err := createManifest(ctx, admin, filepath.Join("..", "..", "deploy", "rbac.yaml"))
-	if err != nil {
-		t.Fatalf("apply deploy/rbac.yaml: %v (created %v)", err, created)
-	}
-	token, err := serviceAccountToken(ctx, admin, "kube-system", "evictd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.sa, err = kubernetes.NewForConfig(c.TokenConfig(token)); err != nil {
-		t.Fatal(err)
-	}
-	waitAllowed(t, e.sa, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"})
-	kubeconfig := filepath.Join(t.TempDir(), "evictd.kubeconfig")
-	if err := c.WriteKubeconfig(kubeconfig, token); err != nil {
-		t.Fatal(err)
-	}
-
 	// No controller manager runs: the namespaces' default ServiceAccounts,
 	// which pod admission looks up, are the test's to create.
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e2eNS}}, metav1.CreateOptions{}); err != nil {
@@ -197,6 +179,21 @@ func newE2E(t *testing.T) *e2e {
 	}
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: e2eNode}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create node: %v", err)
+	}
+
+	// evictd's identity, from the manifests operators apply (deploy/): a
+	// token bound to the node, under RBAC and the admission policy.
+	token, err := c.EvictdNodeToken(ctx, e2eNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.sa, err = kubernetes.NewForConfig(c.TokenConfig(token)); err != nil {
+		t.Fatal(err)
+	}
+	waitAllowed(t, e.sa, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"})
+	kubeconfig := filepath.Join(t.TempDir(), "evictd.kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig, token); err != nil {
+		t.Fatal(err)
 	}
 
 	// The test's eyes and the kubelet's hands: an informer on the node
@@ -1265,10 +1262,3 @@ func waitAllowed(t *testing.T, client kubernetes.Interface, attr authorizationv1
 		return err == nil && r.Status.Allowed, nil
 	})
 }
-
-// The manifest and token helpers live in testcluster, shared by every
-// package that runs evictd under deploy/rbac.yaml's identity.
-var (
-	createManifest      = testcluster.CreateManifest
-	serviceAccountToken = testcluster.ServiceAccountToken
-)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -89,6 +90,73 @@ func TestAgentLinksOnlyItsAPIGroups(t *testing.T) {
 			if dep == b || strings.HasPrefix(dep, b+"/") {
 				t.Errorf("evictd links %s", dep)
 			}
+		}
+	}
+}
+
+// TestNoShellingOut keeps evictd from running other programs: no package of
+// this module in the binary's dependency graph (test files left out, as
+// go list leaves them) imports os/exec, the process helpers of the tests
+// are not linked in, and the libraries that do import os/exec are the
+// known few below, each for a path evictd does not take. A new one fails
+// the test, to be looked at.
+func TestNoShellingOut(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	const module = "github.com/evictd/evictd"
+	// Third-party packages that import os/exec, and why evictd never gets
+	// them to run anything.
+	known := map[string]string{
+		// The credential plugins a kubeconfig's user may name (exec:);
+		// evictd's kubeconfig holds a token or certificate.
+		"k8s.io/client-go/plugin/pkg/client/auth/exec": "kubeconfig exec credential plugins",
+		// OpenAPI compiler plugins; client-go only parses documents.
+		"github.com/google/gnostic-models/compiler": "gnostic plugins",
+		// Types of exec errors for CRI ExecSync; evictd makes no ExecSync.
+		"k8s.io/utils/exec": "CRI ExecSync error types",
+		// dbus-launch for a session bus; cgroup v1 stats open no bus.
+		"github.com/godbus/dbus/v5": "session bus autolaunch",
+		// dmsetup and thin_ls for devicemapper storage; evictd stats
+		// filesystems by path.
+		"github.com/google/cadvisor/devicemapper": "devicemapper thin pools",
+	}
+	out, err := exec.Command(goBin, "list", "-deps", "-json=ImportPath,Imports", "./").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen, importers := 0, map[string]bool{}
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		seen++
+		if strings.HasPrefix(p.ImportPath, module+"/internal/test") || p.ImportPath == module+"/internal/childproc" {
+			t.Errorf("evictd links %s, a package that starts processes for tests", p.ImportPath)
+		}
+		if !slices.Contains(p.Imports, "os/exec") {
+			continue
+		}
+		importers[p.ImportPath] = true
+		switch {
+		case strings.HasPrefix(p.ImportPath, module+"/") || p.ImportPath == module:
+			t.Errorf("%s imports os/exec: evictd must not run other programs", p.ImportPath)
+		case known[p.ImportPath] == "":
+			t.Errorf("%s, a new dependency of evictd, imports os/exec: check that evictd never reaches its exec calls and add it here with the reason", p.ImportPath)
+		}
+	}
+	if seen < 100 {
+		t.Fatalf("go list -deps listed %d packages; want evictd's whole graph", seen)
+	}
+	for p := range known {
+		if !importers[p] {
+			t.Logf("%s no longer imports os/exec or is no longer linked; it can leave the list", p)
 		}
 	}
 }

@@ -79,9 +79,8 @@ func TestDiskE2E(t *testing.T) {
 
 // diskCluster is the control plane shared by the scenarios.
 type diskCluster struct {
-	c          *testcluster.Cluster
-	admin      kubernetes.Interface
-	kubeconfig string // evictd's ServiceAccount
+	c     *testcluster.Cluster
+	admin kubernetes.Interface
 }
 
 func newDiskCluster(t *testing.T) *diskCluster {
@@ -91,22 +90,7 @@ func newDiskCluster(t *testing.T) *diskCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if created, err := createManifest(ctx, admin, filepath.Join("..", "..", "deploy", "rbac.yaml")); err != nil {
-		t.Fatalf("apply deploy/rbac.yaml: %v (created %v)", err, created)
-	}
-	token, err := serviceAccountToken(ctx, admin, "kube-system", "evictd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa, err := kubernetes.NewForConfig(c.TokenConfig(token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitAllowed(t, sa, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"})
-	dc := &diskCluster{c: c, admin: admin, kubeconfig: filepath.Join(t.TempDir(), "evictd.kubeconfig")}
-	if err := c.WriteKubeconfig(dc.kubeconfig, token); err != nil {
-		t.Fatal(err)
-	}
+	dc := &diskCluster{c: c, admin: admin}
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: diskNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace %s: %v", diskNS, err)
 	}
@@ -131,6 +115,7 @@ type diskEnv struct {
 	logsDir    string
 	cgroupRoot string
 	threshold  string
+	kubeconfig string // evictd's ServiceAccount, token bound to the node
 	addr       string
 	agentStart time.Time
 
@@ -203,6 +188,20 @@ func (dc *diskCluster) newEnvSized(t *testing.T, node string, single bool, image
 	if _, err := dc.admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create node: %v", err)
 	}
+	// evictd's identity on this node (deploy/: RBAC and admission policy).
+	token, err := dc.c.EvictdNodeToken(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := kubernetes.NewForConfig(dc.c.TokenConfig(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAllowed(t, sa, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"})
+	e.kubeconfig = filepath.Join(t.TempDir(), "evictd.kubeconfig")
+	if err := dc.c.WriteKubeconfig(e.kubeconfig, token); err != nil {
+		t.Fatal(err)
+	}
 	pods := informers.NewSharedInformerFactoryWithOptions(dc.admin, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 	}))
@@ -230,7 +229,7 @@ func (dc *diskCluster) newEnvSized(t *testing.T, node string, single bool, image
 func (e *diskEnv) startAgent(t *testing.T) {
 	e.addr = freeAddr(t)
 	args := []string{
-		"--kubeconfig", e.dc.kubeconfig,
+		"--kubeconfig", e.kubeconfig,
 		"--hostname-override", e.node,
 		"--root-dir", e.rootDir,
 		"--pod-logs-dir", e.logsDir,

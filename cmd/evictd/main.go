@@ -16,7 +16,8 @@ Usage:
   evictd check-config [flags]          print the effective thresholds, or the error
   evictd simulate --snapshot FILE [flags] [--output text|json]
                                        replay a node snapshot and print what evictd would do
-  evictd status [--metrics-bind-address ADDR]
+  evictd status [--metrics-bind-address ADDR] [--metrics-ca-file FILE | --tls]
+                [--metrics-bearer-token-file FILE]
                                        show what a running agent last saw and decided
   evictd version                       print the version
 

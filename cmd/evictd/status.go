@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 
 	"github.com/spf13/pflag"
+
+	"github.com/evictd/evictd/internal/server"
 )
 
 // status asks a running agent for its last pass and prints it as JSON.
@@ -16,6 +21,11 @@ func status(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("evictd status", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("metrics-bind-address", "127.0.0.1:9847", "Address the agent serves /metrics and /status on.")
+	caFile := fs.String("metrics-ca-file", "",
+		"Path of the PEM CA certificate(s) that verify the agent's TLS certificate (its --metrics-tls-cert-file); implies --tls. "+
+			"The address must be one the certificate names. (default none)")
+	useTLS := fs.Bool("tls", false, "Speak TLS to the agent, verifying its certificate with the system's CAs unless --metrics-ca-file is given. (default false)")
+	tokenFile := fs.String("metrics-bearer-token-file", "", "Path of the file holding the agent's bearer token (its --metrics-bearer-token-file). (default none)")
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
 			return 0
@@ -23,15 +33,31 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd status: %v\n", err)
 		return 2
 	}
+	client, scheme, err := statusClient(*caFile, *useTLS)
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd status: %v\n", err)
+		return 2
+	}
+	var token []byte
+	if *tokenFile != "" {
+		if token, err = server.ReadToken(*tokenFile); err != nil {
+			fmt.Fprintf(stderr, "evictd status: --metrics-bearer-token-file: invalid value %q: %v\n", *tokenFile, err)
+			return 2
+		}
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	url := "http://" + *addr + "/status"
+	url := scheme + "://" + *addr + "/status"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd status: %v\n", err)
 		return 2
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if token != nil {
+		req.Header.Set("Authorization", "Bearer "+string(token))
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd status: is the agent running? %v\n", err)
 		return 1
@@ -43,7 +69,11 @@ func status(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "evictd status: %s answered %s: %s\n", url, resp.Status, bytes.TrimSpace(body))
+		hint := ""
+		if resp.StatusCode == http.StatusUnauthorized {
+			hint = " (give the agent's token with --metrics-bearer-token-file)"
+		}
+		fmt.Fprintf(stderr, "evictd status: %s answered %s: %s%s\n", url, resp.Status, bytes.TrimSpace(body), hint)
 		return 1
 	}
 	var out bytes.Buffer
@@ -54,4 +84,26 @@ func status(args []string, stdout, stderr io.Writer) int {
 	out.WriteByte('\n')
 	_, _ = out.WriteTo(stdout)
 	return 0
+}
+
+// statusClient returns the HTTP client and scheme for the agent: plain HTTP,
+// or TLS verified with the CAs in caFile (or the system's). There is no way
+// to skip verification: a token sent to an unverified server is given away.
+func statusClient(caFile string, useTLS bool) (*http.Client, string, error) {
+	if caFile == "" && !useTLS {
+		return http.DefaultClient, "http", nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		data, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--metrics-ca-file: invalid value %q: %w", caFile, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(data) {
+			return nil, "", fmt.Errorf("--metrics-ca-file: invalid value %q: no PEM certificate in it", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}, "https", nil
 }

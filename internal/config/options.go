@@ -83,6 +83,9 @@ type Options struct {
 	localStop            bool
 	localKillAfter       time.Duration
 	metricsBindAddress   string
+	metricsTLSCert       string
+	metricsTLSKey        string
+	metricsTokenFile     string
 	imageFSPath          string
 	procRoot             string
 	cgroupMount          string
@@ -178,7 +181,14 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"How long, as a Go duration, a hard eviction keeps retrying an API server that does not answer (connection refused, timeout, 5xx) before it stops the pod's containers through the container runtime "+
 			"and completes the eviction once the API server answers again; until then the kubelet may restart them, and their preStop hooks do not run. 0 disables: the eviction fails and the next pass decides again.")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", defaultMetricsBindAddress,
-		"host:port to serve /metrics, /healthz and /readyz on; an empty host means all interfaces.")
+		"host:port to serve /metrics, /healthz, /readyz and /status on; an empty host means all interfaces. "+
+			"Beyond loopback, guard it with --metrics-tls-cert-file and --metrics-bearer-token-file.")
+	fs.StringVar(&o.metricsTLSCert, "metrics-tls-cert-file", "",
+		"Path of the PEM certificate (chain) to serve /metrics and the other endpoints over TLS with; needs --metrics-tls-private-key-file. (default none: plain HTTP)")
+	fs.StringVar(&o.metricsTLSKey, "metrics-tls-private-key-file", "",
+		"Path of the PEM private key of --metrics-tls-cert-file. (default none)")
+	fs.StringVar(&o.metricsTokenFile, "metrics-bearer-token-file", "",
+		"Path of a file holding the bearer token that /metrics and /status ask for (Authorization: Bearer); /healthz and /readyz stay open for probes. (default none: no token asked)")
 	fs.StringVar(&o.imageFSPath, "imagefs-path", "",
 		`Directory path on the container runtime's image filesystem, the filesystem imagefs.* signals observe. (default "": imagefs not observed)`)
 	fs.StringVar(&o.procRoot, "proc-root", defaultProcRoot,

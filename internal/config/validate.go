@@ -84,6 +84,12 @@ type Config struct {
 	LocalKillAfter time.Duration
 	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
 	MetricsBindAddress string
+	// MetricsTLSCertFile and MetricsTLSPrivateKeyFile, both or neither,
+	// make the endpoints serve TLS. Default none.
+	MetricsTLSCertFile, MetricsTLSPrivateKeyFile string
+	// MetricsBearerTokenFile holds the token /metrics and /status ask
+	// for. Default none.
+	MetricsBearerTokenFile string
 	// ImageFSPath is a path on the image filesystem; "" asks the CRI.
 	ImageFSPath string
 	// ProcRoot and CgroupMount are where procfs and cgroupfs are mounted.
@@ -264,6 +270,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	if err := checkHostPort(o.metricsBindAddress); err != nil {
 		bad("metrics-bind-address", o.metricsBindAddress, err.Error())
 	}
+	o.checkMetricsAccess(c, src, bad)
 	if c.LogLevel, err = parseLogLevel(o.logLevel); err != nil {
 		bad("log-level", o.logLevel, err.Error())
 	}

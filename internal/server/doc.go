@@ -1,4 +1,4 @@
 // Package server serves evictd's HTTP endpoints: /metrics for Prometheus,
 // /healthz and /readyz for probes and /status for the `evictd status`
-// subcommand.
+// subcommand, over TLS and behind a bearer token when asked.
 package server

@@ -36,6 +36,8 @@ type Server struct {
 	log  *slog.Logger
 	srv  *http.Server
 
+	tokenSum []byte // SHA-256 of the bearer token /metrics and /status ask for; nil: none
+
 	mu sync.Mutex
 	ln net.Listener
 }
@@ -43,7 +45,8 @@ type Server struct {
 // New builds a server for addr (host:port; port 0 picks a free port) that
 // exports reg on /metrics, answers /readyz with ready (nil means ready; a nil
 // func means always ready) and /status with status() as JSON (a nil func
-// answers 404). It registers promhttp's own scrape metrics on reg.
+// answers 404). It registers promhttp's own scrape metrics on reg. It serves
+// plain HTTP to anyone until Secure says otherwise.
 func New(addr string, reg *prometheus.Registry, ready func() error, status func() any, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -52,7 +55,7 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 
 	mux := http.NewServeMux()
 	if reg != nil {
-		mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		mux.Handle("GET /metrics", s.guard(promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 			// A collector that fails must not blank every other metric:
 			// serve what was gathered, log the error and count it in
 			// promhttp_metric_handler_errors_total.
@@ -60,7 +63,7 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 			ErrorLog:      errorLog{s.log},
 			Registry:      reg,
 			Timeout:       metricsTimeout,
-		})))
+		}))))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeText(w, http.StatusOK, "ok")
@@ -74,7 +77,7 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 		}
 		writeText(w, http.StatusOK, "ok")
 	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /status", s.guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if status == nil {
 			writeText(w, http.StatusNotFound, "no status available")
 			return
@@ -88,7 +91,7 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(append(body, '\n'))
-	})
+	})))
 
 	s.srv = &http.Server{
 		Handler:           mux,
@@ -141,8 +144,14 @@ func (s *Server) Run(ctx context.Context) error {
 	addr := ln.Addr().String()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.srv.Serve(ln) }()
-	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr)
+	tlsOn := s.srv.TLSConfig != nil
+	if tlsOn {
+		// The certificate is in TLSConfig: no file names.
+		go func() { serveErr <- s.srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- s.srv.Serve(ln) }()
+	}
+	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil)
 
 	select {
 	case err := <-serveErr:

@@ -74,7 +74,7 @@ type Node struct {
 	podLogsDir string
 	memTotal   int64
 	evictdBin  string
-	evictdKube string // kubeconfig of the evictd ServiceAccount
+	evictdKube string // kubeconfig of the evictd ServiceAccount, token bound to the node
 	readyIn    time.Duration
 	phases     []string // how long each step of Start took
 
@@ -186,14 +186,6 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.phase("containerd", &t0)
-	token, err := n.cluster.EvictdToken(ctx)
-	if err != nil {
-		return err
-	}
-	n.evictdKube = filepath.Join(n.dir, "evictd.kubeconfig")
-	if err := n.cluster.WriteKubeconfig(n.evictdKube, token); err != nil {
-		return err
-	}
 	if err := createCgroupRoot(n.cgroupRoot); err != nil {
 		return err
 	}
@@ -201,7 +193,17 @@ func (n *Node) start(ctx context.Context) error {
 	defer n.mu.Unlock()
 	err = n.startKubelet(ctx)
 	n.phase("kubelet", &t0)
-	return err
+	if err != nil {
+		return err
+	}
+	// evictd's identity: a token bound to the Node object the kubelet has
+	// just registered, under deploy/'s RBAC and admission policy.
+	token, err := n.cluster.EvictdNodeToken(ctx, n.name)
+	if err != nil {
+		return err
+	}
+	n.evictdKube = filepath.Join(n.dir, "evictd.kubeconfig")
+	return n.cluster.WriteKubeconfig(n.evictdKube, token)
 }
 
 // Stop stops evictd, the kubelet, containerd (with every pod's containers)

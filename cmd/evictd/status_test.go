@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/internal/server"
+	"github.com/evictd/evictd/internal/testcluster"
+)
+
+// guardedAgent serves /status as the agent does with
+// --metrics-tls-cert-file, --metrics-tls-private-key-file and
+// --metrics-bearer-token-file, with a certificate made for the test. It
+// returns the address, the CA file and the token file.
+func guardedAgent(t *testing.T) (addr, ca, token string) {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := testcluster.WriteServingCert(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token = filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New("127.0.0.1:0", nil, nil, func() any { return map[string]any{"passes": 3} }, nil)
+	if err := srv.Secure(server.Access{CertFile: files.Cert, KeyFile: files.Key, TokenFile: token}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return srv.Addr(), files.CA, token
+}
+
+func TestStatusTLSAndToken(t *testing.T) {
+	addr, ca, token := guardedAgent(t)
+	otherCA, err := testcluster.WriteServingCert(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		contains string // in stdout when code is 0, else in stderr
+	}{
+		{"verified, with the token", []string{"--metrics-ca-file", ca, "--metrics-bearer-token-file", token}, 0, `"passes": 3`},
+		{"without the token", []string{"--metrics-ca-file", ca}, 1, "401 Unauthorized: a bearer token is required (give the agent's token with --metrics-bearer-token-file)"},
+		{"plain HTTP", []string{"--metrics-bearer-token-file", token}, 1, "400 Bad Request"},
+		{"another CA", []string{"--metrics-ca-file", otherCA.CA, "--metrics-bearer-token-file", token}, 1, "certificate signed by unknown authority"},
+		{"system CAs", []string{"--tls", "--metrics-bearer-token-file", token}, 1, "certificate signed by unknown authority"},
+		{"missing CA file", []string{"--metrics-ca-file", missing}, 2, `--metrics-ca-file: invalid value "` + missing + `"`},
+		{"CA file without a certificate", []string{"--metrics-ca-file", token}, 2, `--metrics-ca-file: invalid value "` + token + `": no PEM certificate in it`},
+		{"missing token file", []string{"--metrics-ca-file", ca, "--metrics-bearer-token-file", missing}, 2, `--metrics-bearer-token-file: invalid value "` + missing + `"`},
+		{"no skipping verification", []string{"--insecure-skip-tls-verify"}, 2, "unknown flag: --insecure-skip-tls-verify"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := status(append([]string{"--metrics-bind-address", addr}, tc.args...), &stdout, &stderr)
+			if code != tc.code {
+				t.Fatalf("got exit %d (stdout %q, stderr %q), want %d", code, stdout.String(), stderr.String(), tc.code)
+			}
+			out := stderr.String()
+			if code == 0 {
+				out = stdout.String()
+			}
+			if !strings.Contains(out, tc.contains) {
+				t.Errorf("got %q, want it to contain %q", out, tc.contains)
+			}
+		})
+	}
+}
+
+// TestAgentServesGuardedEndpoints runs the real agent with the TLS and
+// bearer-token flags: the probes answer over TLS without a token, /metrics
+// asks for it, and `evictd status` reaches the agent with the CA and token.
+func TestAgentServesGuardedEndpoints(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.usage_in_bytes"); err != nil {
+		t.Skip("needs the cgroup v1 memory controller at /sys/fs/cgroup/memory")
+	}
+	dir := t.TempDir()
+	files, err := testcluster.WriteServingCert(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("agent-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	startAgent(t, nil, "--metrics-bind-address", addr, "--root-dir", t.TempDir(),
+		"--metrics-tls-cert-file", files.Cert, "--metrics-tls-private-key-file", files.Key, "--metrics-bearer-token-file", token)
+
+	client, _, err := statusClient(files.CA, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path, bearer string) int {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for get("/readyz", "") != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("https://%s/readyz did not answer 200 without a token in time", addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code := get("/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without the token: got %d, want 401", code)
+	}
+	if code := get("/metrics", "agent-token"); code != http.StatusOK {
+		t.Errorf("/metrics with the token: got %d, want 200", code)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := status([]string{"--metrics-bind-address", addr, "--metrics-ca-file", files.CA, "--metrics-bearer-token-file", token}, &stdout, &stderr); code != 0 {
+		t.Fatalf("evictd status: exit %d, stderr %q", code, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "{") {
+		t.Errorf("evictd status printed %q, want the agent's JSON status", stdout.String())
+	}
+}
+
+// TestAgentRefusesBadMetricsFiles checks that the agent does not start
+// with a certificate but no key, and names the flag.
+func TestAgentRefusesBadMetricsFiles(t *testing.T) {
+	files, err := testcluster.WriteServingCert(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, logs := startAgent(t, nil, "--metrics-bind-address", freeAddr(t), "--root-dir", t.TempDir(), "--metrics-tls-cert-file", files.Cert)
+	err = cmd.Wait()
+	if err == nil {
+		t.Fatal("agent started with a certificate and no key")
+	}
+	if want := "--metrics-tls-cert-file: invalid value \"" + files.Cert + "\": needs --metrics-tls-private-key-file too"; !strings.Contains(logs.String(), want) {
+		t.Errorf("agent said %q, want %q", logs.String(), want)
+	}
+}

@@ -1,0 +1,311 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/evictd/evictd/internal/testcluster"
+)
+
+const (
+	nodeA, nodeB = "node-a", "node-b"
+	ns           = "workloads"
+	policyName   = "evictd-own-node"
+	nodeNameKey  = "authentication.kubernetes.io/node-name"
+)
+
+// policyEnv is a control plane with deploy/ applied, nodes A and B, and
+// clients for the admin and for evictd's identity on node A.
+type policyEnv struct {
+	admin kubernetes.Interface
+	onA   kubernetes.Interface // evictd's ServiceAccount, token bound to node A
+}
+
+func newPolicyEnv(t *testing.T) (*testcluster.Cluster, *policyEnv) {
+	t.Helper()
+	c := testcluster.StartForTest(t, testcluster.Options{})
+	ctx := t.Context()
+	admin, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{nodeA, nodeB} {
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"kubernetes.io/hostname": n}}}
+		if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create node %s: %v", n, err)
+		}
+		// The kubelet's condition, for the test that evictd may not touch it.
+		patch := `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"}]}}`
+		if _, err := admin.CoreV1().Nodes().Patch(ctx, n, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("set Ready on node %s: %v", n, err)
+		}
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	// Pod admission wants the default ServiceAccount; no controller creates it.
+	_, err = admin.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create default ServiceAccount: %v", err)
+	}
+	token, err := c.EvictdNodeToken(ctx, nodeA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onA, err := kubernetes.NewForConfig(c.TokenConfig(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &policyEnv{admin: admin, onA: onA}
+	e.waitPolicy(t)
+	return c, e
+}
+
+// waitPolicy waits until RBAC lets node A's identity patch node statuses
+// and the admission policy, which the API server loads through a watch,
+// refuses it node B's: a dry run goes through admission and changes
+// nothing.
+func (e *policyEnv) waitPolicy(t *testing.T) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, last = e.onA.CoreV1().Nodes().Patch(ctx, nodeB, types.StrategicMergePatchType, conditionPatch("EvictdMemoryPressure"),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, "status")
+		return refusedByPolicy(last), nil
+	})
+	if err != nil {
+		t.Fatalf("the policy never refused node A's identity a status patch of node B; last answer: %v", last)
+	}
+}
+
+// refusedByPolicy reports whether err is the API server's refusal by the
+// ValidatingAdmissionPolicy of deploy/policy.yaml.
+func refusedByPolicy(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'")
+}
+
+func conditionPatch(typ string) []byte {
+	return fmt.Appendf(nil, `{"status":{"conditions":[{"type":%q,"status":"True","reason":"Test","message":"written by the test"}]}}`, typ)
+}
+
+// pod creates a pod bound to node (no kubelet runs it: binding is enough
+// for the API server).
+func (e *policyEnv) pod(t *testing.T, name, node string) *v1.Pod {
+	t.Helper()
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1.PodSpec{
+			NodeName:                     node,
+			AutomountServiceAccountToken: new(false),
+			Containers:                   []v1.Container{{Name: "c", Image: "example.invalid/none"}},
+		},
+	}
+	p, err := e.admin.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s on %s: %v", name, node, err)
+	}
+	return p
+}
+
+func disruptionPatch() []byte {
+	return []byte(`{"status":{"conditions":[{"type":"DisruptionTarget","status":"True","reason":"TerminationByKubelet","message":"written by the test"}]}}`)
+}
+
+// updateNode changes node through client with change: a get, then an
+// update, as evictd writes its taints (its role grants no patch of nodes).
+func updateNode(ctx context.Context, client kubernetes.Interface, node string, change func(*v1.Node)) error {
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	change(n)
+	_, err = client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	return err
+}
+
+// setTaint adds a NoExecute taint of key to node through client.
+func setTaint(ctx context.Context, client kubernetes.Interface, node, key string) error {
+	return updateNode(ctx, client, node, func(n *v1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: v1.TaintEffectNoExecute})
+	})
+}
+
+func evict(ctx context.Context, client kubernetes.Interface, p *v1.Pod) error {
+	return client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+}
+
+func event(node string, involved *v1.Pod) *v1.Event {
+	return &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "evictd-", Namespace: involved.Namespace},
+		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: involved.Namespace, Name: involved.Name, UID: involved.UID},
+		Reason:         "Evicted", Message: "written by the test", Type: v1.EventTypeWarning,
+		Source:              v1.EventSource{Component: "evictd", Host: node},
+		ReportingController: "evictd", ReportingInstance: node,
+		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
+	}
+}
+
+// TestPolicyOwnNodeOnly takes the identity evictd has on node A (deploy/
+// applied, a token bound to node A) and tries every write it makes on
+// node A, which must pass, and on node B and its pods, which the API
+// server must refuse with the policy's words. The eviction of a pod on
+// node B is the write the policy cannot see: it must pass too, as
+// deploy/README.md says.
+func TestPolicyOwnNodeOnly(t *testing.T) {
+	_, e := newPolicyEnv(t)
+	ctx := t.Context()
+	a1, a2, a3 := e.pod(t, "on-a-status", nodeA), e.pod(t, "on-a-delete", nodeA), e.pod(t, "on-a-evict", nodeA)
+	b1 := e.pod(t, "on-b", nodeB)
+	b2 := e.pod(t, "on-b-evict", nodeB)
+	pods := e.onA.CoreV1().Pods(ns)
+	nodes := e.onA.CoreV1().Nodes()
+
+	refused := []struct {
+		name  string
+		write func() error
+	}{
+		{"status patch of node B", func() error {
+			_, err := nodes.Patch(ctx, nodeB, types.StrategicMergePatchType, conditionPatch("EvictdMemoryPressure"), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"taint on node B", func() error { return setTaint(ctx, e.onA, nodeB, "evictd.io/memory-pressure") }},
+		{"status patch of a pod on node B", func() error {
+			_, err := pods.Patch(ctx, b1.Name, types.StrategicMergePatchType, disruptionPatch(), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"delete of a pod on node B", func() error { return pods.Delete(ctx, b1.Name, metav1.DeleteOptions{}) }},
+		{"event from node B", func() error {
+			_, err := e.onA.CoreV1().Events(ns).Create(ctx, event(nodeB, a1), metav1.CreateOptions{})
+			return err
+		}},
+		{"kubelet's Ready condition on node A", func() error {
+			_, err := nodes.Patch(ctx, nodeA, types.StrategicMergePatchType,
+				[]byte(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Test","message":"written by the test"}]}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"allocatable of node A", func() error {
+			_, err := nodes.Patch(ctx, nodeA, types.StrategicMergePatchType, []byte(`{"status":{"allocatable":{"memory":"1Ti"}}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"label on node A", func() error {
+			return updateNode(ctx, e.onA, nodeA, func(n *v1.Node) { n.Labels["evictd.io/test"] = "x" })
+		}},
+		{"unschedulable on node A", func() error {
+			return updateNode(ctx, e.onA, nodeA, func(n *v1.Node) { n.Spec.Unschedulable = true })
+		}},
+		{"node.kubernetes.io/ taint on node A", func() error { return setTaint(ctx, e.onA, nodeA, "node.kubernetes.io/unreachable") }},
+	}
+	for _, tc := range refused {
+		t.Run("refused/"+tc.name, func(t *testing.T) {
+			err := tc.write()
+			if !refusedByPolicy(err) {
+				t.Fatalf("got %v, want a refusal by ValidatingAdmissionPolicy %s", err, policyName)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+
+	allowed := []struct {
+		name  string
+		write func() error
+	}{
+		{"status patch of node A", func() error {
+			_, err := nodes.Patch(ctx, nodeA, types.StrategicMergePatchType, conditionPatch("EvictdMemoryPressure"), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"taint on node A", func() error { return setTaint(ctx, e.onA, nodeA, "evictd.io/memory-pressure") }},
+		{"status patch of a pod on node A", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, disruptionPatch(), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"delete of a pod on node A", func() error { return pods.Delete(ctx, a2.Name, metav1.DeleteOptions{}) }},
+		{"eviction of a pod on node A", func() error { return evict(ctx, e.onA, a3) }},
+		{"event from node A", func() error {
+			_, err := e.onA.CoreV1().Events(ns).Create(ctx, event(nodeA, a1), metav1.CreateOptions{})
+			return err
+		}},
+		// What the policy cannot restrict: the Eviction object names the
+		// pod but not its node, and a policy sees only the request.
+		{"eviction of a pod on node B (not restricted)", func() error { return evict(ctx, e.onA, b2) }},
+	}
+	for _, tc := range allowed {
+		t.Run("allowed/"+tc.name, func(t *testing.T) {
+			if err := tc.write(); err != nil {
+				t.Fatalf("got %v, want success", err)
+			}
+		})
+	}
+
+	// The refused writes changed nothing.
+	b, err := e.admin.CoreV1().Nodes().Get(ctx, nodeB, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, taint := range b.Spec.Taints {
+		if strings.HasPrefix(taint.Key, "evictd.io/") {
+			t.Errorf("node B has taint %s, want it absent", taint.Key)
+		}
+	}
+	for _, c := range b.Status.Conditions {
+		if c.Type == "EvictdMemoryPressure" {
+			t.Errorf("node B has condition %s, want it absent", c.Type)
+		}
+	}
+	if _, err := e.admin.CoreV1().Pods(ns).Get(ctx, b1.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("pod %s on node B: %v, want it still there", b1.Name, err)
+	}
+}
+
+// TestPolicyRefusesUnboundToken checks that a token of evictd's
+// ServiceAccount that is bound to no node writes nothing, not even on a
+// node, while a node-bound token carries its node's name.
+func TestPolicyRefusesUnboundToken(t *testing.T) {
+	c, e := newPolicyEnv(t)
+	ctx := t.Context()
+	token, err := testcluster.ServiceAccountToken(ctx, e.admin, "kube-system", "evictd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbound, err := kubernetes.NewForConfig(c.TokenConfig(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = unbound.CoreV1().Nodes().Patch(ctx, nodeA, types.StrategicMergePatchType, conditionPatch("EvictdMemoryPressure"), metav1.PatchOptions{}, "status")
+	if !refusedByPolicy(err) || !strings.Contains(err.Error(), "not bound to a node") {
+		t.Fatalf("unbound token patching node A's status: got %v, want the policy's refusal for a token not bound to a node", err)
+	}
+
+	// The API server sets the extra the policy reads.
+	for _, tc := range []struct {
+		client kubernetes.Interface
+		want   []string
+	}{{e.onA, []string{nodeA}}, {unbound, nil}} {
+		r, err := tc.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := r.Status.UserInfo.Extra[nodeNameKey]
+		if !equal(got, tc.want) {
+			t.Errorf("user %s: extra %s = %v, want %v", r.Status.UserInfo.Username, nodeNameKey, got, tc.want)
+		}
+	}
+}
+
+func equal(a authenticationv1.ExtraValue, b []string) bool {
+	ja, _ := json.Marshal([]string(a))
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb) || (len(a) == 0 && len(b) == 0)
+}
