@@ -237,7 +237,16 @@ func (r *runtimeConn) stopPodContainers(ctx context.Context, pod *v1.Pod, graceP
 		return r.notConnected()
 	}
 	n, err := p.client.StopPodContainers(ctx, string(pod.UID), gracePeriodSeconds)
+	if err != nil {
+		// The caller logs the error; the containers stopped before it
+		// are worth a line of their own only when there are some.
+		if n > 0 {
+			r.log.Info("stopped some of the evicted pod's containers through the runtime", "pod", pod.Namespace+"/"+pod.Name,
+				"containers", n, "gracePeriodSeconds", gracePeriodSeconds)
+		}
+		return err
+	}
 	r.log.Info("stopped the evicted pod's containers through the runtime", "pod", pod.Namespace+"/"+pod.Name,
 		"containers", n, "gracePeriodSeconds", gracePeriodSeconds)
-	return err
+	return nil
 }

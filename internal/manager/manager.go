@@ -115,6 +115,7 @@ type Manager struct {
 	lastReason     string
 	lastObsErr     string
 	lastPodsErr    string
+	lastStatsErr   string
 	pressures      map[signals.Pressure]bool
 }
 
@@ -258,7 +259,7 @@ func (m *Manager) nextDeadline() (time.Time, bool) {
 
 // pass is one observe → decide → act cycle.
 func (m *Manager) pass(ctx context.Context, trigger string) {
-	log, met := m.deps.Log, m.deps.Metrics
+	met := m.deps.Metrics
 	start := m.deps.Clock.Now()
 	m.passStarted.Store(start.UnixNano())
 	defer m.passStarted.Store(0)
@@ -270,12 +271,11 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	pods, err := m.deps.Pods.Pods(ctx)
 	m.warnOnChange(&m.lastPodsErr, err, "could not list pods")
 	var stats map[string]signals.PodStats
+	var statsErr error
 	if len(pods) > 0 {
-		stats, err = m.deps.Stats.PodStats(ctx, start, pods)
-		if err != nil {
-			log.Debug("some pod stats could not be read; those pods rank first", "err", err)
-		}
+		stats, statsErr = m.deps.Stats.PodStats(ctx, start, pods)
 	}
+	m.warnOnChange(&m.lastStatsErr, statsErr, "some pod stats could not be read; those pods rank first")
 
 	dec := m.decider.Decide(start, obs, pods, stats)
 	if !m.cfg.DryRun {
