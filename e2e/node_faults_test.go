@@ -240,7 +240,7 @@ func garbledCgroups(t *testing.T, n *testnode.Node) {
 				v := metric(t, n, series)
 				return v > 0, fmt.Sprintf("%s = %v", series, v)
 			})
-			if k := logLines(t, n, offset, "some signals could not be read: resolved"); k != 1 {
+			if k := logLines(t, n, offset, "some signals could not be read; they cannot trigger an eviction: resolved"); k != 1 {
 				t.Errorf("%d log lines saying the signal is back, want 1", k)
 			}
 		})
@@ -263,7 +263,7 @@ func garbledCgroups(t *testing.T, n *testnode.Node) {
 		}
 		restore()
 		poll(t, "the pod's stats to come back", 30*time.Second, func() (bool, string) {
-			k := logLines(t, n, offset, "pod stats could not be read: resolved")
+			k := logLines(t, n, offset, "pod stats could not be read; those pods rank first: resolved")
 			return k == 1, fmt.Sprintf("%d log lines", k)
 		})
 	})
@@ -347,6 +347,13 @@ func containerdDown(t *testing.T, n *testnode.Node, fs string) {
 	for _, name := range []string{"quiet", "hog"} {
 		alive(t, n, "default", name)
 	}
+	// Reclaim fails every pass: counted each time, said once.
+	if v := metric(t, n, `evictd_reclaim_total{kind="images",result="failed"}`); v < 3 {
+		t.Errorf("evictd_reclaim_total{kind=images,result=failed} = %v, want at least 3", v)
+	}
+	if k := logLines(t, n, offset, `msg="node-level reclaim failed"`); k != 1 {
+		t.Errorf("%d log lines about the failed reclaim, want 1", k)
+	}
 	if k := logLines(t, n, offset, "no pod has stats"); k < 1 {
 		t.Errorf("the decision log does not say why no pod is evicted for nodefs.available:\n%s", tail(n.LogPath("evictd"), 30))
 	}
@@ -400,7 +407,7 @@ func containerdDown(t *testing.T, n *testnode.Node, fs string) {
 		v := metric(t, n, imageFs)
 		return v > 0, fmt.Sprintf("%s = %v", imageFs, v)
 	})
-	if k := logLines(t, n, offset, "some signals could not be read: resolved"); k < 1 {
+	if k := logLines(t, n, offset, "some signals could not be read; they cannot trigger an eviction: resolved"); k < 1 {
 		t.Errorf("no log line saying the runtime's signals are back")
 	}
 	poll(t, "hog to go", 90*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })

@@ -116,7 +116,10 @@ type Manager struct {
 	lastObsErr     string
 	lastPodsErr    string
 	lastStatsErr   string
-	pressures      map[signals.Pressure]bool
+	// lastReclaimErr and lastRecollectErr are reclaimFirst's.
+	lastReclaimErr   string
+	lastRecollectErr string
+	pressures        map[signals.Pressure]bool
 }
 
 // New checks the configuration and returns a Manager ready to Run.
