@@ -174,7 +174,9 @@ func overlay(t *testing.T, path, content string) (restore func()) {
 			return
 		}
 		done = true
-		if err := unix.Unmount(path, 0); err != nil {
+		// Detached: a reader that has the garbage open (the kubelet's
+		// cAdvisor) keeps it, every new open sees the real file again.
+		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
 			t.Errorf("unmount %s: %v", path, err)
 		}
 	}
