@@ -326,6 +326,9 @@ func containerdDown(t *testing.T, n *testnode.Node, fs string) {
 	if v := metric(t, n, `evictd_signal_available{signal="allocatableMemory.available"}`); v <= 0 {
 		t.Errorf("allocatableMemory.available lost with the runtime: %v", v)
 	}
+	if v := metric(t, n, `evictd_runtime_errors_total{operation="pod-disk-stats"}`); v < 3 {
+		t.Errorf("evictd_runtime_errors_total{operation=pod-disk-stats} = %v, want at least 3", v)
+	}
 	if _, err := n.EvictdGet(t.Context(), "/healthz"); err != nil {
 		t.Errorf("/healthz with containerd down: %v", err)
 	}
@@ -392,6 +395,9 @@ func containerdDown(t *testing.T, n *testnode.Node, fs string) {
 		k := logLines(t, n, offset, "could not stop the pod's containers through the runtime")
 		return k == 1, fmt.Sprintf("%d lines", k)
 	})
+	if v := metric(t, n, `evictd_runtime_errors_total{operation="stop-containers"}`); v != 1 {
+		t.Errorf("evictd_runtime_errors_total{operation=stop-containers} = %v, want 1", v)
+	}
 	if k := logLines(t, n, offset, "stopped the evicted pod's containers through the runtime"); k != 0 {
 		t.Errorf("evictd says it stopped hog's containers with containerd down")
 	}

@@ -53,6 +53,7 @@ var allNames = []string{
 	"evictd_node_pressure",
 	"evictd_pass_duration_seconds",
 	"evictd_passes_total",
+	"evictd_runtime_errors_total",
 	"evictd_signal_available",
 	"evictd_signal_capacity",
 	"evictd_signal_errors_total",
@@ -79,6 +80,7 @@ func exerciseAll(m *Metrics) {
 	m.ObserveStatsAge(signals.MemoryAvailable, time.Millisecond)
 	m.ObserveDetectionLatency(signals.MemoryAvailable, time.Millisecond)
 	m.ObserveIssueLatency(signals.MemoryAvailable, time.Millisecond)
+	m.IncRuntimeError(RuntimeStopContainers)
 }
 
 // TestLint runs every family through promtool's naming rules.
