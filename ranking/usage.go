@@ -213,6 +213,13 @@ func modeFor(sig signals.Signal, layout signals.FsLayout) mode {
 	return byInodes
 }
 
+// ByUsage reports whether Rank orders pods by their measured usage under
+// sig and layout, rather than by priority alone (imagefs.* in the split
+// layout, an unknown signal or layout).
+func ByUsage(sig signals.Signal, layout signals.FsLayout) bool {
+	return modeFor(sig, layout) != byPriority
+}
+
 // measure fills c's Usage, Request, HasStats and ExceedsRequest for mode m.
 // A measurement that is missing or negative leaves HasStats false.
 func measure(c *Candidate, m mode, sig signals.Signal, layout signals.FsLayout) {

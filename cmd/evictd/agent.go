@@ -127,7 +127,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	running := 0
 
 	// The container runtime: image filesystem, pods' disk use, reclaim.
-	rc := newRuntimeConn(cfg, hc, host.NewFilesystems(), log)
+	rc := newRuntimeConn(cfg, hc, host.NewFilesystems(), met, log)
 	defer rc.close()
 	if cfg.ImageFSPath == "" {
 		sources = append(sources, imageFsSource{rc})

@@ -12,6 +12,7 @@ import (
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/cri"
 	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/reclaim"
 	"github.com/evictd/evictd/signals"
@@ -39,12 +40,14 @@ type runtimeConn struct {
 	log *slog.Logger
 	// dialLog is log without the endpoint, which the CRI client adds.
 	dialLog *slog.Logger
-	parts   atomic.Pointer[runtimeParts]
+	// met counts the runtime calls that fail (evictd_runtime_errors_total).
+	met   *metrics.Metrics
+	parts atomic.Pointer[runtimeParts]
 }
 
-func newRuntimeConn(cfg *config.Config, hc host.Config, fs *host.Filesystems, log *slog.Logger) *runtimeConn {
+func newRuntimeConn(cfg *config.Config, hc host.Config, fs *host.Filesystems, met *metrics.Metrics, log *slog.Logger) *runtimeConn {
 	log = log.With("component", "cri")
-	return &runtimeConn{cfg: cfg, hc: hc, fs: fs, dialLog: log, log: log.With("endpoint", cfg.ContainerRuntimeEndpoint)}
+	return &runtimeConn{cfg: cfg, hc: hc, fs: fs, met: met, dialLog: log, log: log.With("endpoint", cfg.ContainerRuntimeEndpoint)}
 }
 
 // connect dials once; it returns the filesystem layout the runtime shows.
@@ -162,9 +165,13 @@ func (s podStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Po
 	stats, err := s.cgroups.Read(ctx, pods, now)
 	p := s.r.parts.Load()
 	if p == nil {
+		s.r.met.IncRuntimeError(metrics.RuntimePodDiskStats)
 		return stats, errors.Join(err, s.r.notConnected())
 	}
 	disk, derr := s.disk.get(ctx, now, pods, p.disk)
+	if derr != nil {
+		s.r.met.IncRuntimeError(metrics.RuntimePodDiskStats)
+	}
 	return cri.MergeDisk(stats, disk), errors.Join(err, derr)
 }
 
@@ -233,10 +240,21 @@ func (rr runtimeReclaimer) Reclaim(ctx context.Context, sig signals.Signal, layo
 func (r *runtimeConn) stopPodContainers(ctx context.Context, pod *ranking.Pod, gracePeriodSeconds int64) error {
 	p := r.parts.Load()
 	if p == nil {
+		r.met.IncRuntimeError(metrics.RuntimeStopContainers)
 		return r.notConnected()
 	}
 	n, err := p.client.StopPodContainers(ctx, pod.UID, gracePeriodSeconds)
+	if err != nil {
+		r.met.IncRuntimeError(metrics.RuntimeStopContainers)
+		// The caller logs the error; the containers stopped before it
+		// are worth a line of their own only when there are some.
+		if n > 0 {
+			r.log.Info("stopped some of the evicted pod's containers through the runtime", "pod", pod.Ref(),
+				"containers", n, "gracePeriodSeconds", gracePeriodSeconds)
+		}
+		return err
+	}
 	r.log.Info("stopped the evicted pod's containers through the runtime", "pod", pod.Ref(),
 		"containers", n, "gracePeriodSeconds", gracePeriodSeconds)
-	return err
+	return nil
 }

@@ -19,7 +19,8 @@ const (
 	// OutcomeEvict: a pod was chosen.
 	OutcomeEvict Outcome = "evict"
 	// OutcomeNoEvictablePod: a threshold calls for an eviction but every
-	// pod is critical, or there are no pods.
+	// pod is critical, there are no pods, or no evictable pod has stats
+	// for the signal.
 	OutcomeNoEvictablePod Outcome = "none-evictable"
 	// OutcomeLocalStorage: pods over their own local-storage limits are
 	// evicted; as in the kubelet, no threshold eviction happens in the
@@ -199,6 +200,16 @@ func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Ob
 			thresholds.Format(th), observedRaw(th, o), len(pods))
 		return dec
 	}
+	if ranking.ByUsage(th.Signal, d.cfg.Layout) && !anyMeasured(dec.Candidates) {
+		// Pods without stats rank first, but when no pod has any (the
+		// runtime is down, the cgroups unreadable) the pick would rest on
+		// priority and name alone: evict none rather than a pod chosen for
+		// no reason. The condition and taint still protect the node.
+		dec.Outcome = OutcomeNoEvictablePod
+		dec.Reason = fmt.Sprintf("%s is met (%s) but no pod has stats for it, so none can be told to use it: evicting none",
+			thresholds.Format(th), observedRaw(th, o))
+		return dec
+	}
 	dec.Outcome = OutcomeEvict
 	e := d.eviction(th, o, c)
 	dec.Pod, dec.GracePeriod, dec.Message, dec.Annotations = e.Pod, e.GracePeriod, e.Message, e.Annotations
@@ -219,6 +230,16 @@ func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Ob
 	}
 	dec.Reason = fmt.Sprintf("%s threshold %s met; %s ranks first (%s)", kind, thresholds.Format(th), c.Pod.Ref(), c.Key)
 	return dec
+}
+
+// anyMeasured reports whether an evictable candidate has stats.
+func anyMeasured(cands []ranking.Candidate) bool {
+	for _, c := range cands {
+		if c.Skip == "" && c.HasStats {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Decider) eviction(th thresholds.Threshold, o signals.Observation, c ranking.Candidate) Eviction {

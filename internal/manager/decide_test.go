@@ -212,3 +212,78 @@ func TestDecideAbsurdPods(t *testing.T) {
 		t.Errorf("ranking: got %s", got)
 	}
 }
+
+// TestDecideWithoutStats: pods without stats rank first, but when no
+// evictable pod has stats for the signal (the runtime down for disk, the
+// cgroups unreadable for memory), none is evicted; signals ranked by
+// priority alone need no stats.
+func TestDecideWithoutStats(t *testing.T) {
+	hard := func(sig, v string) []thresholds.Threshold {
+		p, err := thresholds.Parse(thresholds.Settings{Hard: map[string]string{sig: v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Thresholds
+	}
+	obs := signals.Observations{}
+	for _, s := range []signals.Signal{signals.MemoryAvailable, signals.NodeFsAvailable, signals.ImageFsAvailable} {
+		obs[s] = signals.Observation{Signal: s, Available: 50 * mi, Capacity: 10240 * mi, Time: t0}
+	}
+	app := []ranking.Container{{Name: "app"}}
+	a := ranking.Pod{Namespace: "default", Name: "a", UID: "a", QOS: ranking.BestEffort, Containers: app}
+	b := ranking.Pod{Namespace: "default", Name: "b", UID: "b", QOS: ranking.BestEffort, Containers: app}
+	crit := ranking.Pod{Namespace: "kube-system", Name: "c", UID: "c", QOS: ranking.BestEffort, Static: true, Containers: app}
+	disk := func(uid string, bytes int64) signals.PodStats {
+		return signals.PodStats{UID: uid, Containers: []signals.ContainerStats{{Name: "app",
+			Rootfs: &signals.FsUsage{Bytes: bytes, Inodes: 1}, Logs: &signals.FsUsage{}}}}
+	}
+	// With the runtime down the pods have their cgroup figures and their
+	// logs, but no writable layers.
+	runtimeDown := map[string]signals.PodStats{
+		"a": {UID: "a", MemoryWorkingSet: i64(10 * mi), Containers: []signals.ContainerStats{{Name: "app", Logs: &signals.FsUsage{}}}},
+		"b": {UID: "b", MemoryWorkingSet: i64(900 * mi), Containers: []signals.ContainerStats{{Name: "app", Logs: &signals.FsUsage{}}}},
+	}
+	for _, tc := range []struct {
+		name        string
+		ths         []thresholds.Threshold
+		layout      signals.FsLayout
+		pods        []ranking.Pod
+		stats       map[string]signals.PodStats
+		wantOutcome Outcome
+		wantPod     string
+		wantReason  string
+	}{
+		{"disk, runtime down: no pod has disk stats", hard("nodefs.available", "100Mi"), signals.SingleFs,
+			[]ranking.Pod{a, b}, runtimeDown, OutcomeNoEvictablePod, "", "no pod has stats for it"},
+		{"disk, only the critical pod measured", hard("nodefs.available", "100Mi"), signals.SingleFs,
+			[]ranking.Pod{a, b, crit}, map[string]signals.PodStats{"c": disk("c", 500*mi)}, OutcomeNoEvictablePod, "", "no pod has stats for it"},
+		{"disk, one pod unmeasured: it ranks first", hard("nodefs.available", "100Mi"), signals.SingleFs,
+			[]ranking.Pod{a, b}, map[string]signals.PodStats{"a": disk("a", 500*mi)}, OutcomeEvict, "b", "ranks first"},
+		{"disk, all measured", hard("nodefs.available", "100Mi"), signals.SingleFs,
+			[]ranking.Pod{a, b}, map[string]signals.PodStats{"a": disk("a", 500*mi), "b": disk("b", 5*mi)}, OutcomeEvict, "a", "ranks first"},
+		{"memory, runtime down: cgroups still tell", hard("memory.available", "100Mi"), signals.SingleFs,
+			[]ranking.Pod{a, b}, runtimeDown, OutcomeEvict, "b", "ranks first"},
+		{"memory, no cgroup readable", hard("memory.available", "100Mi"), signals.SingleFs,
+			[]ranking.Pod{a, b}, nil, OutcomeNoEvictablePod, "", "no pod has stats for it"},
+		{"split imagefs ranks by priority: no stats needed", hard("imagefs.available", "100Mi"), signals.SplitImageFs,
+			[]ranking.Pod{a, b}, nil, OutcomeEvict, "a", "ranks first"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDecider(DeciderConfig{Thresholds: tc.ths, TransitionPeriod: time.Minute, Layout: tc.layout})
+			dec := d.Decide(t0, obs, tc.pods, tc.stats)
+			if dec.Outcome != tc.wantOutcome {
+				t.Fatalf("outcome: got %s, want %s (reason %q)", dec.Outcome, tc.wantOutcome, dec.Reason)
+			}
+			var got string
+			if dec.Pod != nil {
+				got = dec.Pod.Name
+			}
+			if got != tc.wantPod {
+				t.Errorf("pod: got %q, want %q", got, tc.wantPod)
+			}
+			if !strings.Contains(dec.Reason, tc.wantReason) {
+				t.Errorf("reason: got %q, want it to contain %q", dec.Reason, tc.wantReason)
+			}
+		})
+	}
+}

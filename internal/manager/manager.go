@@ -131,14 +131,18 @@ type Manager struct {
 	lastReason     string
 	lastObsErr     string
 	lastPodsErr    string
-	pressures      map[signals.Pressure]bool
 	// hour counts the evictions of the last hour; capHit is true from the
 	// pass where the cap withholds an eviction until the window has room
 	// again, so that each reach is reported once.
 	hour   hourWindow
 	capHit bool
 	// bucket rate-limits local-storage evictions.
-	bucket *tokenBucket
+	bucket       *tokenBucket
+	lastStatsErr string
+	// lastReclaimErr and lastRecollectErr are reclaimFirst's.
+	lastReclaimErr   string
+	lastRecollectErr string
+	pressures        map[signals.Pressure]bool
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -298,7 +302,7 @@ func (m *Manager) nextDeadline() (time.Time, bool) {
 
 // pass is one observe → decide → act cycle.
 func (m *Manager) pass(ctx context.Context, trigger string) {
-	log, met := m.deps.Log, m.deps.Metrics
+	met := m.deps.Metrics
 	start := m.deps.Clock.Now()
 	m.passStarted.Store(start.UnixNano())
 	defer m.passStarted.Store(0)
@@ -310,12 +314,11 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	pods, err := m.deps.Pods.Pods(ctx)
 	m.warnOnChange(&m.lastPodsErr, err, "could not list pods")
 	var stats map[string]signals.PodStats
+	var statsErr error
 	if len(pods) > 0 {
-		stats, err = m.deps.Stats.PodStats(ctx, start, pods)
-		if err != nil {
-			log.Debug("some pod stats could not be read; those pods rank first", "err", err)
-		}
+		stats, statsErr = m.deps.Stats.PodStats(ctx, start, pods)
 	}
+	m.warnOnChange(&m.lastStatsErr, statsErr, "some pod stats could not be read; those pods rank first")
 
 	dec := m.decider.Decide(start, obs, pods, stats)
 	if !m.cfg.DryRun {

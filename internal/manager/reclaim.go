@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,24 +46,25 @@ func (m *Manager) reclaimFirst(ctx context.Context, dec Decision) Decision {
 	}
 	log := m.deps.Log.With("signal", dec.Signal)
 	actions, err := m.deps.Reclaimer.Reclaim(ctx, dec.Signal, m.cfg.Decider.Layout)
-	if err != nil {
-		log.Warn("node-level reclaim failed", "err", err)
-	}
+	errs := []error{err}
 	for _, a := range actions {
 		result := "ok"
 		if a.Err != nil {
 			result = "failed"
-			log.Warn("reclaim failed", "kind", a.Kind, "err", a.Err)
+			errs = append(errs, fmt.Errorf("%s: %w", a.Kind, a.Err))
 		}
 		m.deps.Metrics.IncReclaim(a.Kind, result)
 		m.deps.Metrics.AddReclaimedBytes(a.Kind, a.FreedBytes)
-		log.Info("reclaimed", "kind", a.Kind, "removed", a.Removed, "freedBytes", a.FreedBytes)
+		if a.Err == nil || a.Removed > 0 || a.FreedBytes != 0 {
+			log.Info("reclaimed", "kind", a.Kind, "removed", a.Removed, "freedBytes", a.FreedBytes)
+		}
 	}
+	// A runtime that stays down fails every pass under disk pressure: say
+	// it once, and again when it changes or clears; the metric counts each.
+	m.warnOnChange(&m.lastReclaimErr, errors.Join(errs...), "node-level reclaim failed")
 	now := m.deps.Clock.Now()
 	obs, err := signals.Collect(ctx, now, m.deps.Sources)
-	if err != nil {
-		log.Warn("some signals could not be read after reclaim", "err", err)
-	}
+	m.warnOnChange(&m.lastRecollectErr, err, "some signals could not be read after reclaim")
 	signals.DeriveContainerFs(obs, m.cfg.Decider.Layout)
 	if o, ok := obs[dec.Signal]; !ok || o.Time.Before(now) {
 		// Without a fresh reading of the starved signal, reclaim cannot be

@@ -69,11 +69,14 @@ func TestReclaimBeforeEvicting(t *testing.T) {
 			ev := &recorder{}
 			reg := prometheus.NewRegistry()
 			passes := make(chan *Status, 4)
-			pod := ranking.Pod{Namespace: "default", Name: "writer", UID: "u1", QOS: ranking.BestEffort}
+			pod := ranking.Pod{Namespace: "default", Name: "writer", UID: "u1", QOS: ranking.BestEffort,
+				Containers: []ranking.Container{{Name: "app"}}}
+			stats := fixedStats{"u1": {UID: "u1", Containers: []signals.ContainerStats{{Name: "app",
+				Rootfs: &signals.FsUsage{Bytes: 40 * mi, Inodes: 10}, Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}}}
 			m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
 				Deps{
 					Clock: clocktesting.NewFakeClock(t0), Sources: []signals.Source{disk},
-					Pods: fixedPods{pod}, Stats: fixedStats{}, Evicter: ev, Reclaimer: rec,
+					Pods: fixedPods{pod}, Stats: stats, Evicter: ev, Reclaimer: rec,
 					Metrics: metrics.New(reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 					AfterPass: func(st *Status) { passes <- st },
 				})

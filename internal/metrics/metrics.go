@@ -98,6 +98,7 @@ type Metrics struct {
 	decisions *prometheus.CounterVec
 	evictions *prometheus.CounterVec
 	apiErrors *prometheus.CounterVec
+	rtErrors  *prometheus.CounterVec
 	reclaims  *prometheus.CounterVec
 	reclaimed *prometheus.CounterVec
 	passDur   prometheus.Histogram
@@ -169,6 +170,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_evictions_total",
 			Help: "Pod evictions attempted, by starved signal and result.",
 		}, []string{"signal", "result"}),
+		rtErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_runtime_errors_total",
+			Help: "Calls to the container runtime (CRI) that failed, by operation (pod-disk-stats, stop-containers); the image filesystem counts in evictd_signal_errors_total, reclaim in evictd_reclaim_total.",
+		}, []string{"operation"}),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_api_errors_total",
 			Help: "Requests to the API server that failed, by verb (e.g. patch-node-status, update-node, evict, delete-pod, patch-pod-status).",
@@ -260,6 +265,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.decisions = registerOrShare(reg, m.decisions, &errs)
 	m.evictions = registerOrShare(reg, m.evictions, &errs)
 	m.apiErrors = registerOrShare(reg, m.apiErrors, &errs)
+	m.rtErrors = registerOrShare(reg, m.rtErrors, &errs)
 	m.reclaims = registerOrShare(reg, m.reclaims, &errs)
 	m.reclaimed = registerOrShare(reg, m.reclaimed, &errs)
 	m.passDur = registerOrShare(reg, m.passDur, &errs)
@@ -307,6 +313,9 @@ func (m *Metrics) initCounters() {
 		for _, r := range results {
 			m.evictions.WithLabelValues(string(s), r)
 		}
+	}
+	for _, op := range []string{RuntimePodDiskStats, RuntimeStopContainers} {
+		m.rtErrors.WithLabelValues(op)
 	}
 	m.passes.WithLabelValues(TriggerTick)
 	m.passes.WithLabelValues(TriggerWake)
@@ -435,6 +444,20 @@ func (m *Metrics) IncAPIError(verb string) {
 		return
 	}
 	m.apiErrors.WithLabelValues(verb).Inc()
+}
+
+// The operations of evictd_runtime_errors_total.
+const (
+	RuntimePodDiskStats   = "pod-disk-stats"
+	RuntimeStopContainers = "stop-containers"
+)
+
+// IncRuntimeError counts a failed operation on the container runtime.
+func (m *Metrics) IncRuntimeError(operation string) {
+	if m == nil {
+		return
+	}
+	m.rtErrors.WithLabelValues(operation).Inc()
 }
 
 // IncReclaim counts a node-level reclaim action of kind with its result

@@ -59,6 +59,7 @@ var allNames = []string{
 	"evictd_node_pressure",
 	"evictd_pass_duration_seconds",
 	"evictd_passes_total",
+	"evictd_runtime_errors_total",
 	"evictd_signal_available",
 	"evictd_signal_capacity",
 	"evictd_signal_errors_total",
@@ -89,6 +90,7 @@ func exerciseAll(m *Metrics) {
 	m.IncWithheld(WithheldHourlyCap)
 	m.IncCapReached()
 	m.SetEvictionsInLastHour(3)
+	m.IncRuntimeError(RuntimeStopContainers)
 }
 
 // TestLint runs every family through promtool's naming rules.

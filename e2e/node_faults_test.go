@@ -1,0 +1,446 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/internal/nodestatus"
+	"github.com/evictd/evictd/internal/testalloc"
+	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/signals"
+)
+
+// allocEnv makes the test binary a testalloc child holding that many MiB.
+const allocEnv = "EVICTD_E2E_ALLOC_MIB"
+
+func TestMain(m *testing.M) {
+	if v, ok := os.LookupEnv(allocEnv); ok {
+		os.Exit(testalloc.Hold(allocEnv, v, 2048))
+	}
+	os.Exit(m.Run())
+}
+
+// TestNodeFaults runs evictd beside a real kubelet through the faults of
+// the node itself, on one node whose kubelet root, pod logs and containerd
+// root share one small ext4 filesystem: evictd killed -9 in the middle of
+// an eviction and restarted, cgroup files that read as garbage for a while,
+// and containerd stopped and started again.
+func TestNodeFaults(t *testing.T) {
+	fs := testruntime.MountExt4(t, 1024)
+	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-faults", NodeFs: fs, ImageFs: fs})
+	t.Run("evictd killed -9 while an evicted pod terminates", func(t *testing.T) { killedMidEviction(t, n) })
+	cleanPods(t, n)
+	t.Run("garbled cgroup files", func(t *testing.T) { garbledCgroups(t, n) })
+	cleanPods(t, n)
+	t.Run("containerd down and back", func(t *testing.T) { containerdDown(t, n, fs) })
+	cleanPods(t, n)
+}
+
+// killedMidEviction kills evictd while its Evicter waits for a pod that
+// takes a minute to terminate (a preStop hook that never ends, under the
+// pod's own 60 s grace period), and restarts it as systemd would.
+func killedMidEviction(t *testing.T, n *testnode.Node) {
+	args := []string{
+		"--eviction-soft=allocatableMemory.available<1200Mi",
+		"--eviction-soft-grace-period=allocatableMemory.available=1s",
+		"--eviction-max-pod-grace-period=-1",
+		"--eviction-pressure-transition-period=5s",
+	}
+	startEvictd(t, n, args...)
+	// A critical pod holds the node under pressure that no eviction can
+	// relieve, so the condition stays True across the restart.
+	crit := labelled(n.Pod("critical", "alloc", "--mib", "1000"))
+	crit.Namespace = "kube-system"
+	crit.Spec.PriorityClassName = "system-node-critical"
+	run(t, n, crit)
+	poll(t, "EvictdMemoryPressure=True", 30*time.Second, func() (bool, string) {
+		return conditionIs(t, n, memoryCondition, v1.ConditionTrue)
+	})
+	since := condition(t, n, memoryCondition).LastTransitionTime
+
+	slow := labelled(n.Pod("slow", "alloc", "--mib", "50"))
+	grace := int64(60)
+	slow.Spec.TerminationGracePeriodSeconds = &grace
+	slow.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
+		PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"/workload", "sleep"}}},
+	}
+	deleted := watchDeletion(t, n, "default", "slow")
+	run(t, n, slow)
+	select {
+	case d := <-deleted:
+		if d.grace != grace {
+			t.Errorf("slow deleted with grace %d s, want its own %d", d.grace, grace)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("slow not evicted within 60 s")
+	}
+	// The Evicted event goes out just after the eviction; once it is there
+	// the Evicter is waiting for the pod to go.
+	poll(t, "the Evicted event", 10*time.Second, func() (bool, string) {
+		k := evictions(t, n, "default", "slow")
+		return k >= 1, fmt.Sprintf("%d events", k)
+	})
+	pid := n.EvictdPID()
+	if err := n.KillEvictd(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, desc := gone(t, n, "default", "slow"); ok {
+		t.Fatalf("slow went before evictd was killed (%s): not mid-eviction", desc)
+	}
+	// systemd's Restart=always.
+	if err := n.StartEvictd(t.Context(), args...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("evictd pid %d killed while slow terminates, restarted as pid %d", pid, n.EvictdPID())
+	// Two housekeeping intervals of the new evictd under pressure, while
+	// slow is still terminating.
+	poll(t, "two passes of the new evictd", 30*time.Second, func() (bool, string) {
+		v := passes(t, n)
+		return v >= 3, fmt.Sprintf("%v passes", v)
+	})
+	p, err := n.Admin().CoreV1().Pods("default").Get(t.Context(), "slow", metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp == nil {
+		t.Fatalf("slow should still be terminating: %v %s", err, podSummary(p))
+	}
+	if k := evictions(t, n, "default", "slow"); k != 1 {
+		t.Errorf("slow: %d Evicted events across the restart, want 1", k)
+	}
+	if v := metric(t, n, `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`); v != 0 {
+		t.Errorf("the restarted evictd counts %v evictions, want 0: slow is already terminating", v)
+	}
+	if log := tail(n.LogPath("evictd"), 400); strings.Count(log, `msg="eviction failed"`) > 0 {
+		t.Errorf("the restarted evictd tried to evict again:\n%s", log)
+	}
+	c := condition(t, n, memoryCondition)
+	if c.Status != v1.ConditionTrue || !c.LastTransitionTime.Equal(&since) {
+		t.Errorf("condition across the restart: %s since %s, want True since %s", c.Status, c.LastTransitionTime, since)
+	}
+	if !hasTaint(t, n, memoryTaint) {
+		t.Errorf("the taint %s went away across the restart", memoryTaint)
+	}
+	for _, reason := range []string{nodestatus.EventReason(signals.MemoryPressure, true), nodestatus.EventReason(signals.MemoryPressure, false)} {
+		for _, e := range events(t, n, "default", "Node", n.Name(), reason) {
+			if e.LastTimestamp.After(since.Time.Add(time.Second)) {
+				t.Errorf("node event %s at %s, after the pressure began at %s: the condition flapped", reason, e.LastTimestamp, since)
+			}
+		}
+	}
+	alive(t, n, "kube-system", "critical")
+}
+
+// passes returns how many passes the running evictd has made.
+func passes(t *testing.T, n *testnode.Node) float64 {
+	t.Helper()
+	body, err := n.EvictdGet(t.Context(), "/metrics")
+	if err != nil {
+		t.Fatalf("evictd /metrics: %v", err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, "evictd_passes_total{"); ok {
+			var v float64
+			if _, err := fmt.Sscanf(rest[strings.Index(rest, "}")+1:], "%g", &v); err == nil {
+				total += v
+			}
+		}
+	}
+	return total
+}
+
+// overlay bind-mounts a file holding content over path, as a cgroup file
+// that reads as garbage; it is unmounted by the returned function and when
+// t ends, whichever comes first.
+func overlay(t *testing.T, path, content string) (restore func()) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(f, path, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind-mount over %s: %v", path, err)
+	}
+	done := false
+	restore = func() {
+		if done {
+			return
+		}
+		done = true
+		// Detached: a reader that has the garbage open (the kubelet's
+		// cAdvisor) keeps it, every new open sees the real file again.
+		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", path, err)
+		}
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+// logLines counts the lines of evictd's log from offset on that contain s.
+func logLines(t *testing.T, n *testnode.Node, offset int64, s string) int {
+	t.Helper()
+	b, err := os.ReadFile(n.LogPath("evictd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b[min(offset, int64(len(b))):]), s)
+}
+
+func logSize(t *testing.T, n *testnode.Node) int64 {
+	t.Helper()
+	fi, err := os.Stat(n.LogPath("evictd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// garbledCgroups makes files evictd reads unreadable for a while: the
+// kubepods cgroup's (allocatableMemory.available goes missing, nothing is
+// evicted because of it, and it comes back) and a pod's (that pod has no
+// stats for as long).
+func garbledCgroups(t *testing.T, n *testnode.Node) {
+	startEvictd(t, n, "--eviction-hard=memory.available<1200Mi", "--eviction-pressure-transition-period=5s")
+	pod := run(t, n, labelled(n.Pod("plain", "alloc", "--mib", "100")))
+	const series = `evictd_signal_available{signal="allocatableMemory.available"}`
+	const errSeries = `evictd_signal_errors_total{signal="allocatableMemory.available"}`
+	if v := metric(t, n, series); v <= 0 {
+		t.Fatalf("%s = %v before the fault", series, v)
+	}
+	for _, tc := range []struct{ file, content string }{
+		{"memory.stat", ""},
+		{"memory.stat", "total_inactive_file garbage\n"},
+		{"memory.usage_in_bytes", "garbage\n"},
+		{"memory.usage_in_bytes", "99999999999999999999999\n"},
+	} {
+		t.Run(fmt.Sprintf("kubepods %s %q", tc.file, tc.content), func(t *testing.T) {
+			offset := logSize(t, n)
+			errs0 := metric(t, n, errSeries)
+			restore := overlay(t, filepath.Join(n.PodsMemoryCgroup(), tc.file), tc.content)
+			poll(t, "the signal to go missing", 30*time.Second, func() (bool, string) {
+				v := metric(t, n, series)
+				return v == -1, fmt.Sprintf("%s = %v", series, v)
+			})
+			// Several passes with the fault.
+			poll(t, "three more signal errors", 40*time.Second, func() (bool, string) {
+				v := metric(t, n, errSeries)
+				return v >= errs0+3, fmt.Sprintf("%s = %v (was %v)", errSeries, v, errs0)
+			})
+			if k := logLines(t, n, offset, "some signals could not be read"); k != 1 {
+				t.Errorf("%d log lines about the unreadable signal over several passes, want 1:\n%s", k, tail(n.LogPath("evictd"), 20))
+			}
+			restore()
+			poll(t, "the signal to come back", 30*time.Second, func() (bool, string) {
+				v := metric(t, n, series)
+				return v > 0, fmt.Sprintf("%s = %v", series, v)
+			})
+			if k := logLines(t, n, offset, "some signals could not be read; they cannot trigger an eviction: resolved"); k != 1 {
+				t.Errorf("%d log lines saying the signal is back, want 1", k)
+			}
+		})
+	}
+	t.Run("a pod's memory.stat", func(t *testing.T) {
+		offset := logSize(t, n)
+		dir := filepath.Join(n.PodsMemoryCgroup(), "besteffort", "pod"+string(pod.UID))
+		restore := overlay(t, filepath.Join(dir, "memory.stat"), "garbage\n")
+		poll(t, "the pod's stats to be reported missing", 30*time.Second, func() (bool, string) {
+			k := logLines(t, n, offset, "pod stats could not be read")
+			return k >= 1, fmt.Sprintf("%d log lines", k)
+		})
+		p0 := passes(t, n)
+		poll(t, "three more passes", 40*time.Second, func() (bool, string) {
+			v := passes(t, n)
+			return v >= p0+3, fmt.Sprintf("%v passes", v)
+		})
+		if k := logLines(t, n, offset, "pod stats could not be read"); k != 1 {
+			t.Errorf("%d log lines about the pod's stats over several passes, want 1:\n%s", k, tail(n.LogPath("evictd"), 20))
+		}
+		restore()
+		poll(t, "the pod's stats to come back", 30*time.Second, func() (bool, string) {
+			k := logLines(t, n, offset, "pod stats could not be read; those pods rank first: resolved")
+			return k == 1, fmt.Sprintf("%d log lines", k)
+		})
+	})
+	alive(t, n, "default", "plain")
+	if k := evictions(t, n, "default", "plain"); k != 0 {
+		t.Errorf("plain: %d Evicted events", k)
+	}
+	if v := metric(t, n, `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`); v != 0 {
+		t.Errorf("evictions during the faults: %v", v)
+	}
+}
+
+// containerdDown stops containerd beside a running evictd: evictd keeps
+// serving and keeps its cgroup signals, evicts the right pod for memory
+// (usage from cgroups) through the API server, evicts no pod for a disk
+// signal it cannot attribute, and recovers when containerd is back.
+func containerdDown(t *testing.T, n *testnode.Node, fs string) {
+	free := statfsFree(t, fs)
+	threshold := free - 150<<20
+	startEvictd(t, n,
+		fmt.Sprintf("--eviction-hard=memory.available<1200Mi,nodefs.available<%d,imagefs.available<1Mi", threshold),
+		"--eviction-pressure-transition-period=5s")
+	run(t, n, labelled(n.Pod("quiet", "sleep")))
+	hog := run(t, n, labelled(n.Pod("hog", "alloc", "--mib", "100")))
+	pid := n.EvictdPID()
+	rt := n.Runtime()
+	offset := logSize(t, n)
+	if err := rt.StopContainerd(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			if err := rt.StartContainerd(t.Context()); err != nil {
+				t.Errorf("start containerd again: %v", err)
+			}
+		}
+	})
+
+	// The runtime's signal goes missing, with one error in the log; the
+	// cgroup signals stay.
+	const imageFs = `evictd_signal_available{signal="imagefs.available"}`
+	poll(t, "imagefs.available to go missing", 30*time.Second, func() (bool, string) {
+		v := metric(t, n, imageFs)
+		return v == -1, fmt.Sprintf("%s = %v", imageFs, v)
+	})
+	p0 := passes(t, n)
+	poll(t, "three more passes", 40*time.Second, func() (bool, string) {
+		v := passes(t, n)
+		return v >= p0+3, fmt.Sprintf("%v passes", v)
+	})
+	if k := logLines(t, n, offset, "some signals could not be read"); k != 1 {
+		t.Errorf("%d log lines about the missing imagefs signal, want 1", k)
+	}
+	if v := metric(t, n, `evictd_signal_errors_total{signal="imagefs.available"}`); v < 3 {
+		t.Errorf("evictd_signal_errors_total{signal=imagefs.available} = %v, want at least 3", v)
+	}
+	if v := metric(t, n, `evictd_signal_available{signal="allocatableMemory.available"}`); v <= 0 {
+		t.Errorf("allocatableMemory.available lost with the runtime: %v", v)
+	}
+	if v := metric(t, n, `evictd_runtime_errors_total{operation="pod-disk-stats"}`); v < 3 {
+		t.Errorf("evictd_runtime_errors_total{operation=pod-disk-stats} = %v, want at least 3", v)
+	}
+	if _, err := n.EvictdGet(t.Context(), "/healthz"); err != nil {
+		t.Errorf("/healthz with containerd down: %v", err)
+	}
+
+	// Disk: nodefs crosses its threshold, but with the runtime down no pod
+	// has disk stats and nothing can be reclaimed: the condition is set,
+	// and no pod is evicted for a reason evictd cannot see.
+	filler := filepath.Join(fs, "filler")
+	writeFile(t, filler, 250)
+	poll(t, "EvictdDiskPressure=True", 30*time.Second, func() (bool, string) {
+		return conditionIs(t, n, diskCondition, v1.ConditionTrue)
+	})
+	p0 = passes(t, n)
+	poll(t, "three more passes", 40*time.Second, func() (bool, string) {
+		v := passes(t, n)
+		return v >= p0+3, fmt.Sprintf("%v passes", v)
+	})
+	if v := metric(t, n, fmt.Sprintf(`evictd_evictions_total{result="evicted",signal="%s"}`, signals.NodeFsAvailable)); v != 0 {
+		t.Errorf("evicted %v pods for nodefs.available with no pod's disk use known", v)
+	}
+	for _, name := range []string{"quiet", "hog"} {
+		alive(t, n, "default", name)
+	}
+	// Reclaim fails every pass: counted each time, said once.
+	if v := metric(t, n, `evictd_reclaim_total{kind="images",result="failed"}`); v < 3 {
+		t.Errorf("evictd_reclaim_total{kind=images,result=failed} = %v, want at least 3", v)
+	}
+	if k := logLines(t, n, offset, `msg="node-level reclaim failed"`); k != 1 {
+		t.Errorf("%d log lines about the failed reclaim, want 1", k)
+	}
+	if k := logLines(t, n, offset, "no pod has stats"); k < 1 {
+		t.Errorf("the decision log does not say why no pod is evicted for nodefs.available:\n%s", tail(n.LogPath("evictd"), 30))
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "EvictdDiskPressure=False", 30*time.Second, func() (bool, string) {
+		return conditionIs(t, n, diskCondition, v1.ConditionFalse)
+	})
+
+	// Memory: 1100 MiB more in hog's pod cgroup. Its usage comes from
+	// cgroups, so evictd evicts hog, not quiet, through the API server;
+	// stopping its containers locally fails and is logged.
+	deleted := watchDeletion(t, n, "default", "hog")
+	child := testalloc.Start(t, t, allocEnv, 1100)
+	child.MoveTo(t, filepath.Join(n.PodsMemoryCgroup(), "besteffort", "pod"+string(hog.UID)))
+	child.Allocate(t)
+	select {
+	case <-deleted:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("hog not evicted within 60 s with containerd down")
+	}
+	child.Kill()
+	poll(t, "hog's Evicted event", 10*time.Second, func() (bool, string) {
+		k := evictions(t, n, "default", "hog")
+		return k == 1, fmt.Sprintf("%d events", k)
+	})
+	evs := events(t, n, "default", "Pod", "hog", "Evicted")
+	if !strings.Contains(evs[0].Message, "The node was low on resource: memory.") {
+		t.Errorf("hog's Evicted event: %q", evs[0].Message)
+	}
+	alive(t, n, "default", "quiet")
+	poll(t, "the failed local stop in the log", 10*time.Second, func() (bool, string) {
+		k := logLines(t, n, offset, "could not stop the pod's containers through the runtime")
+		return k == 1, fmt.Sprintf("%d lines", k)
+	})
+	if v := metric(t, n, `evictd_runtime_errors_total{operation="stop-containers"}`); v != 1 {
+		t.Errorf("evictd_runtime_errors_total{operation=stop-containers} = %v, want 1", v)
+	}
+	if k := logLines(t, n, offset, "stopped the evicted pod's containers through the runtime"); k != 0 {
+		t.Errorf("evictd says it stopped hog's containers with containerd down")
+	}
+	if got := n.EvictdPID(); got != pid {
+		t.Fatalf("evictd pid %d, want %d still running", got, pid)
+	}
+
+	// containerd back: the runtime's signal returns without a restart, and
+	// the kubelet finishes hog.
+	restarted = true
+	if err := rt.StartContainerd(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "imagefs.available to come back", 60*time.Second, func() (bool, string) {
+		v := metric(t, n, imageFs)
+		return v > 0, fmt.Sprintf("%s = %v", imageFs, v)
+	})
+	if k := logLines(t, n, offset, "some signals could not be read; they cannot trigger an eviction: resolved"); k < 1 {
+		t.Errorf("no log line saying the runtime's signals are back")
+	}
+	poll(t, "hog to go", 90*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	alive(t, n, "default", "quiet")
+	if got := n.EvictdPID(); got != pid {
+		t.Errorf("evictd pid %d, want %d: it restarted", got, pid)
+	}
+}
+
+// writeFile writes mib MiB of zeros to path.
+func writeFile(t *testing.T, path string, mib int) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for range mib {
+		if _, err := f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(path) })
+}
