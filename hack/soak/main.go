@@ -89,7 +89,7 @@ func main() {
 	flag.DurationVar(&o.quiet, "quiet", 60*time.Second, "quiet time between the end of one pressure cycle and the next hog")
 	flag.IntVar(&o.overshoot, "overshoot", 50, "MiB the hog takes past evictd's allocatableMemory.available threshold")
 	flag.IntVar(&o.hogRate, "hog-rate", 30, "allocation rate of the hog, in MiB/s")
-	flag.DurationVar(&o.hogTimeout, "hog-timeout", 3*time.Minute, "how long a hog may live before the cycle counts as missed")
+	flag.DurationVar(&o.hogTimeout, "hog-timeout", 4*time.Minute, "how long a hog may run (from Running, or from its creation while it is not) before the cycle counts as missed")
 	flag.Float64Var(&o.maxRSSPct, "max-rss-slope", 10, "bound on the slope of RssAnon, in percent of its first-window median per hour")
 	flag.Float64Var(&o.maxGorout, "max-goroutine-slope", 10, "bound on the slope of goroutines, per hour")
 	flag.Float64Var(&o.maxFds, "max-fd-slope", 10, "bound on the slope of open fds, per hour")

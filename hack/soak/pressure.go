@@ -60,7 +60,9 @@ func (s *soak) cycle(ctx context.Context, i int) {
 	s.mu.Lock()
 	s.hogs++
 	s.mu.Unlock()
-	deadline := created.Add(s.o.hogTimeout)
+	// The deadline runs from when the hog is Running: on a loaded machine
+	// starting it alone can take a minute.
+	deadline, running := created.Add(s.o.hogTimeout), false
 	for {
 		if sleep(ctx, pause) != nil {
 			s.removeHog(name)
@@ -80,12 +82,14 @@ func (s *soak) cycle(ctx context.Context, i int) {
 			return
 		case err != nil:
 			s.apiError("get "+name, err)
+		case !running && p.Status.Phase == v1.PodRunning:
+			running, deadline = true, time.Now().Add(s.o.hogTimeout)
 		}
 		if time.Now().After(deadline) {
 			s.mu.Lock()
 			s.missed++
 			s.mu.Unlock()
-			s.fail("cycle %d: %s (%d MiB) not evicted within %s", i, name, mib, s.o.hogTimeout)
+			s.fail("cycle %d: %s (%d MiB) not evicted within %s of running (running: %t)", i, name, mib, s.o.hogTimeout, running)
 			s.removeHog(name)
 			return
 		}
