@@ -63,6 +63,7 @@ type options struct {
 	overshoot   int
 	hogRate     int
 	hogTimeout  time.Duration
+	hogStall    time.Duration
 	maxRSSPct   float64
 	maxGorout   float64
 	maxFds      float64
@@ -89,7 +90,8 @@ func main() {
 	flag.DurationVar(&o.quiet, "quiet", 60*time.Second, "quiet time between the end of one pressure cycle and the next hog")
 	flag.IntVar(&o.overshoot, "overshoot", 50, "MiB the hog takes past evictd's allocatableMemory.available threshold")
 	flag.IntVar(&o.hogRate, "hog-rate", 30, "allocation rate of the hog, in MiB/s")
-	flag.DurationVar(&o.hogTimeout, "hog-timeout", 4*time.Minute, "how long a hog may run (from Running, or from its creation while it is not) before the cycle counts as missed")
+	flag.DurationVar(&o.hogTimeout, "hog-timeout", 2*time.Minute, "how long a hog may live once the kubepods cgroup crossed the threshold before the cycle counts as missed (a failure)")
+	flag.DurationVar(&o.hogStall, "hog-stall", 6*time.Minute, "how long a hog may take to reach the threshold before it is deleted and the cycle counts as stalled (the machine too busy; not a failure)")
 	flag.Float64Var(&o.maxRSSPct, "max-rss-slope", 10, "bound on the slope of RssAnon, in percent of its first-window median per hour")
 	flag.Float64Var(&o.maxGorout, "max-goroutine-slope", 10, "bound on the slope of goroutines, per hour")
 	flag.Float64Var(&o.maxFds, "max-fd-slope", 10, "bound on the slope of open fds, per hour")
@@ -118,7 +120,7 @@ func (o *options) check() error {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
 	positive := map[string]time.Duration{"--duration": o.duration, "--interval": o.interval, "--window": o.window,
-		"--scale-every": o.scaleEvery, "--pod-every": o.podEvery, "--quiet": o.quiet, "--hog-timeout": o.hogTimeout, "--transition": o.transition}
+		"--scale-every": o.scaleEvery, "--pod-every": o.podEvery, "--quiet": o.quiet, "--hog-timeout": o.hogTimeout, "--hog-stall": o.hogStall, "--transition": o.transition}
 	for name, d := range positive {
 		if d <= 0 {
 			return fmt.Errorf("%s %s: want a positive duration", name, d)

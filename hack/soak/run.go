@@ -99,7 +99,8 @@ type soak struct {
 	singles   int
 	hogs      int // hogs created
 	evicted   int // hogs evictd evicted
-	missed    int // hogs that lived past --hog-timeout
+	missed    int // hogs that lived past --hog-timeout after the crossing
+	stalled   int // hogs that did not reach the threshold within --hog-stall
 	apiErrors int // failed requests of the churn and the cycles
 	evictSecs []float64
 	buildInfo string

@@ -75,8 +75,8 @@ func (s *soak) finish() error {
 	s.mu.Lock()
 	fmt.Fprintf(&b, "- churn: ReplicaSet scaled between %d and %d replicas every %s, a single pod every %s (%d created, %d kept); pods seen by evictd from %d to %d\n",
 		o.replicasMin, o.replicasMax, o.scaleEvery, o.podEvery, s.singles, o.singles, minPods(samples), maxPods(samples))
-	fmt.Fprintf(&b, "- pressure: %d hogs (%d MiB past the threshold at %d MiB/s, %s quiet between), %d evicted by evictd (median %.1fs after creation), %d missed; evictions in evictd's /metrics: %.0f; passes: %.0f\n",
-		s.hogs, o.overshoot, o.hogRate, o.quiet, s.evicted, median(s.evictSecs), s.missed, last.evictions-first0.evictions, last.passes-first0.passes)
+	fmt.Fprintf(&b, "- pressure: %d hogs (%d MiB past the threshold at %d MiB/s, %s quiet between), %d evicted by evictd (median %.1fs after the kubepods cgroup crossed the threshold), %d missed, %d stalled before the threshold (machine too busy); evictions in evictd's /metrics: %.0f; passes: %.0f\n",
+		s.hogs, o.overshoot, o.hogRate, o.quiet, s.evicted, median(s.evictSecs), s.missed, s.stalled, last.evictions-first0.evictions, last.passes-first0.passes)
 	fmt.Fprintf(&b, "- API errors of the churn and the cycles: %d\n", s.apiErrors)
 	s.mu.Unlock()
 	fmt.Fprintf(&b, "- OOM kills: %d in the node's kubepods cgroup, %d on the whole machine (/proc/vmstat; other programs included)\n\n",
