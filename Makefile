@@ -138,6 +138,16 @@ uninstall:
 clean:
 	rm -rf bin bench.out
 
+# evictd over a long run on one real node: pods created and deleted all the
+# time, a hog evicted every few minutes, and evictd's RSS, goroutines and
+# open fds sampled every 10 s; fails when one of them trends upward, evictd
+# restarts or a pod is OOM-killed. Not part of `test`. As root; an hour by
+# default (SOAK_ARGS e.g. --duration 10m); samples.csv, summary.md and
+# evictd.log in soak-out/.
+.PHONY: soak
+soak: k8s-bins runtime build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/soak --out soak-out $(SOAK_ARGS)
+
 # evictd's own cost beside a real kubelet with 110 and 250 running pods:
 # CPU, RSS (anon and file), fds, goroutines and pass duration over 60 s
 # each, as a markdown table. As root; about 10 min. COST_NODE_ARGS e.g.
