@@ -46,7 +46,10 @@ func sides(thresholdMiB int, transition time.Duration) map[string]side {
 	hard := fmt.Sprintf("memory.available<%dMi", thresholdMiB)
 	kubeletHard := map[string]string{"memory.available": fmt.Sprintf("%dMi", thresholdMiB)}
 	period := transition.String()
-	evArgs := []string{"--eviction-hard=" + hard, "--eviction-pressure-transition-period=" + period}
+	// No hourly cap: a long run evicts one hog every ~10 s, and the
+	// default cap of 60 would withhold the rest and let the kernel's OOM
+	// killer have them.
+	evArgs := []string{"--eviction-hard=" + hard, "--eviction-pressure-transition-period=" + period, "--max-evictions-per-hour=0"}
 	return map[string]side{
 		"kubelet": {
 			name: "kubelet", what: "kubelet eviction manager, evictionHard memory.available<" + strconv.Itoa(thresholdMiB) + "Mi, defaults otherwise (10 s housekeeping, kernelMemcgNotification false); evictd stopped",

@@ -159,9 +159,11 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 //     r.Message and r.Annotations. Neither is written when the eviction is
 //     refused, so a pod that stays is never marked or reported evicted;
 //  5. for a hard threshold, Config.StopLocally (with StopWhenIssued) stops the pod's
-//     containers on the node while
+//     containers on the node, bounded by the grace period and
+//     Config.CleanupTimeout but not by the wait below, while
 //  6. Evict polls the pod until it is gone (not found, replaced, or
-//     finished) and returns nil, or an error wrapping ErrNotGoneInTime.
+//     finished) and, once the stop has returned too, returns nil; or an
+//     error wrapping ErrNotGoneInTime.
 func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
 	if r.Pod == nil {
 		return errors.New("evict: the request names no pod")
@@ -183,19 +185,44 @@ func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
 		e.recorder.AnnotatedEventf(pod, r.Annotations, v1.EventTypeWarning, EventReason, "%s", r.Message)
 	}
 	log.Debug("eviction issued; waiting for the pod to go", "by", how, "cleanupTimeout", e.cfg.CleanupTimeout)
+	var stopped <-chan struct{}
 	if r.Hard && e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
-		stopCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			if err := e.cfg.StopLocally(stopCtx, r.Pod, r.GracePeriod); err != nil {
-				log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", err)
-			}
-		}()
+		stopped = e.stopBeside(ctx, log, r)
 	}
 	if err := e.waitGone(ctx, pod); err != nil {
 		return fmt.Errorf("evict %s (%s issued): %w", ref, how, err)
 	}
+	if stopped != nil {
+		// The API server may drop the pod before the runtime has
+		// answered the stop; the next pass must not measure a node whose
+		// memory is still being given back.
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+		}
+	}
 	return nil
+}
+
+// stopBeside stops r's pod's containers through Config.StopLocally while
+// Evict waits for the pod to go, and returns a channel closed when the stop
+// has returned. The stop is not cut short when the wait ends first (the
+// kubelet then raced it, and a cancelled CRI call would only leave a
+// container half-stopped and a misleading error) nor when ctx is cancelled
+// (evictd shutting down mid-eviction): it is bounded by the grace period
+// and Config.CleanupTimeout instead.
+func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r manager.Request) <-chan struct{} {
+	done := make(chan struct{})
+	bound := time.Duration(r.GracePeriod)*time.Second + e.cfg.CleanupTimeout
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	go func() {
+		defer close(done)
+		defer cancel()
+		if err := e.cfg.StopLocally(stopCtx, r.Pod, r.GracePeriod); err != nil {
+			log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", err)
+		}
+	}()
+	return done
 }
 
 // check refuses what Evict must never act on: critical pods and requests

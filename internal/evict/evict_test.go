@@ -144,6 +144,45 @@ func TestEvict(t *testing.T) {
 		})
 	}
 
+	// The pod is gone from the API server while the runtime is still
+	// stopping its containers: the stop is neither cancelled nor left
+	// behind; Evict returns once it has returned.
+	t.Run("local stop outlives the wait", func(t *testing.T) {
+		ns := e.namespace(t, "local-stop")
+		pod := e.runningPod(t, ns, "hog", nil, 30)
+		release := make(chan struct{})
+		stopErr := make(chan error, 1)
+		ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond, StopWhenIssued: true,
+			StopLocally: func(ctx context.Context, _ *ranking.Pod, _ int64) error {
+				<-release
+				stopErr <- ctx.Err()
+				return ctx.Err()
+			}})
+		seen := e.fakeKubelet(t, ns, "hog")
+		r := request(pod, true, 1, message("local stop"))
+		evicted := make(chan error, 1)
+		go func() { evicted <- ev.Evict(t.Context(), r) }()
+		gotSeen := <-seen
+		if gotSeen == nil {
+			t.Fatal("the pod was never evicted")
+		}
+		// The pod is removed; give Evict time to see it.
+		time.Sleep(300 * time.Millisecond)
+		select {
+		case err := <-evicted:
+			t.Fatalf("Evict returned (%v) while the local stop was still running", err)
+		default:
+		}
+		close(release)
+		if err := <-stopErr; err != nil {
+			t.Errorf("the local stop's context ended with the wait: %v", err)
+		}
+		if err := <-evicted; err != nil {
+			t.Fatalf("Evict: %v", err)
+		}
+		checkNoAPIErrors(t, errs)
+	})
+
 	// Without kube-controller-manager no budget has a status, and the
 	// Eviction API refuses with 429 "still being processed"; two budgets
 	// over one pod are refused with 500. Both are refusals by budget.
