@@ -55,15 +55,7 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 
 	mux := http.NewServeMux()
 	if reg != nil {
-		mux.Handle("GET /metrics", s.guard(promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-			// A collector that fails must not blank every other metric:
-			// serve what was gathered, log the error and count it in
-			// promhttp_metric_handler_errors_total.
-			ErrorHandling: promhttp.ContinueOnError,
-			ErrorLog:      errorLog{s.log},
-			Registry:      reg,
-			Timeout:       metricsTimeout,
-		}))))
+		mux.Handle("GET /metrics", s.guard(promhttp.InstrumentMetricHandler(reg, s.metricsHandler(reg))))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeText(w, http.StatusOK, "ok")
@@ -185,9 +177,41 @@ func writeText(w http.ResponseWriter, code int, msg string) {
 	_, _ = fmt.Fprintln(w, msg)
 }
 
-// errorLog adapts slog to promhttp's Println logger.
-type errorLog struct{ log *slog.Logger }
+// metricsHandler serves one scrape of reg. A collector that fails must not
+// blank every other metric: promhttp serves what was gathered and counts
+// the error in promhttp_metric_handler_errors_total. Its errors are logged
+// once per scrape, not once per metric family: a scrape whose scraper hung
+// up, or that ran out of metricsTimeout, fails every family still to be
+// encoded with the same error.
+func (s *Server) metricsHandler(reg *prometheus.Registry) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+			ErrorHandling: promhttp.ContinueOnError,
+			ErrorLog:      &scrapeErrors{log: s.log, req: r},
+			Registry:      reg,
+			Timeout:       metricsTimeout,
+		}).ServeHTTP(w, r)
+	})
+}
 
-func (l errorLog) Println(v ...any) {
-	l.log.Error("serve /metrics", "err", strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
+// scrapeErrors is promhttp's error logger for one scrape: it logs the
+// first error and drops the rest, which promhttp counts. promhttp may call
+// it after its handler has returned (its timeout handler leaves the
+// encoding goroutine behind), hence the once.
+type scrapeErrors struct {
+	log  *slog.Logger
+	req  *http.Request
+	once sync.Once
+}
+
+func (e *scrapeErrors) Println(v ...any) {
+	e.once.Do(func() {
+		msg := strings.TrimSuffix(fmt.Sprintln(v...), "\n")
+		if e.req.Context().Err() != nil {
+			e.log.Warn("serve /metrics: the scraper went away or the scrape timed out; later errors of this scrape are only counted",
+				"remote", e.req.RemoteAddr, "err", msg)
+			return
+		}
+		e.log.Error("serve /metrics; later errors of this scrape are only counted", "remote", e.req.RemoteAddr, "err", msg)
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,6 +224,103 @@ func TestMetricsSurviveCollectorErrors(t *testing.T) {
 	if want := `promhttp_metric_handler_errors_total{cause="gathering"} 1`; !strings.Contains(body, want) {
 		t.Errorf("got body without %q:\n%s", want, body)
 	}
+}
+
+// gateCollector blocks its Collect until open is closed.
+type gateCollector struct {
+	desc *prometheus.Desc
+	open chan struct{}
+}
+
+func (g *gateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+func (g *gateCollector) Collect(ch chan<- prometheus.Metric) {
+	<-g.open
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, 1)
+}
+
+// syncBuffer is a strings.Builder a logger and a test may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A scrape whose scraper has gone fails every metric family still to be
+// encoded; that is one log line, and the errors are counted.
+func TestMetricsScraperGoneLogsOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics.New(reg)
+	gate := &gateCollector{desc: prometheus.NewDesc("evictd_test_gate", "Holds the gather.", nil, nil), open: make(chan struct{})}
+	reg.MustRegister(gate)
+	var logs syncBuffer
+	s := New("127.0.0.1:0", nil, nil, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	h := s.metricsHandler(reg)
+
+	// A whole scrape first, to count the families.
+	close(gate.open)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	families := strings.Count(rec.Body.String(), "# TYPE ")
+	if rec.Code != http.StatusOK || families < 2 {
+		t.Fatalf("first scrape: %d with %d families, want 200 with several", rec.Code, families)
+	}
+
+	// The scraper has gone; the gather waits at the gate, so the handler
+	// sees that first, then every family fails to encode.
+	gate.open = make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, "GET", "/metrics", nil))
+	close(gate.open)
+
+	deadline := time.Now().Add(guard)
+	for {
+		n := encodingErrors(t, reg)
+		if n == float64(families) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v encoding errors counted after %s, want %d (one per family)", n, guard, families)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := logs.String()
+	if n := strings.Count(got, "serve /metrics"); n != 1 || !strings.Contains(got, "level=WARN") {
+		t.Errorf("%d log lines about one scrape of %d failed families, want 1 warning:\n%s", n, families, got)
+	}
+}
+
+// encodingErrors is promhttp_metric_handler_errors_total{cause="encoding"}.
+func encodingErrors(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "promhttp_metric_handler_errors_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cause" && l.GetValue() == "encoding" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func TestRunStopsOnCancel(t *testing.T) {
