@@ -88,7 +88,7 @@ fuzz:
 # "context deadline exceeded" when a duration ends while a worker is busy
 # (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline to race.
 # About 2 minutes with the builds.
-FUZZ_SHORT ?= 2000x
+FUZZ_SHORT ?= 5000x
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT)
 
