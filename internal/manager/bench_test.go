@@ -54,6 +54,7 @@ func newBenchNode(tb testing.TB, dir string, n int) benchNode {
 	files := map[string]string{
 		filepath.Join(proc, "meminfo"):                      "MemTotal:       16777216 kB\nMemFree:          102400 kB\nMemAvailable:     153600 kB\n",
 		filepath.Join(proc, "loadavg"):                      "3.10 2.95 2.80 4/1234 56789\n",
+		filepath.Join(proc, "pressure", "memory"):           "some avg10=1.50 avg60=0.80 avg300=0.20 total=123456\nfull avg10=0.40 avg60=0.10 avg300=0.02 total=45678\n",
 		filepath.Join(proc, "sys", "kernel", "pid_max"):     "4194304\n",
 		filepath.Join(proc, "sys", "kernel", "threads-max"): "126000\n",
 		// Root cgroup: working set 16Gi − 50Mi, so memory.available is 50Mi.
