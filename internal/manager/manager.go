@@ -142,7 +142,10 @@ type Manager struct {
 	// lastReclaimErr and lastRecollectErr are reclaimFirst's.
 	lastReclaimErr   string
 	lastRecollectErr string
-	pressures        map[signals.Pressure]bool
+	// settleUntil, when set, is the end of the wait after a reclaim that
+	// removed something and still left a disk threshold met (reclaim.go).
+	settleUntil time.Time
+	pressures   map[signals.Pressure]bool
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -296,6 +299,9 @@ func (m *Manager) nextDeadline() (time.Time, bool) {
 		if ps.Active && !ps.LastObservedAt.IsZero() {
 			consider(ps.LastObservedAt.Add(m.cfg.Decider.TransitionPeriod))
 		}
+	}
+	if !m.settleUntil.IsZero() {
+		consider(m.settleUntil)
 	}
 	return next, !next.IsZero()
 }

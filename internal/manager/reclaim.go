@@ -33,16 +33,43 @@ type ReclaimAction struct {
 // minimum reclaim, back; no pod is evicted.
 const OutcomeReclaimed Outcome = "reclaim-sufficient"
 
+// OutcomeReclaimSettling: node-level reclaim removed containers, sandboxes
+// or images but the threshold is still met; the runtime may not have freed
+// their space yet, so no pod is evicted before ReclaimSettle has passed.
+const OutcomeReclaimSettling Outcome = "reclaim-settling"
+
+// ReclaimSettle is how long, after a reclaim that removed something and
+// left a disk threshold met, evictd waits before it evicts for that
+// threshold: containerd removes a deleted container's snapshot from disk
+// in its garbage collector, which it runs after deletions at most once per
+// 50 times its last run's length (its pause threshold, 2%), so seconds
+// later on a busy node. The reclaimer has watched the filesystem settle
+// already; this is the time for a collection that had not begun.
+const ReclaimSettle = 5 * time.Second
+
 // reclaimFirst runs node-level reclaim for a disk decision and observes
 // again. When every threshold is clear with its minimum reclaim (the
 // kubelet's rule, which checks all thresholds, not only the one acted on),
-// the decision becomes OutcomeReclaimed.
+// the decision becomes OutcomeReclaimed. When reclaim removed something and
+// a threshold is still met, the decision becomes OutcomeReclaimSettling
+// until ReclaimSettle has passed; the pass after that reclaims and decides
+// again, and evicts if a threshold is still met, without another wait, so
+// a runtime that always has something to remove cannot hold evictions off.
 func (m *Manager) reclaimFirst(ctx context.Context, dec Decision) Decision {
 	if m.deps.Reclaimer == nil || dec.Outcome != OutcomeEvict && dec.Outcome != OutcomeNoEvictablePod {
+		m.settleUntil = time.Time{}
 		return dec
 	}
 	if r := dec.Signal.Resource(); r != signals.ResourceEphemeralStorage && r != signals.ResourceInodes {
+		m.settleUntil = time.Time{}
 		return dec
+	}
+	mayWait := true
+	if !m.settleUntil.IsZero() {
+		if now := m.deps.Clock.Now(); now.Before(m.settleUntil) {
+			return settling(dec, m.settleUntil)
+		}
+		m.settleUntil, mayWait = time.Time{}, false
 	}
 	log := m.deps.Log.With("signal", dec.Signal)
 	actions, err := m.deps.Reclaimer.Reclaim(ctx, dec.Signal, m.cfg.Decider.Layout)
@@ -72,6 +99,12 @@ func (m *Manager) reclaimFirst(ctx context.Context, dec Decision) Decision {
 		return dec
 	}
 	if still := thresholds.Met(m.decider.Thresholds(), obs, true); len(still) > 0 {
+		if removed(actions) > 0 && mayWait {
+			m.settleUntil = now.Add(ReclaimSettle)
+			log.Info("reclaim removed some, but not yet enough; deciding again once the runtime has had time to free their space",
+				"stillMet", thresholds.Format(still[0]), "removed", removed(actions), "at", m.settleUntil.UTC().Format(time.RFC3339))
+			return settling(dec, m.settleUntil)
+		}
 		log.Info("reclaim was not enough; evicting", "stillMet", thresholds.Format(still[0]))
 		return dec
 	}
@@ -80,4 +113,22 @@ func (m *Manager) reclaimFirst(ctx context.Context, dec Decision) Decision {
 		dec.Signal, now.Format(time.RFC3339))
 	dec.Pod, dec.Fallbacks, dec.Message, dec.Annotations, dec.GracePeriod = nil, nil, "", nil, 0
 	return dec
+}
+
+// settling turns a disk decision into OutcomeReclaimSettling until until.
+func settling(dec Decision, until time.Time) Decision {
+	dec.Outcome = OutcomeReclaimSettling
+	dec.Reason = fmt.Sprintf("node-level reclaim removed containers, sandboxes or images and %s is still met; the runtime may not have freed their space yet, so no pod is evicted before %s",
+		dec.Signal, until.UTC().Format(time.RFC3339))
+	dec.Pod, dec.Fallbacks, dec.Message, dec.Annotations, dec.GracePeriod = nil, nil, "", nil, 0
+	return dec
+}
+
+// removed counts what reclaim removed, of every kind.
+func removed(actions []ReclaimAction) int {
+	n := 0
+	for _, a := range actions {
+		n += a.Removed
+	}
+	return n
 }

@@ -24,6 +24,7 @@ const (
 	OutcomeDryRun            = "dry-run"
 	OutcomeNoneEvictable     = "none-evictable"
 	OutcomeReclaimSufficient = "reclaim-sufficient"
+	OutcomeReclaimSettling   = "reclaim-settling"
 	OutcomeError             = "error"
 )
 
