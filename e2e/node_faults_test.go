@@ -264,9 +264,10 @@ func logSize(t *testing.T, n *testnode.Node) int64 {
 // garbledCgroups makes files evictd reads unreadable for a while: the
 // kubepods cgroup's (allocatableMemory.available goes missing, nothing is
 // evicted because of it, and it comes back) and a pod's (that pod has no
-// stats for as long).
+// stats for as long). Each case waits for a few passes with the fault, so
+// evictd makes one every 2 s rather than every 10 s.
 func garbledCgroups(t *testing.T, n *testnode.Node) {
-	startEvictd(t, n, "--eviction-hard=memory.available<1200Mi", "--eviction-pressure-transition-period=5s")
+	startEvictd(t, n, "--eviction-hard=memory.available<1200Mi", "--eviction-pressure-transition-period=5s", "--housekeeping-interval=2s")
 	pod := run(t, n, labelled(n.Pod("plain", "alloc", "--mib", "100")))
 	const series = `evictd_signal_available{signal="allocatableMemory.available"}`
 	const errSeries = `evictd_signal_errors_total{signal="allocatableMemory.available"}`
@@ -288,7 +289,7 @@ func garbledCgroups(t *testing.T, n *testnode.Node) {
 				return v == -1, fmt.Sprintf("%s = %v", series, v)
 			})
 			// Several passes with the fault.
-			poll(t, "three more signal errors", 40*time.Second, func() (bool, string) {
+			poll(t, "three more signal errors", 30*time.Second, func() (bool, string) {
 				v := metric(t, n, errSeries)
 				return v >= errs0+3, fmt.Sprintf("%s = %v (was %v)", errSeries, v, errs0)
 			})
@@ -314,7 +315,7 @@ func garbledCgroups(t *testing.T, n *testnode.Node) {
 			return k >= 1, fmt.Sprintf("%d log lines", k)
 		})
 		p0 := passes(t, n)
-		poll(t, "three more passes", 40*time.Second, func() (bool, string) {
+		poll(t, "three more passes", 30*time.Second, func() (bool, string) {
 			v := passes(t, n)
 			return v >= p0+3, fmt.Sprintf("%v passes", v)
 		})
