@@ -202,8 +202,12 @@ func passes(t *testing.T, n *testnode.Node) float64 {
 }
 
 // overlay bind-mounts a file holding content over path, as a cgroup file
-// that reads as garbage; it is unmounted by the returned function and when
-// t ends, whichever comes first.
+// that reads as garbage, and returns the function that unmounts it. t's
+// cleanup unmounts it too when t ends first (on a failure), and before
+// the cleanups registered earlier, such as a pod's deletion. The mount is
+// unmounted through a descriptor of it, so it goes even if path's directory
+// has gone in the meantime (a pod cgroup removed under it), where unmounting
+// by path fails and the mount would outlive the test.
 func overlay(t *testing.T, path, content string) (restore func()) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), filepath.Base(path))
@@ -213,17 +217,22 @@ func overlay(t *testing.T, path, content string) (restore func()) {
 	if err := unix.Mount(f, path, "", unix.MS_BIND, ""); err != nil {
 		t.Fatalf("bind-mount over %s: %v", path, err)
 	}
-	done := false
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Unmount(path, unix.MNT_DETACH)
+		t.Fatalf("open the mount over %s: %v", path, err)
+	}
 	restore = func() {
-		if done {
+		if fd < 0 {
 			return
 		}
-		done = true
 		// Detached: a reader that has the garbage open (the kubelet's
 		// cAdvisor) keeps it, every new open sees the real file again.
-		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+		if err := unix.Unmount(fmt.Sprintf("/proc/self/fd/%d", fd), unix.MNT_DETACH); err != nil {
 			t.Errorf("unmount %s: %v", path, err)
 		}
+		_ = unix.Close(fd)
+		fd = -1
 	}
 	t.Cleanup(restore)
 	return restore
@@ -269,6 +278,17 @@ func logSize(t *testing.T, n *testnode.Node) int64 {
 func garbledCgroups(t *testing.T, n *testnode.Node) {
 	startEvictd(t, n, "--eviction-hard=memory.available<1200Mi", "--eviction-pressure-transition-period=5s", "--housekeeping-interval=2s")
 	pod := run(t, n, labelled(n.Pod("plain", "alloc", "--mib", "100")))
+	// Each case unmounts its overlay when it ends; whatever one could not
+	// is unmounted here, before the pods and their cgroups are deleted
+	// (cleanPods, after this test), so that no mount outlives its cgroup.
+	t.Cleanup(func() {
+		if left, err := testruntime.MountsUnder(n.PodsMemoryCgroup()); err != nil || len(left) > 0 {
+			t.Errorf("mounted under the pods' cgroups after the cases: %q (%v)", left, err)
+		}
+		if err := testruntime.UnmountUnder(n.PodsMemoryCgroup()); err != nil {
+			t.Errorf("unmount under the pods' cgroups: %v", err)
+		}
+	})
 	const series = `evictd_signal_available{signal="allocatableMemory.available"}`
 	const errSeries = `evictd_signal_errors_total{signal="allocatableMemory.available"}`
 	if v := metric(t, n, series); v <= 0 {
