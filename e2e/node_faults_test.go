@@ -47,7 +47,11 @@ func TestNodeFaults(t *testing.T) {
 
 // killedMidEviction kills evictd while its Evicter waits for a pod that
 // takes a minute to terminate (a preStop hook that never ends, under the
-// pod's own 60 s grace period), and restarts it as systemd would.
+// pod's own 60 s grace period), and restarts it as systemd would. The
+// restarted evictd finds its eviction in flight in the API server and
+// evicts no second pod while slow terminates, though the node is still
+// under pressure and an evictable bystander runs; once slow has gone it
+// evicts the bystander, the pressure being real.
 func killedMidEviction(t *testing.T, n *testnode.Node) {
 	args := []string{
 		"--eviction-soft=allocatableMemory.available<1200Mi",
@@ -89,6 +93,17 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 		k := evictions(t, n, "default", "slow")
 		return k >= 1, fmt.Sprintf("%d events", k)
 	})
+	// The bystander starts while the Evicter waits (and the loop with it),
+	// so slow was the only candidate. It is the next one: evictable
+	// (BestEffort, default namespace) and, with slow terminating and left
+	// out, alone in the ranking; the critical pod keeps the soft threshold
+	// met on its own. Without the in-flight wait the restarted evictd
+	// evicts it a grace period (1 s) after its first pass.
+	bystanderDeleted := watchDeletion(t, n, "default", "bystander")
+	bystander := labelled(n.Pod("bystander", "sleep"))
+	short := int64(2)
+	bystander.Spec.TerminationGracePeriodSeconds = &short
+	run(t, n, bystander)
 	pid := n.EvictdPID()
 	if err := n.KillEvictd(); err != nil {
 		t.Fatal(err)
@@ -96,6 +111,7 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 	if ok, desc := gone(t, n, "default", "slow"); ok {
 		t.Fatalf("slow went before evictd was killed (%s): not mid-eviction", desc)
 	}
+	offset := logSize(t, n)
 	// systemd's Restart=always.
 	if err := n.StartEvictd(t.Context(), args...); err != nil {
 		t.Fatal(err)
@@ -120,6 +136,20 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 	if log := tail(n.LogPath("evictd"), 400); strings.Count(log, `msg="eviction failed"`) > 0 {
 		t.Errorf("the restarted evictd tried to evict again:\n%s", log)
 	}
+	select {
+	case <-bystanderDeleted:
+		t.Fatalf("the restarted evictd evicted the bystander while slow, its eviction in flight, terminates")
+	default:
+	}
+	alive(t, n, "default", "bystander")
+	const withheld = `evictd_evictions_withheld_total{reason="eviction-in-flight"}`
+	if v := metric(t, n, withheld); v < 1 {
+		t.Errorf("%s = %v, want at least 1", withheld, v)
+	}
+	waits := logLinesWith(t, n, offset, `msg="eviction withheld: a pod evictd evicted is still terminating; waiting until it has gone"`)
+	if len(waits) != 1 || !strings.Contains(waits[0], "terminating=default/slow") || !strings.Contains(waits[0], "pod=default/bystander") {
+		t.Errorf("log lines about the wait for slow: %q, want one naming slow and the bystander", waits)
+	}
 	c := condition(t, n, memoryCondition)
 	if c.Status != v1.ConditionTrue || !c.LastTransitionTime.Equal(&since) {
 		t.Errorf("condition across the restart: %s since %s, want True since %s", c.Status, c.LastTransitionTime, since)
@@ -135,6 +165,21 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 		}
 	}
 	alive(t, n, "kube-system", "critical")
+
+	// Once slow has gone the pressure is still there, and real: the
+	// bystander is evicted.
+	poll(t, "slow to go", 90*time.Second, func() (bool, string) { return gone(t, n, "default", "slow") })
+	select {
+	case <-bystanderDeleted:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("bystander not evicted within 30 s of slow's end; last lines of evictd's log:\n%s", tail(n.LogPath("evictd"), 20))
+	}
+	// Counted once the Evicter has seen it go.
+	const evicted = `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`
+	poll(t, "the bystander's eviction counted", 30*time.Second, func() (bool, string) {
+		v := metric(t, n, evicted)
+		return v == 1, fmt.Sprintf("%s = %v, want 1: the bystander", evicted, v)
+	})
 }
 
 // passes returns how many passes the running evictd has made.
@@ -157,8 +202,12 @@ func passes(t *testing.T, n *testnode.Node) float64 {
 }
 
 // overlay bind-mounts a file holding content over path, as a cgroup file
-// that reads as garbage; it is unmounted by the returned function and when
-// t ends, whichever comes first.
+// that reads as garbage, and returns the function that unmounts it. t's
+// cleanup unmounts it too when t ends first (on a failure), and before
+// the cleanups registered earlier, such as a pod's deletion. The mount is
+// unmounted through a descriptor of it, so it goes even if path's directory
+// has gone in the meantime (a pod cgroup removed under it), where unmounting
+// by path fails and the mount would outlive the test.
 func overlay(t *testing.T, path, content string) (restore func()) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), filepath.Base(path))
@@ -168,17 +217,22 @@ func overlay(t *testing.T, path, content string) (restore func()) {
 	if err := unix.Mount(f, path, "", unix.MS_BIND, ""); err != nil {
 		t.Fatalf("bind-mount over %s: %v", path, err)
 	}
-	done := false
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Unmount(path, unix.MNT_DETACH)
+		t.Fatalf("open the mount over %s: %v", path, err)
+	}
 	restore = func() {
-		if done {
+		if fd < 0 {
 			return
 		}
-		done = true
 		// Detached: a reader that has the garbage open (the kubelet's
 		// cAdvisor) keeps it, every new open sees the real file again.
-		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+		if err := unix.Unmount(fmt.Sprintf("/proc/self/fd/%d", fd), unix.MNT_DETACH); err != nil {
 			t.Errorf("unmount %s: %v", path, err)
 		}
+		_ = unix.Close(fd)
+		fd = -1
 	}
 	t.Cleanup(restore)
 	return restore
@@ -187,11 +241,24 @@ func overlay(t *testing.T, path, content string) (restore func()) {
 // logLines counts the lines of evictd's log from offset on that contain s.
 func logLines(t *testing.T, n *testnode.Node, offset int64, s string) int {
 	t.Helper()
+	return len(logLinesWith(t, n, offset, s))
+}
+
+// logLinesWith returns the lines of evictd's log from offset on that
+// contain s.
+func logLinesWith(t *testing.T, n *testnode.Node, offset int64, s string) []string {
+	t.Helper()
 	b, err := os.ReadFile(n.LogPath("evictd"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(string(b[min(offset, int64(len(b))):]), s)
+	var out []string
+	for _, line := range strings.Split(string(b[min(offset, int64(len(b))):]), "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func logSize(t *testing.T, n *testnode.Node) int64 {
@@ -206,10 +273,22 @@ func logSize(t *testing.T, n *testnode.Node) int64 {
 // garbledCgroups makes files evictd reads unreadable for a while: the
 // kubepods cgroup's (allocatableMemory.available goes missing, nothing is
 // evicted because of it, and it comes back) and a pod's (that pod has no
-// stats for as long).
+// stats for as long). Each case waits for a few passes with the fault, so
+// evictd makes one every 2 s rather than every 10 s.
 func garbledCgroups(t *testing.T, n *testnode.Node) {
-	startEvictd(t, n, "--eviction-hard=memory.available<1200Mi", "--eviction-pressure-transition-period=5s")
+	startEvictd(t, n, "--eviction-hard=memory.available<1200Mi", "--eviction-pressure-transition-period=5s", "--housekeeping-interval=2s")
 	pod := run(t, n, labelled(n.Pod("plain", "alloc", "--mib", "100")))
+	// Each case unmounts its overlay when it ends; whatever one could not
+	// is unmounted here, before the pods and their cgroups are deleted
+	// (cleanPods, after this test), so that no mount outlives its cgroup.
+	t.Cleanup(func() {
+		if left, err := testruntime.MountsUnder(n.PodsMemoryCgroup()); err != nil || len(left) > 0 {
+			t.Errorf("mounted under the pods' cgroups after the cases: %q (%v)", left, err)
+		}
+		if err := testruntime.UnmountUnder(n.PodsMemoryCgroup()); err != nil {
+			t.Errorf("unmount under the pods' cgroups: %v", err)
+		}
+	})
 	const series = `evictd_signal_available{signal="allocatableMemory.available"}`
 	const errSeries = `evictd_signal_errors_total{signal="allocatableMemory.available"}`
 	if v := metric(t, n, series); v <= 0 {
@@ -230,7 +309,7 @@ func garbledCgroups(t *testing.T, n *testnode.Node) {
 				return v == -1, fmt.Sprintf("%s = %v", series, v)
 			})
 			// Several passes with the fault.
-			poll(t, "three more signal errors", 40*time.Second, func() (bool, string) {
+			poll(t, "three more signal errors", 30*time.Second, func() (bool, string) {
 				v := metric(t, n, errSeries)
 				return v >= errs0+3, fmt.Sprintf("%s = %v (was %v)", errSeries, v, errs0)
 			})
@@ -256,7 +335,7 @@ func garbledCgroups(t *testing.T, n *testnode.Node) {
 			return k >= 1, fmt.Sprintf("%d log lines", k)
 		})
 		p0 := passes(t, n)
-		poll(t, "three more passes", 40*time.Second, func() (bool, string) {
+		poll(t, "three more passes", 30*time.Second, func() (bool, string) {
 			v := passes(t, n)
 			return v >= p0+3, fmt.Sprintf("%v passes", v)
 		})

@@ -165,6 +165,10 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		Metrics:   met,
 		Log:       log,
 	}
+	// The loop waits for an eviction in flight, after the pod's grace
+	// period, as long as the Evicter waits for its pod to go (standalone:
+	// the loop's default; nothing is ever in flight).
+	var cleanupTimeout time.Duration
 	if cfg.Kubeconfig == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
 	} else {
@@ -181,6 +185,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "node", cfg.NodeName)
 		running += k.start(ctx, log, errc)
 		deps.Pods, deps.Evicter, deps.Status, deps.Events = k.pods, k.evicter, k.status, k.events
+		cleanupTimeout = k.evicter.CleanupTimeout()
 	}
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")
@@ -205,6 +210,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		MaxEvictionsPerHour:       cfg.MaxEvictionsPerHour,
 		LocalStorageEvictionQPS:   cfg.LocalStorageEvictionQPS,
 		LocalStorageEvictionBurst: cfg.LocalStorageEvictionBurst,
+		CleanupTimeout:            cleanupTimeout,
 	}, deps)
 	if err != nil {
 		log.Error("cannot start the loop", "err", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
@@ -13,6 +14,10 @@ import (
 type cgroupPods struct{ cfg host.Config }
 
 func (p cgroupPods) Pods(context.Context) ([]ranking.Pod, error) { return host.DiscoverPods(p.cfg) }
+
+// InFlight is always nil: without an API server evictd evicts nothing and
+// cannot see a pod's deletion.
+func (cgroupPods) InFlight() []manager.InFlight { return nil }
 
 // layoutOf tells whether the image filesystem is dedicated; without
 // --imagefs-path evictd knows of no image filesystem yet and treats the node

@@ -26,16 +26,18 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultCleanupTimeout is the kubelet's podCleanupTimeout.
-	DefaultCleanupTimeout = 30 * time.Second
+	// DefaultCleanupTimeout is the kubelet's podCleanupTimeout, and the
+	// loop's default bound on its wait for an eviction in flight.
+	DefaultCleanupTimeout = manager.DefaultCleanupTimeout
 	DefaultPollInterval   = time.Second
 )
 
 // ConditionReason is the reason of the DisruptionTarget condition evictd
 // puts on the pods it evicts. It is not the kubelet's TerminationByKubelet:
 // evictd is not the kubelet, and whoever reads the condition (a Job's
-// podFailurePolicy, an operator) should be able to tell who did it.
-const ConditionReason = "EvictionByEvictd"
+// podFailurePolicy, an operator, a restarted evictd looking for its
+// evictions in flight) should be able to tell who did it.
+const ConditionReason = manager.DisruptionTargetReason
 
 // EventReason is the reason of the Warning event on an evicted pod, the
 // kubelet's.
@@ -135,6 +137,11 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 	}
 	return &Evicter{cfg: cfg, client: client, recorder: recorder, log: log, owed: newOwedSet(cfg.OnOwed)}
 }
+
+// CleanupTimeout is the bound on Evict's wait for a pod to go, for the
+// loop's bound on its wait for an eviction in flight
+// (manager.Config.CleanupTimeout).
+func (e *Evicter) CleanupTimeout() time.Duration { return e.cfg.CleanupTimeout }
 
 // Evict evicts one pod and waits, bounded by Config.CleanupTimeout, until it
 // is gone:

@@ -142,6 +142,8 @@ type discoveredPods struct{ cfg host.Config }
 
 func (p discoveredPods) Pods(context.Context) ([]ranking.Pod, error) { return host.DiscoverPods(p.cfg) }
 
+func (discoveredPods) InFlight() []InFlight { return nil }
+
 // cgroupPodStats reads pod usage from the pod cgroups.
 type cgroupPodStats struct{ r *host.PodStatsReader }
 

@@ -63,8 +63,10 @@ func TestLoopEvictsPodOverItsEphemeralStorageLimitWithoutAnyThreshold(t *testing
 func TestLoopLocalStorageEvictionTakesThePassFromThresholds(t *testing.T) {
 	pods, stats := storagePods()
 	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
-	h := newHarnessWith(t, false, ths, pods, stats)
-	h.src.set(50 * mi) // memory.available is met from the first pass
+	// memory.available is met from the first pass: set before Run starts.
+	h := newHarnessTuned(t, false, ths, pods, stats, func(_ *Config, d *Deps) {
+		d.Sources[0].(*script).set(50 * mi)
+	})
 	st := h.next("start")
 	if st.Decision.Outcome != OutcomeLocalStorage {
 		t.Fatalf("outcome: got %s, want %s", st.Decision.Outcome, OutcomeLocalStorage)

@@ -17,9 +17,15 @@ import (
 	"github.com/evictd/evictd/thresholds"
 )
 
-// PodSource lists the pods running on this node.
+// PodSource lists the pods running on this node, and evictd's evictions
+// still in flight there.
 type PodSource interface {
 	Pods(ctx context.Context) ([]ranking.Pod, error)
+	// InFlight returns the pods evictd evicted that are still
+	// terminating: deletion requested, not finished, with a
+	// DisruptionTarget condition of reason DisruptionTargetReason. Nil
+	// when it cannot tell (no API server, or before the first list).
+	InFlight() []InFlight
 }
 
 // PodStatsSource reads the usage of the given pods, keyed by pod UID. Pods
@@ -87,6 +93,13 @@ type Config struct {
 	// A QPS of 0 means no limit.
 	LocalStorageEvictionQPS   float64
 	LocalStorageEvictionBurst int
+	// CleanupTimeout bounds the wait for an eviction in flight: a pod
+	// evictd evicted holds back the next eviction until it has gone, or
+	// until this long after its deletionTimestamp (the deletion plus its
+	// grace period). Set it to the Evicter's bound on its own wait
+	// (evict.Config.CleanupTimeout). Default 30s, the kubelet's
+	// podCleanupTimeout.
+	CleanupTimeout time.Duration
 }
 
 // Deps are the loop's connections to the world. Clock, Sources, Pods,
@@ -146,6 +159,15 @@ type Manager struct {
 	// removed something and still left a disk threshold met (reclaim.go).
 	settleUntil time.Time
 	pressures   map[signals.Pressure]bool
+	// lastInFlight are the evictions in flight the last pass saw;
+	// waitingFor is the UID of the pod the last withheld eviction waited
+	// for, so that each wait is said once; overdueSaid are the pods whose
+	// wait has ended and been said; seenGone are the pods the Evicter saw
+	// go, which the pod source's cache may still hold for a moment.
+	lastInFlight []InFlight
+	waitingFor   string
+	overdueSaid  map[string]bool
+	seenGone     map[string]time.Time
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -168,14 +190,19 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if cfg.MaxEvictionWait <= 0 {
 		cfg.MaxEvictionWait = 60 * time.Second
 	}
+	if cfg.CleanupTimeout <= 0 {
+		cfg.CleanupTimeout = DefaultCleanupTimeout
+	}
 	return &Manager{
-		cfg:       cfg,
-		deps:      deps,
-		decider:   NewDecider(cfg.Decider),
-		wake:      make(chan struct{}, 1),
-		pressures: map[signals.Pressure]bool{},
-		hour:      hourWindow{limit: cfg.MaxEvictionsPerHour},
-		bucket:    newTokenBucket(cfg.LocalStorageEvictionQPS, cfg.LocalStorageEvictionBurst),
+		cfg:         cfg,
+		deps:        deps,
+		decider:     NewDecider(cfg.Decider),
+		wake:        make(chan struct{}, 1),
+		pressures:   map[signals.Pressure]bool{},
+		overdueSaid: map[string]bool{},
+		seenGone:    map[string]time.Time{},
+		hour:        hourWindow{limit: cfg.MaxEvictionsPerHour},
+		bucket:      newTokenBucket(cfg.LocalStorageEvictionQPS, cfg.LocalStorageEvictionBurst),
 	}, nil
 }
 
@@ -275,9 +302,9 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // nextDeadline returns the earliest moment, after the last pass and before
 // the next tick, at which a decision changes with time alone: a waiting
-// threshold's grace period ends, or an active pressure's transition period
-// ends. Passes at those moments act on time instead of up to a housekeeping
-// interval late.
+// threshold's grace period ends, an active pressure's transition period
+// ends, or the wait for an eviction in flight ends. Passes at those
+// moments act on time instead of up to a housekeeping interval late.
 func (m *Manager) nextDeadline() (time.Time, bool) {
 	st := m.status.Load()
 	if st == nil {
@@ -303,6 +330,9 @@ func (m *Manager) nextDeadline() (time.Time, bool) {
 	if !m.settleUntil.IsZero() {
 		consider(m.settleUntil)
 	}
+	for _, f := range m.lastInFlight {
+		consider(m.waitUntil(f))
+	}
 	return next, !next.IsZero()
 }
 
@@ -319,6 +349,8 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	signals.DeriveContainerFs(obs, m.cfg.Decider.Layout)
 	pods, err := m.deps.Pods.Pods(ctx)
 	m.warnOnChange(&m.lastPodsErr, err, "could not list pods")
+	inFlight := m.notGone(m.deps.Pods.InFlight(), start)
+	m.lastInFlight = inFlight
 	var stats map[string]signals.PodStats
 	var statsErr error
 	if len(pods) > 0 {
@@ -336,10 +368,12 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	if m.deps.Status != nil {
 		m.deps.Status.Publish(start, pressureReports(dec.Evaluation, obs))
 	}
-	result := m.act(ctx, dec)
+	result := m.act(ctx, dec, inFlight)
 
 	st := newStatus(start, trigger, m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result, len(pods))
-	st.Limits = m.limits(m.deps.Clock.Now())
+	now := m.deps.Clock.Now()
+	st.Limits = m.limits(now)
+	st.InFlight = m.inFlightStatus(inFlight, now)
 	m.status.Store(st)
 	met.ObservePass(m.deps.Clock.Since(start))
 }
@@ -362,10 +396,12 @@ func (m *Manager) warnOnChange(last *string, err error, msg string) {
 }
 
 // act carries out an eviction decision, or reports what it would have done.
-// For a soft threshold a PodDisruptionBudget refusal moves on to the next
-// pod in rank order; a hard threshold has no fallbacks, because its Evicter
-// puts the node first. At most one pod is evicted per pass.
-func (m *Manager) act(ctx context.Context, dec Decision) string {
+// An eviction by evictd still in flight withholds it, in dry-run too (see
+// withheldInFlight). For a soft threshold a PodDisruptionBudget refusal
+// moves on to the next pod in rank order; a hard threshold has no
+// fallbacks, because its Evicter puts the node first. At most one pod is
+// evicted per pass.
+func (m *Manager) act(ctx context.Context, dec Decision, inFlight []InFlight) string {
 	met := m.deps.Metrics
 	if dec.Outcome == OutcomeLocalStorage {
 		return m.actLocalStorage(ctx, dec)
@@ -376,22 +412,30 @@ func (m *Manager) act(ctx context.Context, dec Decision) string {
 		}
 		return ""
 	}
+	reqs := dec.Requests()
 	if m.cfg.DryRun {
 		met.IncDecision(dec.Signal, "dry-run")
+	} else {
+		met.IncDecision(dec.Signal, string(dec.Outcome))
+	}
+	if why, withheld := m.withheldInFlight(reqs[0], inFlight, m.deps.Clock.Now()); withheld {
+		return why
+	}
+	if m.cfg.DryRun {
 		met.IncEviction(dec.Signal, "dry-run")
 		m.deps.Log.Info("dry run: would evict", "signal", dec.Signal, "pod", dec.Pod.Ref(),
 			"gracePeriodSeconds", dec.GracePeriod, "message", dec.Message)
 		return "dry-run"
 	}
-	met.IncDecision(dec.Signal, string(dec.Outcome))
 	var results []string
-	for _, req := range dec.Requests() {
+	for _, req := range reqs {
 		if why, capped := m.capped(req); capped {
 			return strings.Join(append(results, why), "; ")
 		}
 		log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
 		err := m.deps.Evicter.Evict(ctx, req)
 		m.recordIssued(err)
+		m.recordGone(req, err)
 		switch {
 		case err == nil:
 			met.IncEviction(req.Signal, "evicted")
@@ -432,7 +476,10 @@ func (m *Manager) act(ctx context.Context, dec Decision) string {
 }
 
 // actLocalStorage evicts every pod over its own local-storage limit, as
-// the kubelet does, one request per pod, or reports them in dry-run.
+// the kubelet does, one request per pod, or reports them in dry-run. An
+// eviction in flight withholds none of them: each pod is evicted for its
+// own use of its own limit, which another pod's termination does not
+// change.
 func (m *Manager) actLocalStorage(ctx context.Context, dec Decision) string {
 	met := m.deps.Metrics
 	var results []string
@@ -458,6 +505,7 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec Decision) string {
 		}
 		err := m.deps.Evicter.Evict(ctx, req)
 		m.recordIssued(err)
+		m.recordGone(req, err)
 		issued++
 		switch {
 		case err == nil:

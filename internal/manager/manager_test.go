@@ -56,6 +56,8 @@ type fixedPods []ranking.Pod
 
 func (p fixedPods) Pods(context.Context) ([]ranking.Pod, error) { return p, nil }
 
+func (fixedPods) InFlight() []InFlight { return nil }
+
 type fixedStats map[string]signals.PodStats
 
 func (s fixedStats) PodStats(context.Context, time.Time, []ranking.Pod) (map[string]signals.PodStats, error) {

@@ -22,6 +22,9 @@ type Status struct {
 	Result string `json:"result,omitempty"`
 	// Limits is where the safety limits stood after the pass.
 	Limits LimitsStatus `json:"limits"`
+	// InFlight are the pods evictd evicted that were still terminating:
+	// while one is not overdue, no other pod is evicted for a threshold.
+	InFlight []InFlightStatus `json:"inFlight,omitempty"`
 }
 
 // LimitsStatus is the state of the eviction cap.

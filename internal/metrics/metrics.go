@@ -44,6 +44,9 @@ const (
 const (
 	WithheldHourlyCap = "hourly-cap"
 	WithheldRateLimit = "rate-limit"
+	// WithheldInFlight: a pod evictd evicted is still terminating (and
+	// not overdue), so the pressure it still holds is no reason to evict.
+	WithheldInFlight = "eviction-in-flight"
 )
 
 // Pass triggers, the values of evictd_passes_total's trigger label.
@@ -225,7 +228,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"version", "goversion"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_evictions_withheld_total",
-			Help: "Evictions decided but not issued because of a safety limit, by reason: hourly-cap (--max-evictions-per-hour), rate-limit (--local-storage-eviction-qps and --local-storage-eviction-burst).",
+			Help: "Evictions decided but not issued because of a safety limit, by reason: hourly-cap (--max-evictions-per-hour), rate-limit (--local-storage-eviction-qps and --local-storage-eviction-burst), eviction-in-flight (a pod evictd evicted is still terminating).",
 		}, []string{"reason"}),
 		capHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "evictd_eviction_cap_reached_total",
@@ -323,7 +326,7 @@ func (m *Metrics) initCounters() {
 	for _, s := range wakeupSources {
 		m.wakeups.WithLabelValues(s)
 	}
-	for _, r := range []string{WithheldHourlyCap, WithheldRateLimit} {
+	for _, r := range []string{WithheldHourlyCap, WithheldRateLimit, WithheldInFlight} {
 		m.withheld.WithLabelValues(r)
 	}
 }
@@ -530,7 +533,8 @@ func (m *Metrics) ObserveIssueLatency(sig signals.Signal, d time.Duration) {
 	m.issue.WithLabelValues(string(sig)).Observe(seconds(d))
 }
 
-// IncWithheld counts an eviction withheld by a safety limit (Withheld…).
+// IncWithheld counts an eviction withheld by a safety limit or an
+// eviction in flight (Withheld…).
 func (m *Metrics) IncWithheld(reason string) {
 	if m == nil {
 		return

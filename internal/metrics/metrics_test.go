@@ -242,14 +242,16 @@ evictd_evictions_total{result="pdb-blocked",signal="nodefs.available"} 1
 				m.IncWithheld(WithheldHourlyCap)
 				m.IncWithheld(WithheldHourlyCap)
 				m.IncWithheld(WithheldRateLimit)
+				m.IncWithheld(WithheldInFlight)
 				m.IncCapReached()
 				m.SetEvictionsInLastHour(7)
 				m.SetEvictionsInLastHour(5)
 			},
 			collect: func(m *Metrics) prometheus.Collector { return collectors(m.withheld, m.capHits, m.lastHour) },
 			want: `
-# HELP evictd_evictions_withheld_total Evictions decided but not issued because of a safety limit, by reason: hourly-cap (--max-evictions-per-hour), rate-limit (--local-storage-eviction-qps and --local-storage-eviction-burst).
+# HELP evictd_evictions_withheld_total Evictions decided but not issued because of a safety limit, by reason: hourly-cap (--max-evictions-per-hour), rate-limit (--local-storage-eviction-qps and --local-storage-eviction-burst), eviction-in-flight (a pod evictd evicted is still terminating).
 # TYPE evictd_evictions_withheld_total counter
+evictd_evictions_withheld_total{reason="eviction-in-flight"} 1
 evictd_evictions_withheld_total{reason="hourly-cap"} 2
 evictd_evictions_withheld_total{reason="rate-limit"} 1
 # HELP evictd_eviction_cap_reached_total Times --max-evictions-per-hour was reached: counted once each time the cap withholds an eviction after having had room.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testcluster"
 	"github.com/evictd/evictd/ranking"
 )
@@ -41,8 +42,8 @@ func (w testLog) Write(p []byte) (int, error) {
 // TestSourceAgainstAPIServer runs the Source against a real kube-apiserver
 // under evictd's own identity (deploy/rbac.yaml, a TokenRequest token): it
 // lists only this node's active pods, converted as the kubelet sees them,
-// with their PodDisruptionBudgets; keeps answering while the API server is
-// down; and catches up when it returns.
+// with their PodDisruptionBudgets, and evictd's evictions in flight; keeps
+// answering while the API server is down; and catches up when it returns.
 func TestSourceAgainstAPIServer(t *testing.T) {
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx := t.Context()
@@ -70,6 +71,7 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	}
 
 	submitted := createWorld(t, ctx, admin)
+	createTerminating(t, ctx, admin)
 
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	src := New(evictd, thisNode, 0, log)
@@ -98,6 +100,9 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	checkPods(t, ctx, admin, pods)
 	checkDefaultsAsAPIServer(t, ctx, admin, submitted)
 	checkPDBs(t, src, pods)
+	inFlight := src.InFlight()
+	checkInFlight(t, ctx, admin, inFlight, "shop/evicted")
+	checkInFlightByWatch(t, ctx, admin, src)
 
 	// The API server goes away: the cache still answers.
 	begin = time.Now()
@@ -117,6 +122,9 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	}
 	if got := src.PDBs("shop", "web"); !reflect.DeepEqual(got, []string{"all", "web"}) {
 		t.Errorf("PDBs(shop/web) while the API server is down = %q", got)
+	}
+	if got := src.InFlight(); !reflect.DeepEqual(got, inFlight) {
+		t.Errorf("InFlight while the API server is down = %+v, want what it said before %+v", got, inFlight)
 	}
 
 	begin = time.Now()
@@ -289,6 +297,120 @@ func createWorld(t *testing.T, ctx context.Context, admin kubernetes.Interface) 
 		}
 	}
 	return submitted
+}
+
+// holdFinalizer keeps a deleted pod terminating: no controller removes it.
+const holdFinalizer = "evictd.test/hold"
+
+// createTerminating makes pods kept terminating by a finalizer, some with
+// evictd's DisruptionTarget condition (set through the status subresource,
+// as the Evicter sets it), and deletes them: only shop/evicted is one of
+// evictd's evictions in flight on thisNode. All are left out of Pods.
+func createTerminating(t *testing.T, ctx context.Context, admin kubernetes.Interface) {
+	t.Helper()
+	evictd := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: manager.DisruptionTargetReason, Message: "The node was low on resource: memory."}
+	api := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}
+	for _, tc := range []struct {
+		name, node string
+		cond       *v1.PodCondition
+		phase      v1.PodPhase
+	}{
+		{name: "evicted", node: thisNode, cond: &evictd},
+		{name: "deleted", node: thisNode},
+		{name: "evicted-by-someone-else", node: thisNode, cond: &api},
+		{name: "evicted-and-finished", node: thisNode, cond: &evictd, phase: v1.PodFailed},
+		{name: "evicted-elsewhere", node: otherNode, cond: &evictd},
+	} {
+		pod := create(t, ctx, admin, newPod("shop", tc.name, tc.node, func(p *v1.Pod) { p.Finalizers = []string{holdFinalizer} }))
+		markAndDelete(t, ctx, admin, pod, tc.cond, tc.phase)
+	}
+}
+
+// markAndDelete sets cond (if not nil) and phase (if set) on pod through
+// the status subresource, then deletes it, which its finalizer holds.
+func markAndDelete(t *testing.T, ctx context.Context, admin kubernetes.Interface, pod *v1.Pod, cond *v1.PodCondition, phase v1.PodPhase) {
+	t.Helper()
+	if cond != nil || phase != "" {
+		if cond != nil {
+			c := *cond
+			c.LastTransitionTime = metav1.Now()
+			pod.Status.Conditions = append(pod.Status.Conditions, c)
+		}
+		if phase != "" {
+			pod.Status.Phase = phase
+		}
+		if _, err := admin.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("status of %s/%s: %v", pod.Namespace, pod.Name, err)
+		}
+	}
+	if err := admin.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	got, err := admin.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil || got.DeletionTimestamp == nil {
+		t.Fatalf("%s/%s should be terminating: %v", pod.Namespace, pod.Name, err)
+	}
+}
+
+// checkInFlight compares InFlight's answer with the pods named, as the API
+// server has them.
+func checkInFlight(t *testing.T, ctx context.Context, admin kubernetes.Interface, got []manager.InFlight, names ...string) {
+	t.Helper()
+	var want []manager.InFlight
+	for _, ref := range names {
+		ns, name, _ := strings.Cut(ref, "/")
+		p, err := admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get %s: %v", ref, err)
+		}
+		want = append(want, manager.InFlight{Namespace: ns, Name: name, UID: string(p.UID), DeletionTimestamp: p.DeletionTimestamp.Time})
+	}
+	if len(got) != len(want) {
+		t.Fatalf("InFlight = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if g, w := got[i], want[i]; g.Ref() != w.Ref() || g.UID != w.UID || !g.DeletionTimestamp.Equal(w.DeletionTimestamp) {
+			t.Errorf("InFlight[%d] = %+v, want %+v", i, g, w)
+		}
+	}
+}
+
+// checkInFlightByWatch: an eviction made after the first list reaches
+// InFlight through the watch, with the condition kept by slim; once the
+// pod has finished it leaves InFlight.
+func checkInFlightByWatch(t *testing.T, ctx context.Context, admin kubernetes.Interface, src *Source) {
+	t.Helper()
+	pod := create(t, ctx, admin, newPod("shop", "evicted-late", thisNode, func(p *v1.Pod) { p.Finalizers = []string{holdFinalizer} }))
+	markAndDelete(t, ctx, admin, pod, &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: manager.DisruptionTargetReason}, "")
+	waitInFlight(t, ctx, src, "shop/evicted", "shop/evicted-late")
+	checkInFlight(t, ctx, admin, src.InFlight(), "shop/evicted", "shop/evicted-late")
+
+	// The kubelet reports the pod's containers stopped: a terminal phase.
+	p, err := admin.CoreV1().Pods("shop").Get(ctx, "evicted-late", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get shop/evicted-late: %v", err)
+	}
+	p.Status.Phase = v1.PodFailed
+	if _, err := admin.CoreV1().Pods("shop").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("status of shop/evicted-late: %v", err)
+	}
+	waitInFlight(t, ctx, src, "shop/evicted")
+}
+
+// waitInFlight waits until InFlight names the pods refs, in that order.
+func waitInFlight(t *testing.T, ctx context.Context, src *Source, refs ...string) {
+	t.Helper()
+	var got []string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got = got[:0]
+		for _, f := range src.InFlight() {
+			got = append(got, f.Ref())
+		}
+		return slices.Equal(got, refs), nil
+	})
+	if err != nil {
+		t.Fatalf("InFlight names %q, want %q: %v", got, refs, err)
+	}
 }
 
 // checkPods compares the Source's answer with the pods as written by hand.

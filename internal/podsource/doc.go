@@ -2,7 +2,8 @@
 // API server through informers (pods by spec.nodeName, PodDisruptionBudgets
 // of all namespaces) and converted into ranking.Pod the way the kubelet's
 // eviction manager sees them: QoS class, priority, critical or not, owner,
-// requests as the kubelet computes them, local volumes. Answers come from
-// the informers' cache, so evictd keeps deciding while the API server is
-// away.
+// requests as the kubelet computes them, local volumes. It also tells which
+// of them evictd evicted and are still terminating, its evictions in flight,
+// which outlive an evictd restart. Answers come from the informers' cache,
+// so evictd keeps deciding while the API server is away.
 package podsource

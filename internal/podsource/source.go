@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/ranking"
 )
 
@@ -50,6 +51,8 @@ type Source struct {
 	mu       sync.Mutex
 	watchErr map[string]string // last watch error logged, by resource
 }
+
+var _ manager.PodSource = (*Source)(nil)
 
 // New returns a Source for the pods bound to nodeName (field selector
 // spec.nodeName=<nodeName>) and the PodDisruptionBudgets of all
@@ -208,6 +211,37 @@ func (s *Source) Pods(_ context.Context) ([]ranking.Pod, error) {
 	return out, nil
 }
 
+// InFlight returns evictd's evictions still under way on the node, sorted
+// by namespace and name: the pods that carry a True DisruptionTarget
+// condition of reason manager.DisruptionTargetReason, are being deleted
+// (deletionTimestamp set) and have not finished (phase neither Succeeded
+// nor Failed). They are what Pods leaves out and what a restarted evictd
+// must wait for: their containers may still hold what their eviction is to
+// free. It answers from the cache, nil before the first list of the node's
+// pods.
+func (s *Source) InFlight() []manager.InFlight {
+	if !s.podsSynced() {
+		return nil
+	}
+	all, err := s.podLister.List(labels.Everything())
+	if err != nil {
+		s.log.Debug("list cached pods", "err", err)
+		return nil
+	}
+	var out []manager.InFlight
+	for _, pod := range all {
+		if inFlight(pod) {
+			out = append(out, manager.InFlight{
+				Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), DeletionTimestamp: pod.DeletionTimestamp.Time,
+			})
+		}
+	}
+	slices.SortFunc(out, func(a, b manager.InFlight) int {
+		return cmpStrings(a.Namespace, b.Namespace, a.Name, b.Name)
+	})
+	return out
+}
+
 // PDBs returns the names, sorted, of the PodDisruptionBudgets whose
 // selector matches the cached pod namespace/name, as the API server's
 // Eviction subresource matches them. It returns nil for a pod not in the
@@ -267,6 +301,26 @@ func active(pod *v1.Pod) bool {
 	return true
 }
 
+// inFlight reports a pod evictd evicted that is still terminating: being
+// deleted, not terminal, with evictd's DisruptionTarget condition.
+func inFlight(pod *v1.Pod) bool {
+	if pod.DeletionTimestamp == nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		return false
+	}
+	return evictedByEvictd(pod)
+}
+
+// evictedByEvictd reports a pod with a True DisruptionTarget condition of
+// evictd's reason.
+func evictedByEvictd(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			return c.Status == v1.ConditionTrue && c.Reason == manager.DisruptionTargetReason
+		}
+	}
+	return false
+}
+
 // noteOddities logs, once per version of a pod, what Convert had to clamp
 // or guess.
 func (s *Source) noteOddities(obj any) {
@@ -299,9 +353,10 @@ func (s *Source) watchFailed(resource string, err error) {
 // slim drops from a cached object what evictd never reads, to keep the
 // cache small: managedFields (often the largest part of an object), the
 // last-applied-configuration kubectl keeps in an annotation and, of a pod,
-// everything Convert, active and coveringPDBs do not look at: a container
-// keeps only its name, resources and restart policy, the status only its
-// phase and QoS class.
+// everything Convert, active, inFlight and coveringPDBs do not look at: a
+// container keeps only its name, resources and restart policy, the status
+// only its phase, QoS class and the type, status and reason of its
+// DisruptionTarget condition.
 func slim(obj any) (any, error) {
 	m, ok := obj.(metav1.Object)
 	if !ok {
@@ -316,7 +371,14 @@ func slim(obj any) (any, error) {
 			}
 		}
 		pod.Spec.EphemeralContainers = nil
-		pod.Status = v1.PodStatus{Phase: pod.Status.Phase, QOSClass: pod.Status.QOSClass}
+		var conds []v1.PodCondition
+		for _, c := range pod.Status.Conditions {
+			if c.Type == v1.DisruptionTarget {
+				conds = []v1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason}}
+				break
+			}
+		}
+		pod.Status = v1.PodStatus{Phase: pod.Status.Phase, QOSClass: pod.Status.QOSClass, Conditions: conds}
 	}
 	return obj, nil
 }

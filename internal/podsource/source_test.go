@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/manager"
 )
 
 func TestCoveringPDBs(t *testing.T) {
@@ -89,6 +90,53 @@ func TestActive(t *testing.T) {
 	}
 }
 
+// TestInFlight: a pod is one of evictd's evictions in flight when it is
+// being deleted, has not finished, and carries evictd's DisruptionTarget
+// condition, True.
+func TestInFlight(t *testing.T) {
+	now := metav1.Now()
+	cond := func(status v1.ConditionStatus, reason string) v1.PodCondition {
+		return v1.PodCondition{Type: v1.DisruptionTarget, Status: status, Reason: reason}
+	}
+	evictd := cond(v1.ConditionTrue, manager.DisruptionTargetReason)
+	tests := []struct {
+		name     string
+		phase    v1.PodPhase
+		deleting bool
+		conds    []v1.PodCondition
+		want     bool
+	}{
+		{name: "evicted by evictd, terminating", phase: v1.PodRunning, deleting: true, conds: []v1.PodCondition{evictd}, want: true},
+		{name: "evicted by evictd, pending", phase: v1.PodPending, deleting: true, conds: []v1.PodCondition{evictd}, want: true},
+		{name: "evicted by evictd, among other conditions", phase: v1.PodRunning, deleting: true,
+			conds: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}, evictd}, want: true},
+		{name: "evicted by evictd, finished (Failed)", phase: v1.PodFailed, deleting: true, conds: []v1.PodCondition{evictd}},
+		{name: "evicted by evictd, finished (Succeeded)", phase: v1.PodSucceeded, deleting: true, conds: []v1.PodCondition{evictd}},
+		{name: "marked by evictd, not deleted (yet)", phase: v1.PodRunning, conds: []v1.PodCondition{evictd}},
+		{name: "deleted by someone else", phase: v1.PodRunning, deleting: true},
+		{name: "evicted through the Eviction API by someone else", phase: v1.PodRunning, deleting: true,
+			conds: []v1.PodCondition{cond(v1.ConditionTrue, "EvictionByEvictionAPI")}},
+		{name: "evicted by the kubelet", phase: v1.PodRunning, deleting: true,
+			conds: []v1.PodCondition{cond(v1.ConditionTrue, "TerminationByKubelet")}},
+		{name: "evictd's reason, condition False", phase: v1.PodRunning, deleting: true,
+			conds: []v1.PodCondition{cond(v1.ConditionFalse, manager.DisruptionTargetReason)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &v1.Pod{Status: v1.PodStatus{Phase: tt.phase, Conditions: tt.conds}}
+			if tt.deleting {
+				pod.DeletionTimestamp = &now
+			}
+			if got := inFlight(pod); got != tt.want {
+				t.Errorf("inFlight = %v, want %v", got, tt.want)
+			}
+			if active(pod) && inFlight(pod) {
+				t.Errorf("both active and in flight")
+			}
+		})
+	}
+}
+
 // nowhere is a real client for an address nothing listens on.
 func nowhere(t *testing.T) *kubeclient.Client {
 	t.Helper()
@@ -127,6 +175,9 @@ func TestSourceBadArguments(t *testing.T) {
 			if got := s.PDBs("ns", "p"); got != nil {
 				t.Errorf("PDBs = %q, want nil", got)
 			}
+			if got := s.InFlight(); got != nil {
+				t.Errorf("InFlight = %v, want nil", got)
+			}
 		})
 	}
 }
@@ -151,6 +202,9 @@ func TestSourceBeforeFirstList(t *testing.T) {
 	if _, err := s.Pods(t.Context()); err == nil {
 		t.Errorf("Pods without a list = nil error")
 	}
+	if got := s.InFlight(); got != nil {
+		t.Errorf("InFlight without a list = %v, want nil", got)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil after cancel", err)
@@ -167,6 +221,7 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 	grace, prio := int64(45), int32(2000)
 	always := v1.ContainerRestartPolicyAlways
 	now := metav1.Now()
+	deleted := metav1.NewTime(now.Add(45 * time.Second))
 	big := func(name string, req, lim v1.ResourceList) v1.Container {
 		return v1.Container{
 			Name: name, Image: "registry.example/" + name + ":1", Command: []string{"/bin/" + name}, Args: []string{"--serve"},
@@ -183,6 +238,7 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "shop", Name: "web-1", UID: "u-42", ResourceVersion: "7", Labels: map[string]string{"app": "web"},
+			DeletionTimestamp: &deleted,
 			Annotations: map[string]string{
 				configSourceAnnotation: "file", configMirrorAnnotation: "abc",
 				lastAppliedAnnotation: `{"kind":"Pod"}`,
@@ -205,7 +261,12 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 		},
 		Status: v1.PodStatus{
 			Phase: v1.PodRunning, QOSClass: v1.PodQOSBurstable, PodIP: "10.0.0.7",
-			Conditions:        []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now}},
+			Conditions: []v1.PodCondition{
+				{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now},
+				{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: manager.DisruptionTargetReason, LastTransitionTime: now,
+					Message: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi."},
+				{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now},
+			},
 			ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true, ImageID: "sha256:1"}},
 		},
 	}
@@ -226,6 +287,13 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 	if a, w := active(slimmed), active(whole); a != w {
 		t.Errorf("active(slim(pod)) = %v, want %v", a, w)
 	}
+	if f, w := inFlight(slimmed), inFlight(whole); f != w || !w {
+		t.Errorf("inFlight(slim(pod)) = %v, want %v (true)", f, w)
+	}
+	wantConds := []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: manager.DisruptionTargetReason}}
+	if got := slimmed.Status.Conditions; !reflect.DeepEqual(got, wantConds) {
+		t.Errorf("conditions after slim = %+v, want only DisruptionTarget's type, status and reason %+v", got, wantConds)
+	}
 	if c, w := coveringPDBs(slimmed, pdbs), coveringPDBs(whole, pdbs); !reflect.DeepEqual(c, w) || len(w) != 1 {
 		t.Errorf("coveringPDBs(slim(pod)) = %q, want %q (one)", c, w)
 	}
@@ -237,7 +305,6 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 		"last-applied annotation":  slimmed.Annotations[lastAppliedAnnotation] == "",
 		"container images":         slimmed.Spec.Containers[0].Image == "" && slimmed.Spec.InitContainers[1].Image == "",
 		"container env and probes": slimmed.Spec.Containers[1].Env == nil && slimmed.Spec.Containers[1].LivenessProbe == nil,
-		"status conditions":        slimmed.Status.Conditions == nil,
 		"container statuses":       slimmed.Status.ContainerStatuses == nil,
 		"pod IP":                   slimmed.Status.PodIP == "",
 	} {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/evictd/evictd/internal/testruntime"
 )
 
 // cgroupMount is where this machine mounts its cgroup v1 hierarchies.
@@ -26,6 +28,23 @@ func createCgroupRoot(rel string) error {
 		return fmt.Errorf("create cgroup %s: %w", rel, err)
 	}
 	return nil
+}
+
+// unmountCgroupTree unmounts whatever is mounted below the cgroup rel in
+// every v1 hierarchy (a test's overlay of a cgroup file, left by a
+// failure). It comes before RemoveCgroupTree: removing a cgroup does not
+// remove a mount over one of its files, which then outlives the node and
+// can no longer be unmounted by its path.
+func unmountCgroupTree(rel string) error {
+	roots, err := filepath.Glob(filepath.Join(cgroupMount, "*", rel))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, root := range roots {
+		errs = append(errs, testruntime.UnmountUnder(root))
+	}
+	return errors.Join(errs...)
 }
 
 // RemoveCgroupTree removes the cgroup rel and every cgroup below it in

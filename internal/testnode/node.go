@@ -226,7 +226,7 @@ func (n *Node) Stop() error {
 	if n.runtime != nil {
 		errs = append(errs, n.runtime.Stop())
 	}
-	errs = append(errs, RemoveCgroupTree(n.cgroupRoot))
+	errs = append(errs, unmountCgroupTree(n.cgroupRoot), RemoveCgroupTree(n.cgroupRoot))
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop())
 	}

@@ -1,0 +1,160 @@
+package manager
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/evictd/evictd/internal/metrics"
+)
+
+// DisruptionTargetReason is the reason of the DisruptionTarget condition
+// evictd puts on every pod it evicts. The Evicter writes it; the pod
+// source finds evictd's evictions still in flight by it, also those of an
+// evictd process that has since died.
+const DisruptionTargetReason = "EvictionByEvictd"
+
+// DefaultCleanupTimeout is the default of Config.CleanupTimeout, the
+// kubelet's podCleanupTimeout.
+const DefaultCleanupTimeout = 30 * time.Second
+
+// InFlight is an eviction by evictd still under way: a pod of the node
+// that carries evictd's DisruptionTarget condition and is terminating
+// (deletion requested, not finished). It lives in the API server, so an
+// evictd restarted while the pod terminates sees it too.
+type InFlight struct {
+	Namespace string
+	Name      string
+	UID       string
+	// DeletionTimestamp is the pod's metadata.deletionTimestamp: the time
+	// of the deletion plus its grace period, when the kubelet is to have
+	// stopped the pod.
+	DeletionTimestamp time.Time
+}
+
+// Ref is namespace/name.
+func (f InFlight) Ref() string { return f.Namespace + "/" + f.Name }
+
+// InFlightStatus is an eviction in flight as /status shows it.
+type InFlightStatus struct {
+	Pod               string    `json:"pod"`
+	UID               string    `json:"uid"`
+	DeletionTimestamp time.Time `json:"deletionTimestamp"`
+	// WaitUntil is when evictd stops waiting for the pod if it has not
+	// gone: DeletionTimestamp plus the cleanup timeout.
+	WaitUntil time.Time `json:"waitUntil"`
+	// Overdue is true once WaitUntil has passed: the pod no longer holds
+	// back the next eviction.
+	Overdue bool `json:"overdue"`
+}
+
+// waitUntil is when the wait for f ends: its deletionTimestamp plus the
+// cleanup timeout, as the kubelet waits for the grace period and then for
+// the pod's cleanup.
+func (m *Manager) waitUntil(f InFlight) time.Time {
+	return f.DeletionTimestamp.Add(m.cfg.CleanupTimeout)
+}
+
+// awaited returns, of the evictions in flight that are not overdue at
+// now, the one whose wait ends last, and when that is; false when every
+// one is overdue or there is none.
+func (m *Manager) awaited(inFlight []InFlight, now time.Time) (InFlight, time.Time, bool) {
+	var last InFlight
+	var until time.Time
+	for _, f := range inFlight {
+		if u := m.waitUntil(f); now.Before(u) && u.After(until) {
+			last, until = f, u
+		}
+	}
+	return last, until, !until.IsZero()
+}
+
+// withheldInFlight reports whether an eviction by evictd still in flight
+// withholds req at now, with the pass's result for it. Like the kubelet,
+// which waits for an evicted pod's cleanup before it evicts again, evictd
+// evicts no second pod while the first one, which still holds what its
+// eviction is to free, terminates: the pressure it sees then is no reason
+// to evict. The wait is bounded: a pod still there after its
+// deletionTimestamp plus the cleanup timeout is overdue, so that a pod
+// stuck terminating cannot keep evictd from acting. Each pod waited for
+// is said once at Info, its repeats at Debug, and the first pass that
+// acts although it is still there once at Warn.
+func (m *Manager) withheldInFlight(req Request, inFlight []InFlight, now time.Time) (string, bool) {
+	m.noteOverdue(inFlight, now)
+	f, until, ok := m.awaited(inFlight, now)
+	if !ok {
+		m.waitingFor = ""
+		return "", false
+	}
+	m.deps.Metrics.IncWithheld(metrics.WithheldInFlight)
+	untilText := until.UTC().Format(time.RFC3339)
+	args := []any{"terminating", f.Ref(), "uid", f.UID, "waitUntil", untilText, "pod", req.Pod.Ref(), "signal", req.Signal}
+	if m.waitingFor != f.UID {
+		m.waitingFor = f.UID
+		m.deps.Log.Info("eviction withheld: a pod evictd evicted is still terminating; waiting until it has gone", args...)
+	} else {
+		m.deps.Log.Debug("eviction withheld: a pod evictd evicted is still terminating", args...)
+	}
+	return fmt.Sprintf("withheld %s (eviction of %s in flight; waiting until it has gone, at most until %s)",
+		req.Pod.Ref(), f.Ref(), untilText), true
+}
+
+// noteOverdue logs, once per pod, an eviction in flight whose wait has
+// ended although the pod is still there, and forgets the pods no longer
+// in flight.
+func (m *Manager) noteOverdue(inFlight []InFlight, now time.Time) {
+	for uid := range m.overdueSaid {
+		if !slices.ContainsFunc(inFlight, func(f InFlight) bool { return f.UID == uid }) {
+			delete(m.overdueSaid, uid)
+		}
+	}
+	for _, f := range inFlight {
+		if u := m.waitUntil(f); !now.Before(u) && !m.overdueSaid[f.UID] {
+			m.overdueSaid[f.UID] = true
+			m.deps.Log.Warn("a pod evictd evicted is still terminating past its grace period and the cleanup timeout; no longer waiting for it",
+				"terminating", f.Ref(), "uid", f.UID, "deletionTimestamp", f.DeletionTimestamp.UTC().Format(time.RFC3339),
+				"cleanupTimeout", m.cfg.CleanupTimeout)
+		}
+	}
+}
+
+// recordGone notes a pod the Evicter saw go (Evict returned nil: not
+// found, replaced or finished), so that the passes after it, the first of
+// which the eviction wakes, do not wait for it while the pod source's
+// cache catches up with its deletion.
+func (m *Manager) recordGone(req Request, err error) {
+	if err == nil {
+		m.seenGone[req.Pod.UID] = m.deps.Clock.Now()
+	}
+}
+
+// seenGoneMemory is how long a pod seen gone is remembered: far longer
+// than any cache lags behind, short enough to keep the set small.
+const seenGoneMemory = time.Hour
+
+// notGone drops from inFlight the pods the Evicter saw go, and forgets
+// those seen gone long ago.
+func (m *Manager) notGone(inFlight []InFlight, now time.Time) []InFlight {
+	for uid, at := range m.seenGone {
+		if now.Sub(at) > seenGoneMemory {
+			delete(m.seenGone, uid)
+		}
+	}
+	var out []InFlight
+	for _, f := range inFlight {
+		if _, gone := m.seenGone[f.UID]; !gone {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// inFlightStatus reports the evictions in flight at now for /status.
+func (m *Manager) inFlightStatus(inFlight []InFlight, now time.Time) []InFlightStatus {
+	var out []InFlightStatus
+	for _, f := range inFlight {
+		u := m.waitUntil(f)
+		out = append(out, InFlightStatus{Pod: f.Ref(), UID: f.UID, DeletionTimestamp: f.DeletionTimestamp, WaitUntil: u, Overdue: !now.Before(u)})
+	}
+	return out
+}
