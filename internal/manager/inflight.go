@@ -30,6 +30,10 @@ type InFlight struct {
 	// of the deletion plus its grace period, when the kubelet is to have
 	// stopped the pod.
 	DeletionTimestamp time.Time
+	// DeletionGracePeriod is the pod's metadata.deletionGracePeriodSeconds,
+	// the grace period its eviction gave it: DeletionTimestamp less it is
+	// when the eviction was issued.
+	DeletionGracePeriod time.Duration
 }
 
 // Ref is namespace/name.
@@ -40,29 +44,50 @@ type InFlightStatus struct {
 	Pod               string    `json:"pod"`
 	UID               string    `json:"uid"`
 	DeletionTimestamp time.Time `json:"deletionTimestamp"`
-	// WaitUntil is when evictd stops waiting for the pod if it has not
-	// gone: DeletionTimestamp plus the cleanup timeout.
+	// WaitUntil is when evictd stops waiting for the pod, if it has not
+	// gone, before a soft threshold's eviction: DeletionTimestamp plus the
+	// cleanup timeout.
 	WaitUntil time.Time `json:"waitUntil"`
+	// WaitUntilHard is the same before a hard threshold's eviction: no
+	// later than the cleanup timeout after the eviction was issued.
+	WaitUntilHard time.Time `json:"waitUntilHard"`
 	// Overdue is true once WaitUntil has passed: the pod no longer holds
 	// back the next eviction.
 	Overdue bool `json:"overdue"`
 }
 
-// waitUntil is when the wait for f ends: its deletionTimestamp plus the
-// cleanup timeout, as the kubelet waits for the grace period and then for
-// the pod's cleanup.
-func (m *Manager) waitUntil(f InFlight) time.Time {
-	return f.DeletionTimestamp.Add(m.cfg.CleanupTimeout)
+// waitUntil is when the wait for f ends before an eviction for a soft
+// threshold (hard false): its deletionTimestamp plus the cleanup timeout,
+// as the kubelet waits for the grace period and then for the pod's
+// cleanup. Before an eviction for a hard threshold it ends no later than
+// the cleanup timeout after f's eviction was issued, as the Evicter's own
+// wait for a pod does: a soft eviction's grace period, which can be
+// minutes, must not hold off a node in danger.
+func (m *Manager) waitUntil(f InFlight, hard bool) time.Time {
+	soft := f.DeletionTimestamp.Add(m.cfg.CleanupTimeout)
+	if !hard {
+		return soft
+	}
+	issued := f.DeletionTimestamp.Add(-f.DeletionGracePeriod)
+	return minTime(soft, issued.Add(m.cfg.CleanupTimeout))
 }
 
-// awaited returns, of the evictions in flight that are not overdue at
-// now, the one whose wait ends last, and when that is; false when every
-// one is overdue or there is none.
-func (m *Manager) awaited(inFlight []InFlight, now time.Time) (InFlight, time.Time, bool) {
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// awaited returns, of the evictions in flight that are not overdue at now
+// for an eviction for a hard or a soft threshold, the one whose wait ends
+// last, and when that is; false when every one is overdue or there is
+// none.
+func (m *Manager) awaited(inFlight []InFlight, now time.Time, hard bool) (InFlight, time.Time, bool) {
 	var last InFlight
 	var until time.Time
 	for _, f := range inFlight {
-		if u := m.waitUntil(f); now.Before(u) && u.After(until) {
+		if u := m.waitUntil(f, hard); now.Before(u) && u.After(until) {
 			last, until = f, u
 		}
 	}
@@ -81,7 +106,7 @@ func (m *Manager) awaited(inFlight []InFlight, now time.Time) (InFlight, time.Ti
 // acts although it is still there once at Warn.
 func (m *Manager) withheldInFlight(req Request, inFlight []InFlight, now time.Time) (string, bool) {
 	m.noteOverdue(inFlight, now)
-	f, until, ok := m.awaited(inFlight, now)
+	f, until, ok := m.awaited(inFlight, now, req.Hard)
 	if !ok {
 		m.waitingFor = ""
 		return "", false
@@ -109,7 +134,7 @@ func (m *Manager) noteOverdue(inFlight []InFlight, now time.Time) {
 		}
 	}
 	for _, f := range inFlight {
-		if u := m.waitUntil(f); !now.Before(u) && !m.overdueSaid[f.UID] {
+		if u := m.waitUntil(f, false); !now.Before(u) && !m.overdueSaid[f.UID] {
 			m.overdueSaid[f.UID] = true
 			m.deps.Log.Warn("a pod evictd evicted is still terminating past its grace period and the cleanup timeout; no longer waiting for it",
 				"terminating", f.Ref(), "uid", f.UID, "deletionTimestamp", f.DeletionTimestamp.UTC().Format(time.RFC3339),
@@ -153,8 +178,9 @@ func (m *Manager) notGone(inFlight []InFlight, now time.Time) []InFlight {
 func (m *Manager) inFlightStatus(inFlight []InFlight, now time.Time) []InFlightStatus {
 	var out []InFlightStatus
 	for _, f := range inFlight {
-		u := m.waitUntil(f)
-		out = append(out, InFlightStatus{Pod: f.Ref(), UID: f.UID, DeletionTimestamp: f.DeletionTimestamp, WaitUntil: u, Overdue: !now.Before(u)})
+		u := m.waitUntil(f, false)
+		out = append(out, InFlightStatus{Pod: f.Ref(), UID: f.UID, DeletionTimestamp: f.DeletionTimestamp,
+			WaitUntil: u, WaitUntilHard: m.waitUntil(f, true), Overdue: !now.Before(u)})
 	}
 	return out
 }

@@ -80,6 +80,13 @@ func slow(at time.Time) InFlight {
 	return InFlight{Namespace: "default", Name: "slow", UID: "u-slow", DeletionTimestamp: at}
 }
 
+// slowGrace is slow whose eviction gave it grace.
+func slowGrace(at time.Time, grace time.Duration) InFlight {
+	f := slow(at)
+	f.DeletionGracePeriod = grace
+	return f
+}
+
 // TestLoopEvictionInFlight: a pod evictd evicted that is still terminating
 // (as a restarted evictd finds it) withholds the next eviction until its
 // deletionTimestamp plus the cleanup timeout; after that, or with none in
@@ -143,6 +150,19 @@ func TestLoopEvictionInFlight(t *testing.T) {
 		wantResult:   "withheld default/hog (eviction of default/slow in flight; waiting until it has gone, at most until " + rfc(at.Add(time.Minute+5*time.Second)) + ")",
 		wantWithheld: 1,
 		wantOverdue:  []bool{true, false},
+	}, {
+		// A soft eviction with a 300 s grace period, issued 30 s ago.
+		name:        "a soft eviction's long grace period does not hold off a hard threshold past the cleanup timeout",
+		inFlight:    []InFlight{slowGrace(at.Add(270*time.Second), 300*time.Second)},
+		wantResult:  "evicted default/hog",
+		wantEvicted: []string{"hog"},
+		wantOverdue: []bool{false},
+	}, {
+		name:         "a soft eviction's long grace period, issued 10 s ago: a hard threshold waits the cleanup timeout from it",
+		inFlight:     []InFlight{slowGrace(at.Add(290*time.Second), 300*time.Second)},
+		wantResult:   "withheld default/hog (eviction of default/slow in flight; waiting until it has gone, at most until " + rfc(at.Add(20*time.Second)) + ")",
+		wantWithheld: 1,
+		wantOverdue:  []bool{false},
 	}, {
 		name:       "dry-run, nothing in flight: would evict",
 		dryRun:     true,

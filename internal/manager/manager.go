@@ -331,7 +331,8 @@ func (m *Manager) nextDeadline() (time.Time, bool) {
 		consider(m.settleUntil)
 	}
 	for _, f := range m.lastInFlight {
-		consider(m.waitUntil(f))
+		consider(m.waitUntil(f, true))
+		consider(m.waitUntil(f, false))
 	}
 	return next, !next.IsZero()
 }

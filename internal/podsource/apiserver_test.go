@@ -363,7 +363,11 @@ func checkInFlight(t *testing.T, ctx context.Context, admin kubernetes.Interface
 		if err != nil {
 			t.Fatalf("get %s: %v", ref, err)
 		}
-		want = append(want, manager.InFlight{Namespace: ns, Name: name, UID: string(p.UID), DeletionTimestamp: p.DeletionTimestamp.Time})
+		if p.DeletionGracePeriodSeconds == nil {
+			t.Fatalf("pod %s/%s is terminating without a deletionGracePeriodSeconds", ns, name)
+		}
+		want = append(want, manager.InFlight{Namespace: ns, Name: name, UID: string(p.UID), DeletionTimestamp: p.DeletionTimestamp.Time,
+			DeletionGracePeriod: time.Duration(*p.DeletionGracePeriodSeconds) * time.Second})
 	}
 	if len(got) != len(want) {
 		t.Fatalf("InFlight = %+v, want %+v", got, want)

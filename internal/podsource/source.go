@@ -22,6 +22,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
@@ -233,6 +234,7 @@ func (s *Source) InFlight() []manager.InFlight {
 		if inFlight(pod) {
 			out = append(out, manager.InFlight{
 				Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), DeletionTimestamp: pod.DeletionTimestamp.Time,
+				DeletionGracePeriod: time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second,
 			})
 		}
 	}
