@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/testruntime"
 )
 
 // TestPureStagesImportNoSystem keeps the deciding stages pure: thresholds,
@@ -126,6 +129,39 @@ func TestAgentLinksNoUnusedLayers(t *testing.T) {
 			if strings.HasPrefix(dep+"/", prefix) {
 				t.Errorf("evictd links %s: %s", dep, what)
 			}
+		}
+	}
+}
+
+// TestReleaseBuildLinksNoTemplates keeps text/template's calls of methods
+// by name out of the released agent: once reachable, they make the linker
+// keep every exported method of every type, a quarter of the binary. gRPC
+// reaches them through golang.org/x/net/trace's html/template unless built
+// with grpcnotrace; `make build` and the tests' builds
+// (testruntime.BuildTags) must set it.
+func TestReleaseBuildLinksNoTemplates(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "TAGS     ?= " + testruntime.BuildTags + "\n"; !strings.Contains(string(makefile), want) {
+		t.Errorf("the Makefile does not set %q; testruntime.BuildTags and make build must agree", strings.TrimSpace(want))
+	}
+	out, err := exec.Command(goBin, "list", "-tags", testruntime.BuildTags, "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 {
+		t.Fatalf("go list -deps listed %d packages; want evictd's whole graph", len(deps))
+	}
+	for _, dep := range deps {
+		if dep == "golang.org/x/net/trace" || dep == "html/template" {
+			t.Errorf("evictd built with -tags %s links %s", testruntime.BuildTags, dep)
 		}
 	}
 }
