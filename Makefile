@@ -8,6 +8,13 @@ GO       ?= go
 BIN      := bin/evictd
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
+# grpcnotrace builds gRPC without golang.org/x/net/trace: its per-call
+# traces (grpc.EnableTracing) are off and its /debug/requests pages go on
+# http.DefaultServeMux, which evictd does not serve. Linked in, its
+# html/template reaches text/template's calls of methods by name, and the
+# linker then keeps every exported method of every type: 7.5 of the
+# binary's 31 MB, mapped in (docs/BENCHMARKS.md, "Cost on a real node").
+TAGS     ?= grpcnotrace
 PREFIX   ?= /usr/local
 SYSCONF  ?= /etc
 UNITDIR  ?= /etc/systemd/system
@@ -23,7 +30,7 @@ RUN_ARGS ?=
 all: build
 
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/evictd
+	$(GO) build -tags '$(TAGS)' -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/evictd
 
 # Runs the agent on this host until Ctrl-C: it reads this machine's memory,
 # filesystems and PIDs, decides, and serves metrics; with no --kubeconfig it

@@ -35,8 +35,8 @@ const (
 	settleQuiet = time.Second
 )
 
-// Runtime is the part of the CRI runtime service reclaim needs; the
-// k8s.io/cri-client runtime client (internalapi.RuntimeService) satisfies it.
+// Runtime is the part of the CRI runtime service reclaim needs; evictd's
+// cri.RuntimeService and k8s.io/cri-client's runtime client satisfy it.
 type Runtime interface {
 	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 	StopPodSandbox(ctx context.Context, podSandboxID string) error
@@ -45,9 +45,8 @@ type Runtime interface {
 	RemoveContainer(ctx context.Context, containerID string) error
 }
 
-// Images is the part of the CRI image service reclaim needs; the
-// k8s.io/cri-client image client (internalapi.ImageManagerService) satisfies
-// it.
+// Images is the part of the CRI image service reclaim needs; evictd's
+// cri.ImageService and k8s.io/cri-client's image client satisfy it.
 type Images interface {
 	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
 	RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/evictd/evictd/internal/cri"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testruntime"
 	"github.com/evictd/evictd/signals"
@@ -47,6 +48,7 @@ func TestImagesOnContainerd(t *testing.T) {
 		}
 	}
 	rs, is := rt.RuntimeService(), rt.ImageService()
+	agent := agentCRI(t, rt)
 	p := runSandbox(t, rs, "user", cgroupParent)
 	p.start(t, "app", 0, usedImage, "sleep")
 
@@ -57,7 +59,7 @@ func TestImagesOnContainerd(t *testing.T) {
 		// The CRI removes an image and its content synchronously: no
 		// settling (which the fake clock would never let end).
 		Settle: -1,
-	}, rs, is, logger(t))
+	}, agent.RuntimeService(), agent.ImageService(), logger(t))
 
 	actions := reclaim(t, r, signals.ImageFsAvailable, signals.DedicatedImageFs)
 	if got := removed(actions); got[KindContainers] != 0 || got[KindImages] != 0 {
@@ -109,6 +111,7 @@ func TestContainersOnContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs, is := rt.RuntimeService(), rt.ImageService()
+	agent := agentCRI(t, rt)
 
 	gone := runSandbox(t, rs, "gone", cgroupParent)
 	writer := gone.start(t, "writer", 0, usedImage, "write", "--dir", "/data", "--mib", "10")
@@ -132,7 +135,7 @@ func TestContainersOnContainerd(t *testing.T) {
 		}
 	}
 
-	r := New(Config{NodeFsPath: rt.RootDir(), SandboxImage: testruntime.PauseImage, Timeout: 20 * time.Second}, rs, is, logger(t))
+	r := New(Config{NodeFsPath: rt.RootDir(), SandboxImage: testruntime.PauseImage, Timeout: 20 * time.Second}, agent.RuntimeService(), agent.ImageService(), logger(t))
 	before := available(t, rt.RootDir())
 	actions := reclaim(t, r, signals.NodeFsAvailable, signals.SingleFs)
 	shown := available(t, rt.RootDir()) - before
@@ -332,6 +335,23 @@ func waitLog(t *testing.T, path, want string) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// agentCRI dials the CRI client the agent gives reclaim (internal/cri over
+// cri-api's gRPC client); the tests set their pods up with the runtime's
+// own (k8s.io/cri-client).
+func agentCRI(t *testing.T, rt *testruntime.Runtime) *cri.Client {
+	t.Helper()
+	c, err := cri.Dial(t.Context(), rt.Endpoint(), "", 20*time.Second, logger(t))
+	if err != nil {
+		t.Fatalf("Dial(%s): %v", rt.Endpoint(), err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
 }
 
 func logger(t *testing.T) *slog.Logger {

@@ -73,6 +73,7 @@ func TestUnitSettings(t *testing.T) {
 		{"Service", "Restart", []string{"always"}},
 		{"Service", "RestartSec", []string{"2s"}},
 		{"Service", "OOMScoreAdjust", []string{"-999"}},
+		{"Service", "Environment", []string{"GOMEMLIMIT=192MiB", "GOGC=50"}},
 		{"Service", "CapabilityBoundingSet", []string{"CAP_DAC_READ_SEARCH"}},
 		{"Service", "ProtectSystem", []string{"strict"}},
 		{"Service", "ProtectHome", []string{"true"}},

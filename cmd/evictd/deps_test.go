@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/testruntime"
 )
 
 // TestPureStagesImportNoSystem keeps the deciding stages pure: thresholds,
@@ -94,6 +97,75 @@ func TestAgentLinksOnlyItsAPIGroups(t *testing.T) {
 	}
 }
 
+// TestAgentLinksNoUnusedLayers keeps out of the agent the libraries it
+// linked for nothing but their weight in its resident memory
+// (docs/BENCHMARKS.md, "Cost on a real node"): each is named with what
+// brought it in. A prefix matches a module's packages.
+func TestAgentLinksNoUnusedLayers(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	banned := map[string]string{
+		// cri-client wraps the generated CRI clients with klog logging
+		// and OpenTelemetry's gRPC tracing, which evictd never turns on;
+		// internal/cri calls cri-api's generated clients. (The
+		// OpenTelemetry trace API itself stays: k8s.io/kubelet's config
+		// types reach it through component-base/metrics.)
+		"k8s.io/cri-client/":           "k8s.io/cri-client",
+		"go.opentelemetry.io/contrib/": "OpenTelemetry's gRPC instrumentation (through k8s.io/cri-client)",
+		"go.opentelemetry.io/auto/":    "OpenTelemetry's auto SDK (through k8s.io/cri-client)",
+	}
+	out, err := exec.Command(goBin, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 {
+		t.Fatalf("go list -deps listed %d packages; want evictd's whole graph", len(deps))
+	}
+	for _, dep := range deps {
+		for prefix, what := range banned {
+			if strings.HasPrefix(dep+"/", prefix) {
+				t.Errorf("evictd links %s: %s", dep, what)
+			}
+		}
+	}
+}
+
+// TestReleaseBuildLinksNoTemplates keeps text/template's calls of methods
+// by name out of the released agent: once reachable, they make the linker
+// keep every exported method of every type, a quarter of the binary. gRPC
+// reaches them through golang.org/x/net/trace's html/template unless built
+// with grpcnotrace; `make build` and the tests' builds
+// (testruntime.BuildTags) must set it.
+func TestReleaseBuildLinksNoTemplates(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "TAGS     ?= " + testruntime.BuildTags + "\n"; !strings.Contains(string(makefile), want) {
+		t.Errorf("the Makefile does not set %q; testruntime.BuildTags and make build must agree", strings.TrimSpace(want))
+	}
+	out, err := exec.Command(goBin, "list", "-tags", testruntime.BuildTags, "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 {
+		t.Fatalf("go list -deps listed %d packages; want evictd's whole graph", len(deps))
+	}
+	for _, dep := range deps {
+		if dep == "golang.org/x/net/trace" || dep == "html/template" {
+			t.Errorf("evictd built with -tags %s links %s", testruntime.BuildTags, dep)
+		}
+	}
+}
+
 // TestNoShellingOut keeps evictd from running other programs: no package of
 // this module in the binary's dependency graph (test files left out, as
 // go list leaves them) imports os/exec, the process helpers of the tests
@@ -114,8 +186,6 @@ func TestNoShellingOut(t *testing.T) {
 		"k8s.io/client-go/plugin/pkg/client/auth/exec": "kubeconfig exec credential plugins",
 		// OpenAPI compiler plugins; client-go only parses documents.
 		"github.com/google/gnostic-models/compiler": "gnostic plugins",
-		// Types of exec errors for CRI ExecSync; evictd makes no ExecSync.
-		"k8s.io/utils/exec": "CRI ExecSync error types",
 		// dbus-launch for a session bus; cgroup v1 stats open no bus.
 		"github.com/godbus/dbus/v5": "session bus autolaunch",
 		// dmsetup and thin_ls for devicemapper storage; evictd stats

@@ -6,18 +6,31 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
-	internalapi "k8s.io/cri-api/pkg/apis"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	remote "k8s.io/cri-client/pkg"
-	"k8s.io/klog/v2"
 )
 
 // DefaultTimeout bounds each CRI call when Dial is given no timeout.
 const DefaultTimeout = 2 * time.Second
+
+// The gRPC connection's settings, k8s.io/cri-client's (pkg/remote_runtime.go
+// and utils.go), the kubelet's own.
+const (
+	// maxMsgSize bounds a reply: 16 MiB, against gRPC's default 4 MiB (a
+	// list of every container's stats on a full node).
+	maxMsgSize = 16 << 20
+	// After a lost connection, reconnecting backs off from baseBackoffDelay
+	// to maxBackoffDelay, each try given minConnectTimeout.
+	baseBackoffDelay  = 100 * time.Millisecond
+	maxBackoffDelay   = 3 * time.Second
+	minConnectTimeout = 5 * time.Second
+)
 
 // Client talks to a container runtime over the CRI. Every call is bounded by
 // the timeout given to Dial, so a slow or stopped runtime makes a call fail,
@@ -26,9 +39,12 @@ const DefaultTimeout = 2 * time.Second
 type Client struct {
 	endpoint, imageEndpoint string
 	timeout                 time.Duration
-	rs                      internalapi.RuntimeService
-	is                      internalapi.ImageManagerService
-	log                     *slog.Logger
+	// conns are the gRPC connections: one, or two when the image service
+	// has an endpoint of its own.
+	conns []*grpc.ClientConn
+	rs    *RuntimeService
+	is    *ImageService
+	log   *slog.Logger
 	// du caches PodDiskStats' directory walks.
 	du *dirUsage
 }
@@ -55,37 +71,73 @@ func Dial(ctx context.Context, endpoint, imageEndpoint string, timeout time.Dura
 	c := &Client{endpoint: endpoint, imageEndpoint: imageEndpoint, timeout: timeout, log: log.With("endpoint", endpoint),
 		du: newDirUsage(DefaultMaxAge, DefaultMaxEntries)}
 
-	// cri-client leaves its gRPC connection open (and reconnecting) when
-	// the runtime does not answer its first call, so a runtime that is not
-	// there must be found out before any client is made: dial the sockets.
+	// A gRPC connection to a socket with nothing behind it keeps trying
+	// in the background: find a runtime that is not there before making one.
 	for _, ep := range []string{endpoint, imageEndpoint} {
 		if err := probe(ctx, ep, timeout); err != nil {
 			return nil, err
 		}
 	}
 
-	dctx, cancel := c.callContext(ctx)
-	defer cancel()
-	rs, err := remote.NewRemoteRuntimeService(dctx, endpoint, timeout, nil, false)
+	rconn, err := connect(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("CRI runtime service at %s: %w", endpoint, err)
 	}
-	ictx, icancel := c.callContext(ctx)
-	defer icancel()
-	is, err := remote.NewRemoteImageService(ictx, imageEndpoint, timeout, nil, false)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("CRI image service at %s: %w", imageEndpoint, err), rs.Close(ctx))
+	c.conns = append(c.conns, rconn)
+	iconn := rconn
+	if imageEndpoint != endpoint {
+		if iconn, err = connect(imageEndpoint); err != nil {
+			return nil, errors.Join(fmt.Errorf("CRI image service at %s: %w", imageEndpoint, err), c.Close())
+		}
+		c.conns = append(c.conns, iconn)
 	}
-	c.rs, c.is = rs, is
+	c.rs = &RuntimeService{client: runtimeapi.NewRuntimeServiceClient(rconn), timeout: timeout}
+	c.is = &ImageService{client: runtimeapi.NewImageServiceClient(iconn), timeout: timeout}
+
+	// Check that both services speak CRI v1, as cri-client does: a
+	// Version call and an ImageFsInfo call.
+	vctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.rs.client.Version(vctx, &runtimeapi.VersionRequest{}); err != nil {
+		return nil, errors.Join(fmt.Errorf("CRI runtime service at %s: validate CRI v1 runtime API: %w", endpoint, err), c.Close())
+	}
+	if _, err := c.is.client.ImageFsInfo(vctx, &runtimeapi.ImageFsInfoRequest{}); err != nil {
+		return nil, errors.Join(fmt.Errorf("CRI image service at %s: validate CRI v1 image API: %w", imageEndpoint, err), c.Close())
+	}
 	c.log.Info("connected to the container runtime", "image_endpoint", imageEndpoint, "timeout", timeout)
 	return c, nil
+}
+
+// connect makes the gRPC connection to a unix socket endpoint, with
+// cri-client's options; it connects on the first call.
+func connect(endpoint string) (*grpc.ClientConn, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "unix" {
+		return nil, fmt.Errorf("protocol %q not supported: only unix socket endpoints are", u.Scheme)
+	}
+	params := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: minConnectTimeout}
+	params.Backoff.BaseDelay = baseBackoffDelay
+	params.Backoff.MaxDelay = maxBackoffDelay
+	// The passthrough resolver hands the socket path to the dialer as it is.
+	return grpc.NewClient("passthrough:///"+u.Path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"),
+		grpc.WithContextDialer(func(ctx context.Context, path string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize)),
+		grpc.WithConnectParams(params),
+	)
 }
 
 // probe checks that a unix socket endpoint accepts connections.
 func probe(ctx context.Context, endpoint string, timeout time.Duration) error {
 	path, ok := strings.CutPrefix(endpoint, "unix://")
 	if !ok {
-		return nil // not a unix socket: left to the client to reach
+		return nil // not a unix socket: left to connect to refuse
 	}
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "unix", path)
@@ -107,25 +159,25 @@ func normalize(endpoint string) string {
 func (c *Client) Endpoint() string { return c.endpoint }
 
 // RuntimeService is the CRI runtime client, for reclaim.Runtime. Each of its
-// calls is bounded by the Dial timeout (cri-client's own per-call timeout).
-func (c *Client) RuntimeService() internalapi.RuntimeService { return c.rs }
+// calls is bounded by the Dial timeout.
+func (c *Client) RuntimeService() *RuntimeService { return c.rs }
 
 // ImageService is the CRI image client, for reclaim.Images; its calls are
 // bounded like RuntimeService's.
-func (c *Client) ImageService() internalapi.ImageManagerService { return c.is }
+func (c *Client) ImageService() *ImageService { return c.is }
 
-// Close closes both connections.
+// Close closes the connections.
 func (c *Client) Close() error {
-	ctx := klog.NewContext(context.Background(), logr.Discard())
-	return errors.Join(c.rs.Close(ctx), c.is.Close(ctx))
+	var errs []error
+	for _, conn := range c.conns {
+		errs = append(errs, conn.Close())
+	}
+	return errors.Join(errs...)
 }
 
-// callContext bounds one call by the client's timeout and silences
-// cri-client's own logging of failed calls: the error is returned, and
-// logged once by whoever handles it.
+// callContext bounds one call by the client's timeout.
 func (c *Client) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	return klog.NewContext(ctx, logr.Discard()), cancel
+	return context.WithTimeout(ctx, c.timeout)
 }
 
 // imageFsInfo calls ImageFsInfo.

@@ -126,7 +126,8 @@ func runPod(t *testing.T, c *Client, p ranking.Pod, logDir, cgroupParent, image 
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: hostNet},
 		},
 	}
-	podID, err := c.rs.RunPodSandbox(ctx, podCfg, "")
+	rs := c.rs.client
+	sandbox, err := rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg})
 	if err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", p.Name, err)
 	}
@@ -141,11 +142,13 @@ func runPod(t *testing.T, c *Client, p ranking.Pod, logDir, cgroupParent, image 
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: hostNet},
 		},
 	}
-	ctrID, err := c.rs.CreateContainer(ctx, podID, ctrCfg, podCfg)
+	ctr, err := rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sandbox.GetPodSandboxId(), Config: ctrCfg, SandboxConfig: podCfg,
+	})
 	if err != nil {
 		t.Fatalf("CreateContainer %s: %v", name, err)
 	}
-	if err := c.rs.StartContainer(ctx, ctrID); err != nil {
+	if _, err := rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ctr.GetContainerId()}); err != nil {
 		t.Fatalf("StartContainer %s: %v", name, err)
 	}
 }

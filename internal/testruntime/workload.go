@@ -42,10 +42,14 @@ func workloadBinary(path, dir string) (string, error) {
 	return out, nil
 }
 
+// BuildTags are the build tags of the Makefile's TAGS: gRPC without
+// golang.org/x/net/trace (grpcnotrace), as evictd is released.
+const BuildTags = "grpcnotrace"
+
 // GoBuild builds the package pkg of the main module (an import path) into a
-// static binary at out (CGO_ENABLED=0, trimmed, stripped), in the repository
-// that holds the working directory. Go's build cache makes it quick after
-// the first time.
+// static binary at out (CGO_ENABLED=0, trimmed, stripped, with the build
+// tags of `make build`: BuildTags), in the repository that holds the
+// working directory. Go's build cache makes it quick after the first time.
 func GoBuild(pkg, out string) error {
 	root, err := moduleRoot()
 	if err != nil {
@@ -55,7 +59,7 @@ func GoBuild(pkg, out string) error {
 	if err != nil {
 		return fmt.Errorf("no go command to build %s: %w", pkg, err)
 	}
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+	cmd := exec.Command(goBin, "build", "-tags", BuildTags, "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
