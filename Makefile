@@ -29,8 +29,10 @@ RUN_ARGS ?=
 
 all: build
 
+# A static binary (no cgo): it runs on any node's distribution whatever its
+# libc, and it is the binary the tests build (testruntime.GoBuild).
 build:
-	$(GO) build -tags '$(TAGS)' -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/evictd
+	CGO_ENABLED=0 $(GO) build -tags '$(TAGS)' -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/evictd
 
 # Runs the agent on this host until Ctrl-C: it reads this machine's memory,
 # filesystems and PIDs, decides, and serves metrics; with no --kubeconfig it
