@@ -118,6 +118,8 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 	apiDown = false
 	t.Logf("API server started again")
 	// The finalizer keeps the hog, terminating, until its condition is read.
+	// evictd writes its DisruptionTarget reason just after the Eviction API
+	// has accepted (replacing the API server's own), so wait for both.
 	var last *v1.Pod
 	poll(t, "the owed eviction to be completed", 120*time.Second, func() (bool, string) {
 		p, err := n.Admin().CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
@@ -125,7 +127,7 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 			return false, err.Error()
 		}
 		last = p
-		return p.DeletionTimestamp != nil, podSummary(p)
+		return p.DeletionTimestamp != nil && hasEvictdTarget(p), fmt.Sprintf("%s, conditions %+v", podSummary(p), p.Status.Conditions)
 	})
 	if last.UID != hog.UID || !hasEvictdTarget(last) {
 		t.Errorf("hog as evicted: %s, UID %s (want %s), conditions %+v; want DisruptionTarget reason %s",
