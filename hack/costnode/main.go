@@ -33,6 +33,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/testnode"
+	"github.com/prometheus/procfs"
 )
 
 // userHZ is the unit of utime and stime in /proc/PID/stat (USER_HZ, 100 on
@@ -304,23 +305,18 @@ func cpuTicks(pid int) (int64, error) {
 	return u + st, nil
 }
 
-// procStatus returns the kB fields of /proc/PID/status in bytes.
+// procStatus returns evictd's VmRSS, RssAnon, RssFile and VmHWM from
+// /proc/PID/status, in bytes.
 func procStatus(pid int) (map[string]int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasSuffix(v, " kB") {
-			continue
-		}
-		if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(v, " kB")), 10, 64); err == nil {
-			out[k] = kb << 10
-		}
+	st, err := p.NewStatus()
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return map[string]int64{"VmRSS": int64(st.VmRSS), "RssAnon": int64(st.RssAnon), "RssFile": int64(st.RssFile), "VmHWM": int64(st.VmHWM)}, nil
 }
 
 func printTable(w *os.File, o options, rows []row) {

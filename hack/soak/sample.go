@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // sample is one observation of evictd.
@@ -165,31 +167,23 @@ func metricValueBare(body, name string) (float64, bool) {
 	return 0, false
 }
 
-// procStatus returns the fields of /proc/PID/status: kB fields in bytes,
-// counts (Threads) as they are.
+// procStatus returns evictd's VmRSS, RssAnon, RssFile and VmHWM from
+// /proc/PID/status, in bytes, and Threads from /proc/PID/stat.
 func procStatus(pid int) (map[string]int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		kb := strings.HasSuffix(v, " kB")
-		n, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
-		if err != nil {
-			continue
-		}
-		if kb {
-			n <<= 10
-		}
-		out[k] = n
+	st, err := p.NewStatus()
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	stat, err := p.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return map[string]int64{"VmRSS": int64(st.VmRSS), "RssAnon": int64(st.RssAnon), "RssFile": int64(st.RssFile),
+		"VmHWM": int64(st.VmHWM), "Threads": int64(stat.NumThreads)}, nil
 }
 
 // cgroupOOMKills reads oom_kill from a cgroup v1 memory.oom_control.
