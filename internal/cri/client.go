@@ -13,6 +13,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -128,9 +132,27 @@ func connect(endpoint string) (*grpc.ClientConn, error) {
 		grpc.WithContextDialer(func(ctx context.Context, path string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", path)
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.ForceCodecV2(replyCodec{encoding.GetCodecV2(grpcproto.Name)})),
 		grpc.WithConnectParams(params),
 	)
+}
+
+// replyCodec is gRPC's protobuf codec but for how it joins a reply that came
+// in several HTTP/2 frames (more than 16 KiB) before decoding it. gRPC's
+// own takes a buffer for that from its shared pool, whose tier above 32 KiB
+// is 1 MiB, and puts it back: a node's container list or stats (past
+// 32 KiB at about 60 containers) left 1 MiB in the heap after every
+// housekeeping tick, a quarter of the agent's live heap at 110 pods. Here
+// the reply is joined into a slice of its own size, garbage once decoded
+// (docs/BENCHMARKS.md, "Cost on a real node").
+type replyCodec struct{ encoding.CodecV2 }
+
+func (replyCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("CRI reply: %T is not a protobuf message", v)
+	}
+	return proto.Unmarshal(data.Materialize(), m)
 }
 
 // probe checks that a unix socket endpoint accepts connections.
