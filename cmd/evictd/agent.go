@@ -96,7 +96,10 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	}
 
 	hc := hostConfig(cfg)
-	sources, err := host.Sources(hc)
+	// One mount table for the filesystem signals and the runtime's layout:
+	// cadvisor keeps every mount of the node in it.
+	fs := host.NewFilesystems()
+	sources, err := host.Sources(hc, fs)
 	if err != nil {
 		log.Error("cannot set up the node's signals", "err", err)
 		return 1
@@ -127,7 +130,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	running := 0
 
 	// The container runtime: image filesystem, pods' disk use, reclaim.
-	rc := newRuntimeConn(cfg, hc, host.NewFilesystems(), met, log)
+	rc := newRuntimeConn(cfg, hc, fs, met, log)
 	defer rc.close()
 	if cfg.ImageFSPath == "" {
 		sources = append(sources, imageFsSource{rc})
@@ -136,7 +139,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	layout, dialErr := rc.connect(dialCtx)
 	cancelDial()
 	if dialErr != nil {
-		layout, err = layoutOf(hc)
+		layout, err = layoutOf(hc, fs)
 		if err != nil {
 			log.Error("cannot tell the node's filesystem layout", "err", err)
 			return 1

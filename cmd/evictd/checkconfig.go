@@ -46,10 +46,11 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 // error.
 func checkConfigCapacities(cfg *config.Config) (warnings []string, note string, err error) {
 	hc := hostConfig(cfg)
-	sources, err := host.Sources(hc)
+	fs := host.NewFilesystems()
+	sources, err := host.Sources(hc, fs)
 	var layout signals.FsLayout
 	if err == nil {
-		layout, err = layoutOf(hc)
+		layout, err = layoutOf(hc, fs)
 	}
 	if err != nil {
 		return nil, fmt.Sprintf("cannot observe this node's signals, so the thresholds are not checked against its capacities: %v", err), nil

@@ -22,9 +22,9 @@ func (cgroupPods) InFlight() []manager.InFlight { return nil }
 // layoutOf tells whether the image filesystem is dedicated; without
 // --imagefs-path evictd knows of no image filesystem yet and treats the node
 // as one filesystem.
-func layoutOf(cfg host.Config) (signals.FsLayout, error) {
+func layoutOf(cfg host.Config, fs *host.Filesystems) (signals.FsLayout, error) {
 	if cfg.ImageFsPath == "" {
 		return signals.SingleFs, nil
 	}
-	return host.NewFilesystems().Layout(cfg.KubeletRootDir, cfg.ImageFsPath)
+	return fs.Layout(cfg.KubeletRootDir, cfg.ImageFsPath)
 }

@@ -178,7 +178,7 @@ func benchDeciderConfig(tb testing.TB) DeciderConfig {
 // logs the pressure change, which later passes do not.
 func newBenchManager(tb testing.TB, node benchNode) (*Manager, *clocktesting.FakeClock) {
 	tb.Helper()
-	sources, err := host.Sources(node.cfg)
+	sources, err := host.Sources(node.cfg, nil)
 	if err != nil {
 		tb.Fatalf("sources: %v", err)
 	}
@@ -332,7 +332,7 @@ func benchDecide(b *testing.B, node benchNode, memAvailable int64) {
 func readBenchNode(tb testing.TB, node benchNode) (signals.Observations, []ranking.Pod, map[string]signals.PodStats) {
 	tb.Helper()
 	ctx := context.Background()
-	sources, err := host.Sources(node.cfg)
+	sources, err := host.Sources(node.cfg, nil)
 	if err != nil {
 		tb.Fatalf("sources: %v", err)
 	}

@@ -10,10 +10,14 @@ import (
 // when it is set, pid.available, and the six memory.pressure.* stall
 // signals (which only inform unless a threshold is set on them).
 //
+// The filesystem sources find their filesystems through fs, which the
+// caller may share with others (nil: one of their own): each holds a copy
+// of the node's mount table.
+//
 // The allocatable source is always built: while the kubepods cgroup is
 // missing each Observe fails, so allocatableMemory.available is missing
 // (never zero) and appears as soon as the cgroup does.
-func Sources(cfg Config) ([]signals.Source, error) {
+func Sources(cfg Config, fs *Filesystems) ([]signals.Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -26,7 +30,9 @@ func Sources(cfg Config) ([]signals.Source, error) {
 		return nil, err
 	}
 	out := []signals.Source{mem, alloc}
-	fs := NewFilesystems()
+	if fs == nil {
+		fs = NewFilesystems()
+	}
 	node, err := NodeFsSources(fs, cfg.KubeletRootDir)
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func TestSources(t *testing.T) {
 			if tc.imagefs {
 				cfg.ImageFsPath = t.TempDir()
 			}
-			srcs, err := Sources(cfg)
+			srcs, err := Sources(cfg, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestSources(t *testing.T) {
 
 func TestSourcesRejectsConfig(t *testing.T) {
 	cfg := fixtureConfig(t, fixture(t, "proc"), fixture(t, "cgroupv1"), "systemd-ish")
-	if _, err := Sources(cfg); err == nil || !strings.Contains(err.Error(), `CgroupDriver (--cgroup-driver) "systemd-ish"`) {
+	if _, err := Sources(cfg, nil); err == nil || !strings.Contains(err.Error(), `CgroupDriver (--cgroup-driver) "systemd-ish"`) {
 		t.Fatalf("got %v, want the bad driver named", err)
 	}
 }
