@@ -9,6 +9,13 @@
 // duration and bytes allocated per pass (from its /metrics). It prints a
 // markdown table and stops everything on exit or Ctrl-C.
 //
+// evictd runs with the Environment= settings of systemd/evictd.service
+// (GOGC, GOMEMLIMIT), as on a node. With --compare it measures several
+// builds side by side on the same node, evictd restarted for each
+// measurement and the builds alternating, --rounds times each, and adds a
+// table of medians per build; RSS is sampled every second, so a row gives
+// the window's median as well as its end and its peak.
+//
 // It needs root, the binaries of `make k8s-bins` and the packages of
 // `make runtime`; EVICTD_BIN names the evictd binary (else it is built).
 package main
@@ -21,6 +28,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/coreos/go-systemd/v22/unit"
 	"github.com/evictd/evictd/internal/testnode"
 	"github.com/prometheus/procfs"
 )
@@ -47,6 +57,9 @@ type options struct {
 	parallel int
 	podsMiB  int
 	maxPods  int
+	bins     []string // evictd builds to compare; none: the node's own
+	rounds   int
+	unitFile string
 }
 
 func main() {
@@ -62,7 +75,18 @@ func main() {
 	flag.IntVar(&o.parallel, "parallel", 16, "pods created and waited for at once")
 	flag.IntVar(&o.podsMiB, "pods-memory", 4096, "memory limit of the kubepods cgroup, in MiB")
 	flag.IntVar(&o.maxPods, "max-pods", 260, "the kubelet's maxPods")
+	var compare string
+	flag.StringVar(&compare, "compare", "", "comma-separated evictd binaries to measure side by side on the same node, alternating (default: $EVICTD_BIN, or one built from the tree)")
+	flag.IntVar(&o.rounds, "rounds", 1, "measurements of each binary at each number of pods")
+	flag.StringVar(&o.unitFile, "unit", "systemd/evictd.service", "the systemd unit whose Environment= settings evictd runs with (\"\": none)")
 	flag.Parse()
+	if compare != "" {
+		o.bins = strings.Split(compare, ",")
+	}
+	if o.rounds < 1 {
+		fmt.Fprintf(os.Stderr, "costnode: --rounds %d: want at least 1\n", o.rounds)
+		os.Exit(2)
+	}
 	for _, f := range strings.Split(counts, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || c < 0 || (len(o.counts) > 0 && c < o.counts[len(o.counts)-1]) {
@@ -104,13 +128,26 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		err = errors.Join(err, n.Stop())
 	}()
-	fmt.Printf("costnode: node ready in %s; starting evictd with its default thresholds\n", n.ReadyIn().Round(time.Second))
+	env, err := unitEnvironment(o.unitFile)
+	if err != nil {
+		return err
+	}
+	// The node's own processes are running: what is set now reaches only
+	// the evictd processes started from here on.
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("costnode: node ready in %s; evictd runs with its default thresholds and %v\n", n.ReadyIn().Round(time.Second), env)
+	bins := o.bins
+	if len(bins) == 0 {
+		bins = []string{""} // the node's own
+	}
 	// Standalone from the API server's point of view it is not: it lists
 	// pods, reads their stats from the runtime and the cgroups, and would
 	// evict; nothing here is under pressure.
-	if err := n.StartEvictd(ctx); err != nil {
-		return err
-	}
 	var rows []row
 	running := 0
 	for _, want := range o.counts {
@@ -118,20 +155,75 @@ func run(ctx context.Context, o options) (err error) {
 		if err := runPods(ctx, n, running, want, o.parallel); err != nil {
 			return err
 		}
-		fmt.Printf("costnode: %d pods running (%d started in %s); settling %s\n", want, want-running, time.Since(t0).Round(time.Second), o.settle)
+		fmt.Printf("costnode: %d pods running (%d started in %s)\n", want, want-running, time.Since(t0).Round(time.Second))
 		running = want
-		if err := sleep(ctx, o.settle); err != nil {
-			return err
+		for round := 1; round <= o.rounds; round++ {
+			for _, bin := range bins {
+				r, err := measureBinary(ctx, n, bin, want, o)
+				if err != nil {
+					return err
+				}
+				r.round = round
+				rows = append(rows, r)
+				fmt.Printf("costnode: %s, %d pods, round %d: CPU %.3f%%, VmRSS %.1f MiB (median %.1f)\n", r.bin, want, round, r.cpuPct, mib(r.rss), mib(r.rssMedian))
+			}
 		}
-		r, err := measure(ctx, n, want, o.window)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, r)
-		fmt.Printf("costnode: %d pods: CPU %.3f%%, VmRSS %.1f MiB\n", want, r.cpuPct, mib(r.rss))
 	}
 	printTable(os.Stdout, o, rows)
+	if len(bins) > 1 || o.rounds > 1 {
+		printMedians(os.Stdout, rows)
+	}
 	return nil
+}
+
+// measureBinary starts evictd from bin ("": the node's own binary) with
+// all pods running, lets it settle, measures it and stops it.
+func measureBinary(ctx context.Context, n *testnode.Node, bin string, pods int, o options) (row, error) {
+	label := "evictd"
+	if bin != "" {
+		n.SetEvictdBinary(bin)
+		label = filepath.Base(bin)
+	}
+	if err := n.StartEvictd(ctx); err != nil {
+		return row{}, err
+	}
+	fmt.Printf("costnode: %s started beside %d pods; settling %s\n", label, pods, o.settle)
+	if err := sleep(ctx, o.settle); err != nil {
+		return row{}, errors.Join(err, n.StopEvictd())
+	}
+	r, err := measure(ctx, n, pods, o.window)
+	r.bin = label
+	return r, errors.Join(err, n.StopEvictd())
+}
+
+// unitEnvironment returns the Environment= settings of the [Service]
+// section of a systemd unit file, in order ("" path: none).
+func unitEnvironment(path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--unit: %w", err)
+	}
+	defer f.Close()
+	opts, err := unit.DeserializeOptions(f)
+	if err != nil {
+		return nil, fmt.Errorf("--unit %s: %w", path, err)
+	}
+	var env []string
+	for _, op := range opts {
+		if op.Section != "Service" || op.Name != "Environment" {
+			continue
+		}
+		for _, kv := range strings.Fields(op.Value) {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				return nil, fmt.Errorf("--unit %s: Environment=%s: want KEY=VALUE", path, op.Value)
+			}
+			env = append(env, kv)
+		}
+	}
+	return env, nil
 }
 
 // runPods creates pods cost-from … cost-(to−1) with parallel at a time and
@@ -187,6 +279,8 @@ func deletePods(n *testnode.Node, timeout time.Duration) error {
 
 // row is one measurement.
 type row struct {
+	bin        string // the binary measured
+	round      int
 	pods       int
 	seenPods   int // pods in evictd's last pass
 	window     time.Duration
@@ -200,6 +294,11 @@ type row struct {
 	passes     float64
 	passMean   time.Duration
 	allocPass  float64 // bytes allocated per pass (incl. the two /metrics scrapes)
+	nextGC     float64 // the Go heap's target at the end (go_memstats_next_gc_bytes)
+
+	// Medians of the window's samples, one a second: the Go heap's
+	// collections make RSS a sawtooth, which one sample catches anywhere.
+	rssMedian, anonMedian, fileMedian int64
 }
 
 func measure(ctx context.Context, n *testnode.Node, pods int, window time.Duration) (row, error) {
@@ -218,6 +317,7 @@ func measure(ctx context.Context, n *testnode.Node, pods int, window time.Durati
 	}
 	t0 := time.Now()
 	deadline := t0.Add(window)
+	var rss, anon, file []int64
 	for time.Now().Before(deadline) {
 		if err := sleep(ctx, min(time.Second, time.Until(deadline))); err != nil {
 			return r, err
@@ -227,7 +327,9 @@ func measure(ctx context.Context, n *testnode.Node, pods int, window time.Durati
 			return r, err
 		}
 		r.rssPeak = max(r.rssPeak, st["VmRSS"])
+		rss, anon, file = append(rss, st["VmRSS"]), append(anon, st["RssAnon"]), append(file, st["RssFile"])
 	}
+	r.rssMedian, r.anonMedian, r.fileMedian = median(rss), median(anon), median(file)
 	c1, err := cpuTicks(pid)
 	if err != nil {
 		return r, err
@@ -248,6 +350,7 @@ func measure(ctx context.Context, n *testnode.Node, pods int, window time.Durati
 		r.fds = len(ents)
 	}
 	r.goroutines = m1["go_goroutines"]
+	r.nextGC = m1["go_memstats_next_gc_bytes"]
 	r.passes = m1["evictd_pass_duration_seconds_count"] - m0["evictd_pass_duration_seconds_count"]
 	if r.passes > 0 {
 		sum := m1["evictd_pass_duration_seconds_sum"] - m0["evictd_pass_duration_seconds_sum"]
@@ -320,15 +423,68 @@ func procStatus(pid int) (map[string]int64, error) {
 }
 
 func printTable(w *os.File, o options, rows []row) {
-	sort.Slice(rows, func(i, j int) bool { return rows[i].pods < rows[j].pods })
-	fmt.Fprintf(w, "\nevictd idle beside a real kubelet, default thresholds, %s window per row:\n\n", o.window)
-	fmt.Fprintln(w, "| pods (evictd saw) | CPU (of one core) | VmRSS (peak in window) | RssAnon | RssFile | VmHWM | fds | goroutines | passes | mean pass | alloc/pass |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "\nevictd idle beside a real kubelet, default thresholds, %s window per row (VmRSS, RssAnon, RssFile: the window's median, then its end and peak):\n\n", o.window)
+	fmt.Fprintln(w, "| binary | round | pods (evictd saw) | CPU (of one core) | VmRSS median (end, peak) | RssAnon median (end) | RssFile median (end) | VmHWM | heap target | fds | goroutines | passes | mean pass | alloc/pass |")
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %d (%d) | %.3f%% | %.1f MiB (%.1f) | %.1f MiB | %.1f MiB | %.1f MiB | %d | %.0f | %.0f | %s | %.0f KiB |\n",
-			r.pods, r.seenPods, r.cpuPct, mib(r.rss), mib(r.rssPeak), mib(r.anon), mib(r.file), mib(r.hwm),
-			r.fds, r.goroutines, r.passes, r.passMean.Round(10*time.Microsecond), r.allocPass/1024)
+		fmt.Fprintf(w, "| %s | %d | %d (%d) | %.3f%% | %.1f MiB (%.1f, %.1f) | %.1f MiB (%.1f) | %.1f MiB (%.1f) | %.1f MiB | %.1f MiB | %d | %.0f | %.0f | %s | %.0f KiB |\n",
+			r.bin, r.round, r.pods, r.seenPods, r.cpuPct, mib(r.rssMedian), mib(r.rss), mib(r.rssPeak), mib(r.anonMedian), mib(r.anon),
+			mib(r.fileMedian), mib(r.file), mib(r.hwm), r.nextGC/(1<<20), r.fds, r.goroutines, r.passes, r.passMean.Round(10*time.Microsecond), r.allocPass/1024)
 	}
+}
+
+// printMedians prints, per binary and number of pods, the medians over the
+// rounds of each measurement's figures.
+func printMedians(w *os.File, rows []row) {
+	type key struct {
+		bin  string
+		pods int
+	}
+	var keys []key
+	groups := map[key][]row{}
+	for _, r := range rows {
+		k := key{r.bin, r.pods}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	sort.SliceStable(keys, func(i, j int) bool { return keys[i].pods < keys[j].pods })
+	fmt.Fprintln(w, "\nMedians over the rounds:")
+	fmt.Fprintln(w, "\n| binary | pods | rounds | CPU (of one core) | VmRSS median | VmRSS end | VmRSS peak | RssAnon median | RssFile median |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, k := range keys {
+		g := groups[k]
+		col := func(f func(row) int64) float64 {
+			v := make([]int64, len(g))
+			for i, r := range g {
+				v[i] = f(r)
+			}
+			return mib(median(v))
+		}
+		cpu := make([]int64, len(g))
+		for i, r := range g {
+			cpu[i] = int64(r.cpuPct * 1000)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %.3f%% | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB |\n",
+			k.bin, k.pods, len(g), float64(median(cpu))/1000,
+			col(func(r row) int64 { return r.rssMedian }), col(func(r row) int64 { return r.rss }), col(func(r row) int64 { return r.rssPeak }),
+			col(func(r row) int64 { return r.anonMedian }), col(func(r row) int64 { return r.fileMedian }))
+	}
+}
+
+// median returns the median of v (the mean of the middle two for an even
+// count; 0 for none), leaving v as it is.
+func median(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

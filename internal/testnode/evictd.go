@@ -75,6 +75,14 @@ func (n *Node) StartEvictd(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// SetEvictdBinary makes the next StartEvictd run bin instead of the binary
+// the node started with, for comparing builds on one node.
+func (n *Node) SetEvictdBinary(bin string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.evictdBin = bin
+}
+
 // StopEvictd stops evictd with SIGTERM, as systemd does.
 func (n *Node) StopEvictd() error {
 	n.mu.Lock()
