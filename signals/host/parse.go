@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // The readers below are strict on purpose: a value that is missing, not a
@@ -52,34 +52,48 @@ func readKeyed(path string, want ...string) (map[string]int64, error) {
 
 // parseKeyed parses b, read from file, as "key value" lines and returns the
 // values of the wanted keys. Every line must be well formed, no key may
-// appear twice, and every wanted key must be present.
+// appear twice, every value must be a count and every wanted key must be
+// present; the first fault in the file is the error. Lines are split as
+// bufio.ScanLines splits them, fields as strings.Fields does.
+//
+// It runs for every pod's memory.stat on every pass, so it works on b in
+// place: the keys seen are slices of b and a plain count is parsed without
+// a string (strconv's error, which keeps the text, only for what is not).
 func parseKeyed(file string, b []byte, want ...string) (map[string]int64, error) {
 	got := make(map[string]int64, len(want))
-	seen := make(map[string]bool)
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for line := 1; sc.Scan(); line++ {
-		text := sc.Text()
-		if text == "" {
+	seen := make([][]byte, 0, 128) // memory.stat has 30 to 80 lines
+	for line := 1; len(b) > 0; line++ {
+		text, rest, _ := bytes.Cut(b, []byte{'\n'})
+		b = rest
+		text = bytes.TrimSuffix(text, []byte{'\r'})
+		if len(text) > bufio.MaxScanTokenSize {
+			return nil, fmt.Errorf("parse %s: line %d: %w", file, line, bufio.ErrTooLong)
+		}
+		if len(text) == 0 {
 			continue
 		}
-		f := strings.Fields(text)
-		if len(f) != 2 {
+		key, value, ok := twoFields(text)
+		if !ok {
 			return nil, fmt.Errorf("parse %s: line %d %q is not \"key value\"", file, line, text)
 		}
-		if seen[f[0]] {
-			return nil, fmt.Errorf("parse %s: line %d: key %s given twice", file, line, f[0])
+		for _, k := range seen {
+			if bytes.Equal(k, key) {
+				return nil, fmt.Errorf("parse %s: line %d: key %s given twice", file, line, key)
+			}
 		}
-		seen[f[0]] = true
-		v, err := parseCount(file, f[1])
-		if err != nil {
-			return nil, fmt.Errorf("%w (line %d, key %s)", err, line, f[0])
+		seen = append(seen, key)
+		v, ok := plainCount(value)
+		if !ok {
+			var err error
+			if v, err = parseCount(file, string(value)); err != nil {
+				return nil, fmt.Errorf("%w (line %d, key %s)", err, line, key)
+			}
 		}
-		if slices.Contains(want, f[0]) {
-			got[f[0]] = v
+		for _, w := range want {
+			if string(key) == w {
+				got[w] = v
+			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", file, err)
 	}
 	for _, k := range want {
 		if _, ok := got[k]; !ok {
@@ -87,6 +101,36 @@ func parseKeyed(file string, b []byte, want ...string) (map[string]int64, error)
 		}
 	}
 	return got, nil
+}
+
+// twoFields splits line into exactly two fields separated by white space,
+// as strings.Fields would.
+func twoFields(line []byte) (key, value []byte, ok bool) {
+	line = bytes.TrimFunc(line, unicode.IsSpace)
+	i := bytes.IndexFunc(line, unicode.IsSpace)
+	if i < 0 {
+		return nil, nil, false
+	}
+	key, value = line[:i], bytes.TrimLeftFunc(line[i:], unicode.IsSpace)
+	if bytes.IndexFunc(value, unicode.IsSpace) >= 0 {
+		return nil, nil, false
+	}
+	return key, value, true
+}
+
+// plainCount parses b when it is 1 to 18 decimal digits, which no int64
+// overflows; ok is false for anything else, left to parseCount.
+func plainCount(b []byte) (v int64, ok bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, true
 }
 
 // readMemTotal reads MemTotal from a meminfo file, in bytes.
