@@ -159,8 +159,9 @@ soak: k8s-bins runtime build
 
 # evictd's own cost beside a real kubelet with 110 and 250 running pods:
 # CPU, RSS (anon and file), fds, goroutines and pass duration over 60 s
-# each, as a markdown table. As root; about 10 min. COST_NODE_ARGS e.g.
-# --pods 110 --window 120s.
+# each, as a markdown table, evictd under the unit's GOGC and GOMEMLIMIT.
+# As root; about 10 min. COST_NODE_ARGS e.g. --pods 110 --window 120s, or
+# --compare /tmp/old,bin/evictd --rounds 3 for two builds side by side.
 .PHONY: bench-cost
 bench-cost: k8s-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/costnode $(COST_NODE_ARGS)
