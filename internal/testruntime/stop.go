@@ -23,16 +23,23 @@ func (r *Runtime) Stop() error {
 		return nil
 	}
 	r.stopped = true
-	var errs []error
+	// A sandbox the CRI cannot stop (its shim's connection lost across a
+	// containerd restart: "ttrpc: closed") is cleaned up below, by runc and
+	// by PID; the CRI's error counts only when that cleanup fails too.
+	var criErr error
 	if r.daemon != nil && !r.daemon.Exited() && r.rs != nil {
-		errs = append(errs, r.removeSandboxes())
+		criErr = r.removeSandboxes()
 	}
-	errs = append(errs, r.stopDaemon())
+	errs := []error{r.stopDaemon()}
+	var byPID []error
 	if r.state != "" {
-		errs = append(errs, runcDeleteAll(filepath.Join(r.state, "runc")))
+		byPID = append(byPID, runcDeleteAll(filepath.Join(r.state, "runc")))
 	}
 	if _, err := killShims(r.socket); err != nil {
-		errs = append(errs, fmt.Errorf("kill shims: %w", err))
+		byPID = append(byPID, fmt.Errorf("kill shims: %w", err))
+	}
+	if err := errors.Join(byPID...); err != nil {
+		errs = append(errs, criErr, err)
 	}
 	errs = append(errs, r.network.remove())
 	for _, d := range []string{r.state, r.root, r.dir} {
