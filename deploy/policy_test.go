@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 const (

@@ -14,7 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/evictd/evictd/internal/evict"
-	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
 // TestAPIServerFaults runs, on one real node, a hard memory threshold

@@ -11,8 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/evictd/evictd/internal/testnode"
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testnode"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 )
 
 // TestDiskNode fills a real node's single small filesystem (the kubelet's

@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/evictd/evictd/internal/nodestatus"
-	"github.com/evictd/evictd/internal/testalloc"
-	"github.com/evictd/evictd/internal/testnode"
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testalloc"
+	"github.com/evictd/evictd/internal/testing/testnode"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 	"github.com/evictd/evictd/signals"
 )
 

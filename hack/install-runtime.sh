@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what internal/testruntime needs from Debian's packages, if missing:
+# Installs what internal/testing/testruntime needs from Debian's packages, if missing:
 #
 #   containerd, ctr   containerd (bookworm: 1.6.20)
 #   runc              runc (bookworm: 1.1.5)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/evictd/evictd/internal/cri"
 	"github.com/evictd/evictd/internal/manager"
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 	"github.com/evictd/evictd/signals"
 )
 

@@ -31,8 +31,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/evictd/evictd/internal/testalloc"
-	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/internal/testing/testalloc"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 // The end-to-end test: the real agent (this binary re-executed, see

@@ -12,7 +12,7 @@ import (
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/evictd/evictd/internal/testalloc"
+	"github.com/evictd/evictd/internal/testing/testalloc"
 )
 
 // This file holds the real cgroup v1 side of the end-to-end test: a

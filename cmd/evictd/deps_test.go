@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 )
 
 // TestPureStagesImportNoSystem keeps the deciding stages pure: thresholds,

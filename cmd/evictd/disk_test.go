@@ -31,14 +31,14 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/evictd/evictd/internal/testcluster"
-	"github.com/evictd/evictd/internal/testnode"
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testcluster"
+	"github.com/evictd/evictd/internal/testing/testnode"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 )
 
 // The disk end-to-end test: the real agent (this binary re-executed) with a
-// real containerd (internal/testruntime) whose root is a small loop-mounted
-// ext4, and a real kube-apiserver (internal/testcluster). No kubelet runs;
+// real containerd (internal/testing/testruntime) whose root is a small loop-mounted
+// ext4, and a real kube-apiserver (internal/testing/testcluster). No kubelet runs;
 // the test plays its part: for every API pod bound to the node it runs a CRI
 // sandbox labelled with the pod's uid, name and namespace and the pod's
 // containers (named as in the spec, running the workload image), creates the

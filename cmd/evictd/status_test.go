@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/server"
-	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 // guardedAgent serves /status as the agent does with

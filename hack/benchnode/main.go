@@ -1,5 +1,5 @@
 // Command benchnode runs the same memory scenario on one real node
-// (internal/testnode) with the kubelet's own eviction manager and with evictd
+// (internal/testing/testnode) with the kubelet's own eviction manager and with evictd
 // beside a kubelet whose thresholds are off, at several allocation rates, and
 // prints a markdown table of medians (`make bench-node`).
 //
@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
 // side is one way of running eviction on the node.

@@ -42,7 +42,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/coreos/go-systemd/v22/unit"
-	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testing/testnode"
 	"github.com/prometheus/procfs"
 )
 

@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
 func main() {

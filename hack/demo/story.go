@@ -13,8 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/evictd/evictd/internal/testcluster"
-	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testing/testcluster"
+	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
 // options are the demo's flags.

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
 const churnName = "churn"

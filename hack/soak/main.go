@@ -42,7 +42,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
 // options are the soak's flags.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/evictd/evictd/internal/testnode"
+	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
 // say prints a line with the wall time.

@@ -1,5 +1,5 @@
 // Command workload is the one small static program of the test images
-// (internal/testruntime): by its first argument it idles (the pause image and
+// (internal/testing/testruntime): by its first argument it idles (the pause image and
 // idle pods), allocates memory at a rate, writes a volume of data, creates
 // files, or spawns sleeping processes, and then holds what it took until
 // SIGTERM or SIGINT, on which it exits 0 at once. Build it with CGO_ENABLED=0.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 func TestMetricsAccessFlags(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 )
 
 // TestDialAbsentRuntimeLeaksNothing: dialing a runtime that is not there

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
 )

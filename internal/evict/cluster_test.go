@@ -25,7 +25,7 @@ import (
 
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
-	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/ranking"
 )
 

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/manager"
-	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )

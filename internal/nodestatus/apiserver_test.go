@@ -22,7 +22,7 @@ import (
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/nodestatus"
-	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/internal/testalloc"
+	"github.com/evictd/evictd/internal/testing/testalloc"
 )
 
 // allocEnv makes the test binary a child holding this many MiB (testalloc).

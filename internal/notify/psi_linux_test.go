@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/internal/testalloc"
+	"github.com/evictd/evictd/internal/testing/testalloc"
 )
 
 const unifiedMount = "/sys/fs/cgroup/unified"

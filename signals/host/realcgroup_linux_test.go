@@ -16,7 +16,7 @@ import (
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/evictd/evictd/internal/testalloc"
+	"github.com/evictd/evictd/internal/testing/testalloc"
 	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )

@@ -149,7 +149,7 @@ func writeImage(w io.Writer, tmpDir, workload string, spec imageSpec) error {
 	var layerDescs []descriptor
 	for _, l := range layers {
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.diffID)
-		cfg.History = append(cfg.History, imageHistory{CreatedBy: "evictd internal/testruntime"})
+		cfg.History = append(cfg.History, imageHistory{CreatedBy: "evictd internal/testing/testruntime"})
 		layerDescs = append(layerDescs, l.desc)
 		blobs = append(blobs, l.blob)
 	}

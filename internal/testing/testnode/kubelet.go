@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/evictd/evictd/internal/childproc"
-	"github.com/evictd/evictd/internal/testcluster"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 // KubeletOptions is the kubelet's side of the eviction work.

@@ -15,7 +15,7 @@ import (
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 )
 
 // cgroupMount is where this machine mounts its cgroup v1 hierarchies.

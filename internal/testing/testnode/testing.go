@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/internal/testcluster"
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testcluster"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 )
 
 // StartForTest starts a node for t and stops it when t and its subtests

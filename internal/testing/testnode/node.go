@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/evictd/evictd/internal/childproc"
-	"github.com/evictd/evictd/internal/testcluster"
-	"github.com/evictd/evictd/internal/testruntime"
+	"github.com/evictd/evictd/internal/testing/testcluster"
+	"github.com/evictd/evictd/internal/testing/testruntime"
 )
 
 // WorkloadImage is the image of every test pod: the static workload binary
