@@ -18,13 +18,13 @@ func TestRankAbsurdValues(t *testing.T) {
 		{
 			name: "memory: requests above capacity, zero, negative and at the int64 limit",
 			sig:  signals.MemoryAvailable,
-			pods: []Pod{
-				mk("max-req", Burstable, memReq(maxI)),
-				mk("huge-req", Burstable, memReq(1<<40)), // 1Ti on any node
-				mk("almost", Burstable, memReq(maxI-1)),
-				mk("neg-req", Burstable, memReq(-5*Gi)),
-				mk("zero-req", BestEffort),
-				mk("max-usage", BestEffort),
+			pods: []signals.Pod{
+				mk("max-req", signals.Burstable, memReq(maxI)),
+				mk("huge-req", signals.Burstable, memReq(1<<40)), // 1Ti on any node
+				mk("almost", signals.Burstable, memReq(maxI-1)),
+				mk("neg-req", signals.Burstable, memReq(-5*Gi)),
+				mk("zero-req", signals.BestEffort),
+				mk("max-usage", signals.BestEffort),
 			},
 			stats: byUID(ws("max-req", 0), ws("huge-req", 20*Gi), ws("almost", maxI), ws("neg-req", 50*Mi),
 				ws("zero-req", 100*Mi), ws("max-usage", maxI)),
@@ -40,7 +40,7 @@ func TestRankAbsurdValues(t *testing.T) {
 		{
 			name: "disk: an ephemeral-storage request at the int64 limit and usage that saturates",
 			sig:  signals.NodeFsAvailable, layout: signals.SingleFs,
-			pods: []Pod{mk("max-req", Burstable, ephReq(maxI)), mk("sat", BestEffort), mk("small", BestEffort)},
+			pods: []signals.Pod{mk("max-req", signals.Burstable, ephReq(maxI)), mk("sat", signals.BestEffort), mk("small", signals.BestEffort)},
 			stats: byUID(
 				diskStats("max-req", fu(maxI, 1), fu(maxI, 1), nil),
 				diskStats("sat", fu(maxI, maxI), fu(maxI, maxI), nil),
@@ -52,7 +52,7 @@ func TestRankAbsurdValues(t *testing.T) {
 		{
 			name:  "PIDs: a process count at the int64 limit",
 			sig:   signals.PIDAvailable,
-			pods:  []Pod{mk("few", BestEffort), mk("max", BestEffort)},
+			pods:  []signals.Pod{mk("few", signals.BestEffort), mk("max", signals.BestEffort)},
 			stats: byUID(procs("few", 10), procs("max", maxI)),
 			want:  []string{"max", "few"},
 			first: "max",

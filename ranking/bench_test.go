@@ -9,12 +9,12 @@ import (
 
 // benchNode builds n pods of mixed QoS, priority and DaemonSet ownership with
 // memory stats; one pod in 50 has none and one in 100 is static.
-func benchNode(n int) ([]Pod, map[string]signals.PodStats) {
-	pods := make([]Pod, n)
+func benchNode(n int) ([]signals.Pod, map[string]signals.PodStats) {
+	pods := make([]signals.Pod, n)
 	stats := make(map[string]signals.PodStats, n)
-	qos := []QOSClass{BestEffort, Burstable, Burstable, Guaranteed}
+	qos := []signals.QOSClass{signals.BestEffort, signals.Burstable, signals.Burstable, signals.Guaranteed}
 	for i := range pods {
-		p := Pod{
+		p := signals.Pod{
 			Namespace: fmt.Sprintf("ns-%d", i%17),
 			Name:      fmt.Sprintf("pod-%d", i),
 			UID:       fmt.Sprintf("uid-%d", i),
@@ -23,7 +23,7 @@ func benchNode(n int) ([]Pod, map[string]signals.PodStats) {
 			DaemonSet: i%13 == 0,
 			Static:    i%100 == 0,
 		}
-		if p.QOS != BestEffort {
+		if p.QOS != signals.BestEffort {
 			p.MemoryRequest = int64(64+i%512) * Mi
 		}
 		pods[i] = p

@@ -19,8 +19,8 @@ func diskStats(name string, rootfs, logs *signals.FsUsage, vols map[string]signa
 }
 
 func TestDiskUsage(t *testing.T) {
-	pod := mk("p", Burstable, vols("cache", "cfg", "not-measured"))
-	pod.Containers = []Container{{Name: "app"}, {Name: "sidecar"}}
+	pod := mk("p", signals.Burstable, vols("cache", "cfg", "not-measured"))
+	pod.Containers = []signals.Container{{Name: "app"}, {Name: "sidecar"}}
 	st := signals.PodStats{
 		UID: "uid-p",
 		Containers: []signals.ContainerStats{
@@ -45,7 +45,7 @@ func TestDiskUsage(t *testing.T) {
 	all := want{rootB + logB + volB, rootI + logI + volI, true}
 	cases := []struct {
 		name   string
-		pod    *Pod
+		pod    *signals.Pod
 		st     *signals.PodStats
 		sig    signals.Signal
 		layout signals.FsLayout
@@ -78,12 +78,12 @@ func TestDiskUsage(t *testing.T) {
 }
 
 func TestDiskUsageMissingPieces(t *testing.T) {
-	pod := mk("p", BestEffort, vols("v"))
-	pod.Containers = []Container{{Name: "app"}}
+	pod := mk("p", signals.BestEffort, vols("v"))
+	pod.Containers = []signals.Container{{Name: "app"}}
 	half := int64(math.MaxInt64/2 + 1)
 	cases := []struct {
 		name   string
-		pod    Pod
+		pod    signals.Pod
 		st     signals.PodStats
 		sig    signals.Signal
 		layout signals.FsLayout
@@ -121,19 +121,19 @@ func TestDiskUsageMissingPieces(t *testing.T) {
 	}
 }
 
-func withContainers(p Pod, names ...string) Pod {
+func withContainers(p signals.Pod, names ...string) signals.Pod {
 	p.Containers = nil
 	for _, n := range names {
-		p.Containers = append(p.Containers, Container{Name: n})
+		p.Containers = append(p.Containers, signals.Container{Name: n})
 	}
 	return p
 }
 
 func TestRankDisk(t *testing.T) {
-	pods := []Pod{
-		mk("layer", BestEffort),
-		mk("vol", BestEffort, vols("cache")),
-		mk("mixed", BestEffort, vols("data")),
+	pods := []signals.Pod{
+		mk("layer", signals.BestEffort),
+		mk("vol", signals.BestEffort, vols("cache")),
+		mk("mixed", signals.BestEffort, vols("data")),
 	}
 	stats := byUID(
 		diskStats("layer", fu(4*Gi, 40), fu(Mi, 1), nil),
@@ -152,7 +152,7 @@ func TestRankDisk(t *testing.T) {
 		row("split, containerfs: as nodefs", signals.ContainerFsAvailable, signals.SplitImageFs, "mixed", "vol", "layer"),
 		{
 			name: "split, imagefs: priority only", sig: signals.ImageFsAvailable, layout: signals.SplitImageFs,
-			pods: []Pod{mk("big", BestEffort, prio(10)), mk("small", BestEffort), guaranteed("g", Gi, prio(-5))},
+			pods: []signals.Pod{mk("big", signals.BestEffort, prio(10)), mk("small", signals.BestEffort), guaranteed("g", Gi, prio(-5))},
 			stats: byUID(diskStats("big", fu(9*Gi, 1), fu(0, 0), nil), diskStats("small", fu(Mi, 1), fu(0, 0), nil),
 				diskStats("g", fu(20*Gi, 1), fu(0, 0), nil)),
 			want: []string{"small", "big", "g"}, first: "small",
@@ -162,7 +162,7 @@ func TestRankDisk(t *testing.T) {
 		},
 		{
 			name: "ephemeral-storage request: within it ranks after", sig: signals.NodeFsAvailable, layout: signals.DedicatedImageFs,
-			pods: []Pod{mk("burst-req", Burstable, ephReq(10*Gi), vols("v")), mk("be-small", BestEffort, vols("v"))},
+			pods: []signals.Pod{mk("burst-req", signals.Burstable, ephReq(10*Gi), vols("v")), mk("be-small", signals.BestEffort, vols("v"))},
 			stats: byUID(
 				diskStats("burst-req", fu(0, 0), fu(0, 0), map[string]signals.FsUsage{"v": {Bytes: 6 * Gi}}),
 				diskStats("be-small", fu(0, 0), fu(0, 0), map[string]signals.FsUsage{"v": {Bytes: 100 * Mi}})),
@@ -171,7 +171,7 @@ func TestRankDisk(t *testing.T) {
 		},
 		{
 			name: "disk stats missing for the signal: first", sig: signals.ImageFsAvailable, layout: signals.DedicatedImageFs,
-			pods:  []Pod{mk("big", BestEffort), mk("no-rootfs", BestEffort, prio(100))},
+			pods:  []signals.Pod{mk("big", signals.BestEffort), mk("no-rootfs", signals.BestEffort, prio(100))},
 			stats: byUID(diskStats("big", fu(9*Gi, 1), fu(0, 0), nil), diskStats("no-rootfs", nil, fu(Gi, 1), nil)),
 			want:  []string{"no-rootfs", "big"}, first: "no-rootfs",
 			keys: map[string]string{"no-rootfs": "no stats"},
@@ -181,12 +181,12 @@ func TestRankDisk(t *testing.T) {
 }
 
 func TestRankInodes(t *testing.T) {
-	pods := []Pod{
+	pods := []signals.Pod{
 		guaranteed("g", Gi),
-		mk("high", BestEffort, prio(100)),
-		mk("small", BestEffort),
-		mk("req", Burstable, ephReq(10*Gi)),
-		mk("nostats", BestEffort, prio(100)),
+		mk("high", signals.BestEffort, prio(100)),
+		mk("small", signals.BestEffort),
+		mk("req", signals.Burstable, ephReq(10*Gi)),
+		mk("nostats", signals.BestEffort, prio(100)),
 	}
 	stats := byUID(
 		diskStats("g", fu(Mi, 1000000), fu(0, 0), nil),
@@ -220,13 +220,13 @@ func TestRankPIDs(t *testing.T) {
 	runRankCases(t, []rankCase{{
 		name: "no stats, then priority, then process count",
 		sig:  signals.PIDAvailable,
-		pods: []Pod{
+		pods: []signals.Pod{
 			guaranteed("g", Gi),
-			mk("ds-many", BestEffort, daemonSet),
-			mk("high-many", Burstable, prio(1000)),
-			mk("few", BestEffort),
-			mk("many", Burstable, memReq(Gi)),
-			mk("nostats", Burstable, prio(1000)),
+			mk("ds-many", signals.BestEffort, daemonSet),
+			mk("high-many", signals.Burstable, prio(1000)),
+			mk("few", signals.BestEffort),
+			mk("many", signals.Burstable, memReq(Gi)),
+			mk("nostats", signals.Burstable, prio(1000)),
 		},
 		stats: byUID(procs("g", 10000), procs("ds-many", 800), procs("high-many", 9000), procs("few", 10),
 			procs("many", 500), signals.PodStats{UID: "uid-nostats", MemoryWorkingSet: signals.Int64(Gi)}),

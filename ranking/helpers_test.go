@@ -13,30 +13,30 @@ const (
 	Gi int64 = 1 << 30
 )
 
-type podOpt func(*Pod)
+type podOpt func(*signals.Pod)
 
 // mk builds a pod in namespace "default" whose UID is "uid-"+name.
-func mk(name string, qos QOSClass, opts ...podOpt) Pod {
-	p := Pod{Namespace: "default", Name: name, UID: "uid-" + name, QOS: qos}
+func mk(name string, qos signals.QOSClass, opts ...podOpt) signals.Pod {
+	p := signals.Pod{Namespace: "default", Name: name, UID: "uid-" + name, QOS: qos}
 	for _, o := range opts {
 		o(&p)
 	}
 	return p
 }
 
-func prio(n int32) podOpt     { return func(p *Pod) { p.Priority = n } }
-func memReq(b int64) podOpt   { return func(p *Pod) { p.MemoryRequest = b } }
-func ephReq(b int64) podOpt   { return func(p *Pod) { p.EphemeralStorageRequest = b } }
-func inNS(ns string) podOpt   { return func(p *Pod) { p.Namespace = ns } }
-func uid(u string) podOpt     { return func(p *Pod) { p.UID = u } }
-func vols(v ...string) podOpt { return func(p *Pod) { p.LocalVolumes = v } }
-func daemonSet(p *Pod)        { p.DaemonSet = true }
-func static(p *Pod)           { p.Static = true }
-func mirror(p *Pod)           { p.Mirror = true }
+func prio(n int32) podOpt      { return func(p *signals.Pod) { p.Priority = n } }
+func memReq(b int64) podOpt    { return func(p *signals.Pod) { p.MemoryRequest = b } }
+func ephReq(b int64) podOpt    { return func(p *signals.Pod) { p.EphemeralStorageRequest = b } }
+func inNS(ns string) podOpt    { return func(p *signals.Pod) { p.Namespace = ns } }
+func uid(u string) podOpt      { return func(p *signals.Pod) { p.UID = u } }
+func vols(v ...string) podOpt  { return func(p *signals.Pod) { p.LocalVolumes = v } }
+func daemonSet(p *signals.Pod) { p.DaemonSet = true }
+func static(p *signals.Pod)    { p.Static = true }
+func mirror(p *signals.Pod)    { p.Mirror = true }
 
 // guaranteed builds a Guaranteed pod whose memory request is req.
-func guaranteed(name string, req int64, opts ...podOpt) Pod {
-	return mk(name, Guaranteed, append([]podOpt{memReq(req)}, opts...)...)
+func guaranteed(name string, req int64, opts ...podOpt) signals.Pod {
+	return mk(name, signals.Guaranteed, append([]podOpt{memReq(req)}, opts...)...)
 }
 
 // ws is the stats of pod name with a memory working set of v bytes.
@@ -80,7 +80,7 @@ type rankCase struct {
 	name   string
 	sig    signals.Signal
 	layout signals.FsLayout
-	pods   []Pod
+	pods   []signals.Pod
 	stats  map[string]signals.PodStats
 	want   []string
 	// first is the pod FirstEvictable returns ("" = none).

@@ -154,7 +154,7 @@ func priorityOnlyNote(m mode, sig signals.Signal, layout signals.FsLayout) strin
 	return "no per-pod usage known for signal " + strconv.Quote(string(sig)) + " in the " + layout.String() + " layout"
 }
 
-func qosSuffix(q QOSClass) string {
+func qosSuffix(q signals.QOSClass) string {
 	if q == "" {
 		return ""
 	}

@@ -39,7 +39,7 @@ func (t Tier) String() string {
 // Candidate is one pod in eviction order, with what decided its place.
 type Candidate struct {
 	// Pod points into the pods slice given to Rank.
-	Pod *Pod
+	Pod *signals.Pod
 	// Stats is a shallow copy of the pod's stats (its slices and map are
 	// shared with the input), nil when there were none or they carried
 	// another pod's UID.
@@ -102,7 +102,7 @@ type Candidate struct {
 // Bad input never panics: a pod without a UID, stats carrying another UID,
 // a nil or negative measurement all count as "no stats"; negative requests
 // count as zero.
-func Rank(sig signals.Signal, layout signals.FsLayout, pods []Pod, stats map[string]signals.PodStats) []Candidate {
+func Rank(sig signals.Signal, layout signals.FsLayout, pods []signals.Pod, stats map[string]signals.PodStats) []Candidate {
 	if len(pods) == 0 {
 		return nil
 	}
@@ -157,7 +157,7 @@ func FirstEvictable(cands []Candidate) (Candidate, bool) {
 // tierOf places c in its tier (rule 1).
 func tierOf(c *Candidate, m mode) Tier {
 	switch {
-	case c.Pod.QOS == Guaranteed:
+	case c.Pod.QOS == signals.Guaranteed:
 		return TierC
 	case !m.hasRequest() || !c.HasStats || c.ExceedsRequest:
 		return TierA
@@ -166,7 +166,7 @@ func tierOf(c *Candidate, m mode) Tier {
 }
 
 // skipReason says why p must never be evicted, or "" when it may be.
-func skipReason(p *Pod) string {
+func skipReason(p *signals.Pod) string {
 	if !p.Critical() {
 		return ""
 	}
@@ -177,7 +177,7 @@ func skipReason(p *Pod) string {
 	if p.Mirror {
 		why = append(why, "mirror")
 	}
-	if p.Priority >= SystemCriticalPriority {
+	if p.Priority >= signals.SystemCriticalPriority {
 		why = append(why, "priority "+itoa(int64(p.Priority)))
 	}
 	return "critical pod (" + strings.Join(why, ", ") + ")"

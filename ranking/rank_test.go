@@ -15,7 +15,7 @@ func TestRankMemory(t *testing.T) {
 			// starved resource are failed first."
 			name:  "BestEffort: the biggest consumer goes first",
 			sig:   mem,
-			pods:  []Pod{mk("be-small", BestEffort), mk("be-big", BestEffort), mk("be-mid", BestEffort)},
+			pods:  []signals.Pod{mk("be-small", signals.BestEffort), mk("be-big", signals.BestEffort), mk("be-mid", signals.BestEffort)},
 			stats: byUID(ws("be-small", 100*Mi), ws("be-big", 900*Mi), ws("be-mid", 400*Mi)),
 			want:  []string{"be-big", "be-mid", "be-small"},
 			first: "be-big",
@@ -29,11 +29,11 @@ func TestRankMemory(t *testing.T) {
 			// starved resource relative to their request ... are failed first."
 			name: "Burstable: ranked relative to the request",
 			sig:  mem,
-			pods: []Pod{
-				mk("burst-under", Burstable, memReq(2*Gi)),
-				mk("be-small", BestEffort),
-				mk("burst-over", Burstable, memReq(64*Mi)),
-				mk("be-big", BestEffort),
+			pods: []signals.Pod{
+				mk("burst-under", signals.Burstable, memReq(2*Gi)),
+				mk("be-small", signals.BestEffort),
+				mk("burst-over", signals.Burstable, memReq(64*Mi)),
+				mk("be-big", signals.BestEffort),
 			},
 			stats: byUID(ws("burst-under", 1536*Mi), ws("be-small", 300*Mi), ws("burst-over", 600*Mi), ws("be-big", 800*Mi)),
 			want:  []string{"be-big", "burst-over", "be-small", "burst-under"},
@@ -49,7 +49,7 @@ func TestRankMemory(t *testing.T) {
 			// and the reference: the lowest priority goes first.
 			name: "only Guaranteed pods left: the lowest priority goes",
 			sig:  mem,
-			pods: []Pod{
+			pods: []signals.Pod{
 				guaranteed("g-high", Gi, prio(1000)),
 				guaranteed("g-low", Gi, prio(10)),
 				guaranteed("g-mid", Gi, prio(500)),
@@ -62,9 +62,9 @@ func TestRankMemory(t *testing.T) {
 		{
 			name: "Guaranteed after every other pod, even bigger and of lower priority",
 			sig:  mem,
-			pods: []Pod{
+			pods: []signals.Pod{
 				guaranteed("g-huge", 4*Gi, prio(-10)),
-				mk("burst-under", Burstable, memReq(Gi), prio(1000)),
+				mk("burst-under", signals.Burstable, memReq(Gi), prio(1000)),
 			},
 			stats: byUID(ws("g-huge", 4*Gi), ws("burst-under", 10*Mi)),
 			want:  []string{"burst-under", "g-huge"},
@@ -77,7 +77,7 @@ func TestRankMemory(t *testing.T) {
 		{
 			name: "within Guaranteed the same keys apply",
 			sig:  mem,
-			pods: []Pod{
+			pods: []signals.Pod{
 				guaranteed("g-under", Gi),
 				guaranteed("g-over", Gi, prio(1000)),
 				guaranteed("g-nostats", Gi, prio(2000)),
@@ -93,11 +93,11 @@ func TestRankMemory(t *testing.T) {
 		{
 			name: "pods without stats first",
 			sig:  mem,
-			pods: []Pod{
-				mk("huge", BestEffort),
-				mk("missing", BestEffort),
-				mk("unmeasured", BestEffort),
-				mk("negative", BestEffort),
+			pods: []signals.Pod{
+				mk("huge", signals.BestEffort),
+				mk("missing", signals.BestEffort),
+				mk("unmeasured", signals.BestEffort),
+				mk("negative", signals.BestEffort),
 			},
 			stats: byUID(ws("huge", 5*Gi), signals.PodStats{UID: "uid-unmeasured"}, ws("negative", -5)),
 			want:  []string{"missing", "negative", "unmeasured", "huge"},
@@ -110,10 +110,10 @@ func TestRankMemory(t *testing.T) {
 		{
 			name: "priority beats usage among pods over their request",
 			sig:  signals.AllocatableMemoryAvailable,
-			pods: []Pod{
-				mk("high", BestEffort, prio(1000)),
-				mk("low", BestEffort),
-				mk("burst-over-high", Burstable, prio(1000), memReq(100*Mi)),
+			pods: []signals.Pod{
+				mk("high", signals.BestEffort, prio(1000)),
+				mk("low", signals.BestEffort),
+				mk("burst-over-high", signals.Burstable, prio(1000), memReq(100*Mi)),
 			},
 			stats: byUID(ws("high", 2*Gi), ws("low", 200*Mi), ws("burst-over-high", 3*Gi)),
 			want:  []string{"low", "burst-over-high", "high"},
@@ -123,9 +123,9 @@ func TestRankMemory(t *testing.T) {
 		{
 			name: "over its request before within, whatever the priority",
 			sig:  mem,
-			pods: []Pod{
-				mk("under-low", Burstable, prio(-100), memReq(4*Gi)),
-				mk("over-high", Burstable, prio(1000), memReq(64*Mi)),
+			pods: []signals.Pod{
+				mk("under-low", signals.Burstable, prio(-100), memReq(4*Gi)),
+				mk("over-high", signals.Burstable, prio(1000), memReq(64*Mi)),
 			},
 			stats: byUID(ws("under-low", 3*Gi), ws("over-high", 100*Mi)),
 			want:  []string{"over-high", "under-low"},
@@ -135,11 +135,11 @@ func TestRankMemory(t *testing.T) {
 		{
 			name: "DaemonSet pods after the other pods of their tier",
 			sig:  mem,
-			pods: []Pod{
-				mk("ds-be", BestEffort, daemonSet),
-				mk("be-small", BestEffort),
-				mk("burst-under", Burstable, memReq(Gi), prio(100)),
-				mk("ds-burst-under", Burstable, memReq(Gi), daemonSet),
+			pods: []signals.Pod{
+				mk("ds-be", signals.BestEffort, daemonSet),
+				mk("be-small", signals.BestEffort),
+				mk("burst-under", signals.Burstable, memReq(Gi), prio(100)),
+				mk("ds-burst-under", signals.Burstable, memReq(Gi), daemonSet),
 				guaranteed("g", Gi, prio(100)),
 				guaranteed("ds-g", Gi, daemonSet),
 			},
@@ -160,10 +160,10 @@ func TestRankMemory(t *testing.T) {
 			// DaemonSet pod and these Guaranteed pods would rank there anyway.
 			name: "no note when the rule did not move the pod",
 			sig:  mem,
-			pods: []Pod{
-				mk("be-big", BestEffort),
-				mk("ds-tiny", BestEffort, daemonSet),
-				mk("burst-under", Burstable, memReq(Gi)),
+			pods: []signals.Pod{
+				mk("be-big", signals.BestEffort),
+				mk("ds-tiny", signals.BestEffort, daemonSet),
+				mk("burst-under", signals.Burstable, memReq(Gi)),
 				guaranteed("g-high", Gi, prio(1000)),
 				guaranteed("g-higher", Gi, prio(2000)),
 			},
@@ -180,12 +180,12 @@ func TestRankMemory(t *testing.T) {
 		{
 			name: "critical pods are ranked but never chosen, even the biggest",
 			sig:  mem,
-			pods: []Pod{
-				mk("normal", BestEffort),
-				mk("static-big", BestEffort, static),
-				mk("mirror-big", BestEffort, mirror),
-				mk("node-critical", BestEffort, prio(2000001000)),
-				mk("cluster-critical", BestEffort, prio(SystemCriticalPriority)),
+			pods: []signals.Pod{
+				mk("normal", signals.BestEffort),
+				mk("static-big", signals.BestEffort, static),
+				mk("mirror-big", signals.BestEffort, mirror),
+				mk("node-critical", signals.BestEffort, prio(2000001000)),
+				mk("cluster-critical", signals.BestEffort, prio(signals.SystemCriticalPriority)),
 			},
 			stats: byUID(ws("normal", 10*Mi), ws("static-big", 10*Gi), ws("mirror-big", 9*Gi),
 				ws("node-critical", 8*Gi), ws("cluster-critical", 7*Gi)),
@@ -195,7 +195,7 @@ func TestRankMemory(t *testing.T) {
 		{
 			name:  "only critical pods: nothing to evict",
 			sig:   mem,
-			pods:  []Pod{mk("static", BestEffort, static), mk("node-critical", BestEffort, prio(2000001000))},
+			pods:  []signals.Pod{mk("static", signals.BestEffort, static), mk("node-critical", signals.BestEffort, prio(2000001000))},
 			stats: byUID(ws("static", Gi), ws("node-critical", 2*Gi)),
 			want:  []string{"static", "node-critical"},
 		},
@@ -204,19 +204,19 @@ func TestRankMemory(t *testing.T) {
 
 func TestSkip(t *testing.T) {
 	cases := []struct {
-		pod  Pod
+		pod  signals.Pod
 		want string
 	}{
-		{mk("plain", BestEffort, prio(SystemCriticalPriority-1)), ""},
-		{mk("static", BestEffort, static), "critical pod (static)"},
-		{mk("mirror", Burstable, mirror), "critical pod (mirror)"},
-		{mk("cluster", Burstable, prio(SystemCriticalPriority)), "critical pod (priority 2000000000)"},
-		{mk("node", Guaranteed, prio(2000001000)), "critical pod (priority 2000001000)"},
-		{mk("both", Guaranteed, static, mirror, prio(2000001000)), "critical pod (static, mirror, priority 2000001000)"},
+		{mk("plain", signals.BestEffort, prio(signals.SystemCriticalPriority-1)), ""},
+		{mk("static", signals.BestEffort, static), "critical pod (static)"},
+		{mk("mirror", signals.Burstable, mirror), "critical pod (mirror)"},
+		{mk("cluster", signals.Burstable, prio(signals.SystemCriticalPriority)), "critical pod (priority 2000000000)"},
+		{mk("node", signals.Guaranteed, prio(2000001000)), "critical pod (priority 2000001000)"},
+		{mk("both", signals.Guaranteed, static, mirror, prio(2000001000)), "critical pod (static, mirror, priority 2000001000)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.pod.Name, func(t *testing.T) {
-			got := Rank(signals.MemoryAvailable, signals.SingleFs, []Pod{tc.pod}, nil)
+			got := Rank(signals.MemoryAvailable, signals.SingleFs, []signals.Pod{tc.pod}, nil)
 			if len(got) != 1 {
 				t.Fatalf("got %d candidates, want 1", len(got))
 			}
@@ -233,11 +233,11 @@ func TestSkip(t *testing.T) {
 func TestRankDeterministic(t *testing.T) {
 	// Equal on every key but namespace, name and UID; the UIDs sort
 	// against the names so that each tie-break shows.
-	pods := []Pod{
-		mk("x", BestEffort, inNS("b"), uid("u-1")),
-		mk("y", BestEffort, inNS("a"), uid("u-2")),
-		mk("x", BestEffort, inNS("a"), uid("u-4")),
-		mk("x", BestEffort, inNS("a"), uid("u-3")),
+	pods := []signals.Pod{
+		mk("x", signals.BestEffort, inNS("b"), uid("u-1")),
+		mk("y", signals.BestEffort, inNS("a"), uid("u-2")),
+		mk("x", signals.BestEffort, inNS("a"), uid("u-4")),
+		mk("x", signals.BestEffort, inNS("a"), uid("u-3")),
 	}
 	stats := map[string]signals.PodStats{}
 	for _, p := range pods {
@@ -245,7 +245,7 @@ func TestRankDeterministic(t *testing.T) {
 	}
 	want := []string{"u-3", "u-4", "u-2", "u-1"}
 	for _, perm := range permutations(len(pods)) {
-		in := make([]Pod, len(pods))
+		in := make([]signals.Pod, len(pods))
 		for i, j := range perm {
 			in[i] = pods[j]
 		}
@@ -287,7 +287,7 @@ func TestRankBadInput(t *testing.T) {
 	})
 	t.Run("nil stats map: every pod without stats, by priority", func(t *testing.T) {
 		got := Rank(signals.MemoryAvailable, signals.SingleFs,
-			[]Pod{mk("b", BestEffort, prio(5)), mk("a", Burstable, memReq(Gi), prio(5)), mk("c", BestEffort)}, nil)
+			[]signals.Pod{mk("b", signals.BestEffort, prio(5)), mk("a", signals.Burstable, memReq(Gi), prio(5)), mk("c", signals.BestEffort)}, nil)
 		if g, want := names(got), []string{"c", "a", "b"}; !slices.Equal(g, want) {
 			t.Errorf("got %v, want %v", g, want)
 		}
@@ -298,7 +298,7 @@ func TestRankBadInput(t *testing.T) {
 		}
 	})
 	t.Run("stats not matching the pod count as none", func(t *testing.T) {
-		pods := []Pod{mk("no-uid", BestEffort, uid("")), mk("other", BestEffort), mk("ok", BestEffort)}
+		pods := []signals.Pod{mk("no-uid", signals.BestEffort, uid("")), mk("other", signals.BestEffort), mk("ok", signals.BestEffort)}
 		stats := map[string]signals.PodStats{
 			"":          {MemoryWorkingSet: signals.Int64(Gi)},
 			"uid-other": {UID: "uid-ok", MemoryWorkingSet: signals.Int64(Gi)},
@@ -317,7 +317,7 @@ func TestRankBadInput(t *testing.T) {
 	})
 	t.Run("negative request counts as zero", func(t *testing.T) {
 		got := Rank(signals.MemoryAvailable, signals.SingleFs,
-			[]Pod{mk("neg", Burstable, memReq(-5*Gi))}, byUID(ws("neg", 100*Mi)))
+			[]signals.Pod{mk("neg", signals.Burstable, memReq(-5*Gi))}, byUID(ws("neg", 100*Mi)))
 		c := got[0]
 		if c.Request != 0 || !c.ExceedsRequest || c.Usage != 100*Mi || c.Tier != TierA {
 			t.Errorf("got Request=%d Exceeds=%v Usage=%d Tier=%s, want 0, true, %d, a", c.Request, c.ExceedsRequest, c.Usage, c.Tier, 100*Mi)
@@ -325,7 +325,7 @@ func TestRankBadInput(t *testing.T) {
 	})
 	t.Run("unknown signal ranks by priority", func(t *testing.T) {
 		got := Rank("bogus", signals.SingleFs,
-			[]Pod{mk("big", BestEffort, prio(9)), mk("small", BestEffort), guaranteed("g", Gi, prio(-1))},
+			[]signals.Pod{mk("big", signals.BestEffort, prio(9)), mk("small", signals.BestEffort), guaranteed("g", Gi, prio(-1))},
 			byUID(ws("big", 9*Gi), ws("small", Mi), ws("g", Gi)))
 		if g, want := names(got), []string{"small", "big", "g"}; !slices.Equal(g, want) {
 			t.Errorf("got %v, want %v", g, want)
@@ -339,7 +339,7 @@ func TestRankBadInput(t *testing.T) {
 
 func TestCandidateFields(t *testing.T) {
 	got := Rank(signals.MemoryAvailable, signals.SingleFs,
-		[]Pod{mk("over", Burstable, memReq(128*Mi)), mk("under", Burstable, memReq(Gi)), guaranteed("g", Gi)},
+		[]signals.Pod{mk("over", signals.Burstable, memReq(128*Mi)), mk("under", signals.Burstable, memReq(Gi)), guaranteed("g", Gi)},
 		byUID(ws("over", 600*Mi), ws("under", 500*Mi), ws("g", Gi)))
 	want := map[string]Candidate{
 		"over":  {Usage: 600 * Mi, Request: 128 * Mi, HasStats: true, ExceedsRequest: true, Tier: TierA},

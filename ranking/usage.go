@@ -117,7 +117,7 @@ func piecesFor(sig signals.Signal, layout signals.FsLayout) (p fsPieces, known b
 // Logs is nil, or any measured value is negative. imagefs.* in the split
 // layout measures nothing and returns 0, 0, true. Sums saturate at
 // math.MaxInt64 instead of overflowing.
-func DiskUsage(pod *Pod, st *signals.PodStats, sig signals.Signal, layout signals.FsLayout) (bytes, inodes int64, ok bool) {
+func DiskUsage(pod *signals.Pod, st *signals.PodStats, sig signals.Signal, layout signals.FsLayout) (bytes, inodes int64, ok bool) {
 	pieces, known := piecesFor(sig, layout)
 	if pod == nil || st == nil || !known {
 		return 0, 0, false

@@ -22,7 +22,6 @@ import (
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/server"
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
 	"github.com/evictd/evictd/systemd"
@@ -175,7 +174,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	if cfg.Kubeconfig == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
 	} else {
-		var stopLocally func(context.Context, *ranking.Pod, int64) error
+		var stopLocally func(context.Context, *signals.Pod, int64) error
 		if !cfg.DryRun {
 			stopLocally = rc.stopPodContainers
 		}

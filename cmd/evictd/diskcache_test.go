@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -16,7 +15,7 @@ type countingDisk struct {
 	err   error
 }
 
-func (d *countingDisk) PodStats(_ context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
+func (d *countingDisk) PodStats(_ context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
 	d.reads++
 	out := map[string]signals.PodStats{}
 	for _, p := range pods {
@@ -27,23 +26,23 @@ func (d *countingDisk) PodStats(_ context.Context, now time.Time, pods []ranking
 
 func TestDiskCache(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	a, b := ranking.Pod{UID: "a"}, ranking.Pod{UID: "b"}
+	a, b := signals.Pod{UID: "a"}, signals.Pod{UID: "b"}
 	steps := []struct {
 		name      string
 		at        time.Duration
-		pods      []ranking.Pod
+		pods      []signals.Pod
 		err       error
 		wantReads int
 		wantTime  time.Duration // of pod a's stats
 	}{
-		{"first pass reads", 0, []ranking.Pod{a}, nil, 1, 0},
-		{"a wake-up 2 s later reuses", 2 * time.Second, []ranking.Pod{a}, nil, 1, 0},
-		{"a new pod reads again", 3 * time.Second, []ranking.Pod{a, b}, nil, 2, 3 * time.Second},
-		{"a gone pod does not", 4 * time.Second, []ranking.Pod{b}, nil, 2, -1},
-		{"the next tick reads", 13 * time.Second, []ranking.Pod{a, b}, nil, 3, 13 * time.Second},
-		{"a failed read", 14*time.Second + 1, []ranking.Pod{a, b, {UID: "c"}}, errors.New("runtime down"), 4, 14*time.Second + 1},
-		{"is read again", 15 * time.Second, []ranking.Pod{a, b}, nil, 5, 15 * time.Second},
-		{"a clock that went back reads", 1 * time.Second, []ranking.Pod{a}, nil, 6, 1 * time.Second},
+		{"first pass reads", 0, []signals.Pod{a}, nil, 1, 0},
+		{"a wake-up 2 s later reuses", 2 * time.Second, []signals.Pod{a}, nil, 1, 0},
+		{"a new pod reads again", 3 * time.Second, []signals.Pod{a, b}, nil, 2, 3 * time.Second},
+		{"a gone pod does not", 4 * time.Second, []signals.Pod{b}, nil, 2, -1},
+		{"the next tick reads", 13 * time.Second, []signals.Pod{a, b}, nil, 3, 13 * time.Second},
+		{"a failed read", 14*time.Second + 1, []signals.Pod{a, b, {UID: "c"}}, errors.New("runtime down"), 4, 14*time.Second + 1},
+		{"is read again", 15 * time.Second, []signals.Pod{a, b}, nil, 5, 15 * time.Second},
+		{"a clock that went back reads", 1 * time.Second, []signals.Pod{a}, nil, 6, 1 * time.Second},
 	}
 	c := &diskCache{maxAge: 9 * time.Second}
 	src := &countingDisk{}

@@ -17,7 +17,7 @@ import (
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/podsource"
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // initialSyncTimeout bounds how long the agent waits for its first list of
@@ -39,7 +39,7 @@ type kube struct {
 // stopLocally, when not nil, stops a hard eviction's containers on the node
 // (evict.Config.StopLocally), as cfg.HardEvictionLocalStop and
 // cfg.LocalKillAfter say.
-func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *ranking.Pod, int64) error) (*kube, error) {
+func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *signals.Pod, int64) error) (*kube, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)

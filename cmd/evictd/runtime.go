@@ -13,7 +13,6 @@ import (
 	"github.com/evictd/evictd/internal/cri"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/metrics"
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/reclaim"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
@@ -161,7 +160,7 @@ func newPodStats(cgroups *host.PodStatsReader, r *runtimeConn, interval time.Dur
 	return podStats{cgroups: cgroups, r: r, disk: &diskCache{maxAge: interval * 9 / 10}}
 }
 
-func (s podStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
+func (s podStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
 	stats, err := s.cgroups.Read(ctx, pods, now)
 	p := s.r.parts.Load()
 	if p == nil {
@@ -192,10 +191,10 @@ type diskCache struct {
 
 // diskSource is what diskCache reads: *cri.DiskStats.
 type diskSource interface {
-	PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error)
+	PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error)
 }
 
-func (c *diskCache) get(ctx context.Context, now time.Time, pods []ranking.Pod, src diskSource) (map[string]signals.PodStats, error) {
+func (c *diskCache) get(ctx context.Context, now time.Time, pods []signals.Pod, src diskSource) (map[string]signals.PodStats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fresh := c.stats != nil && now.Sub(c.at) < c.maxAge && now.Sub(c.at) >= 0
@@ -237,7 +236,7 @@ func (rr runtimeReclaimer) Reclaim(ctx context.Context, sig signals.Signal, layo
 
 // stopPodContainers stops a pod's running containers through the CRI, for
 // a hard eviction the API server has accepted or could not be asked.
-func (r *runtimeConn) stopPodContainers(ctx context.Context, pod *ranking.Pod, gracePeriodSeconds int64) error {
+func (r *runtimeConn) stopPodContainers(ctx context.Context, pod *signals.Pod, gracePeriodSeconds int64) error {
 	p := r.parts.Load()
 	if p == nil {
 		r.met.IncRuntimeError(metrics.RuntimeStopContainers)

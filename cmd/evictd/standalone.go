@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/evictd/evictd/internal/manager"
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
 )
@@ -13,7 +12,7 @@ import (
 // pods are the pod cgroups under kubepods, known by UID and QoS class only.
 type cgroupPods struct{ cfg host.Config }
 
-func (p cgroupPods) Pods(context.Context) ([]ranking.Pod, error) { return host.DiscoverPods(p.cfg) }
+func (p cgroupPods) Pods(context.Context) ([]signals.Pod, error) { return host.DiscoverPods(p.cfg) }
 
 // InFlight is always nil: without an API server evictd evicts nothing and
 // cannot see a pod's deletion.

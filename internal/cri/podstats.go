@@ -10,7 +10,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -70,7 +69,7 @@ func NewDiskStats(c *Client, cfg DiskStatsConfig) (*DiskStats, error) {
 }
 
 // PodStats is PodDiskStats with the configured directories and cache.
-func (d *DiskStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
+func (d *DiskStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
 	return podDiskStats(ctx, d.c, d.du, now, pods, d.kubeletRoot, d.logsDir)
 }
 
@@ -85,7 +84,7 @@ func (d *DiskStats) PodStats(ctx context.Context, now time.Time, pods []ranking.
 // the error joins what failed, and names the endpoint when the runtime
 // cannot be reached (the Rootfs of every container is then nil, the logs and
 // volumes are still measured).
-func (c *Client) PodDiskStats(ctx context.Context, now time.Time, pods []ranking.Pod, kubeletRootDir, podLogsDir string) (map[string]signals.PodStats, error) {
+func (c *Client) PodDiskStats(ctx context.Context, now time.Time, pods []signals.Pod, kubeletRootDir, podLogsDir string) (map[string]signals.PodStats, error) {
 	if podLogsDir == "" {
 		podLogsDir = DefaultPodLogsDir
 	}
@@ -99,7 +98,7 @@ type runtimeContainer struct {
 	created  int64
 }
 
-func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, pods []ranking.Pod, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
+func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, pods []signals.Pod, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
 	var errs []error
 	byPod, layers, memory, err := c.writableLayers(ctx)
 	if err != nil {
@@ -142,7 +141,7 @@ func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, p
 
 // containerNames lists the pod's containers: those of its spec, then those
 // the runtime has that the spec does not name (init containers).
-func containerNames(p ranking.Pod, rt map[string]runtimeContainer) []string {
+func containerNames(p signals.Pod, rt map[string]runtimeContainer) []string {
 	var names []string
 	seen := map[string]bool{}
 	for _, c := range p.Containers {

@@ -32,9 +32,9 @@ func TestPodDiskStats(t *testing.T) {
 	}
 	c := dial(t, rt)
 	kubeletRoot, logsDir := t.TempDir(), t.TempDir()
-	pod := ranking.Pod{
+	pod := signals.Pod{
 		Namespace: "default", Name: "writer", UID: fmt.Sprintf("uid-%d", os.Getpid()),
-		Containers:   []ranking.Container{{Name: "writer"}},
+		Containers:   []signals.Container{{Name: "writer"}},
 		LocalVolumes: []string{"cache", "config", "host"},
 	}
 	podLogs := filepath.Join(logsDir, pod.Namespace+"_"+pod.Name+"_"+pod.UID)
@@ -55,7 +55,7 @@ func TestPodDiskStats(t *testing.T) {
 	var st signals.PodStats
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got, err := c.PodDiskStats(ctx, time.Now(), []ranking.Pod{pod}, kubeletRoot, logsDir)
+		got, err := c.PodDiskStats(ctx, time.Now(), []signals.Pod{pod}, kubeletRoot, logsDir)
 		st = got[pod.UID]
 		if err == nil && len(st.Containers) == 1 && st.Containers[0].Rootfs != nil && st.Containers[0].Rootfs.Bytes >= 20*mib {
 			break
@@ -94,8 +94,8 @@ func TestPodDiskStats(t *testing.T) {
 
 	// A pod the runtime does not know: logs and volumes absent or nil,
 	// the writable layer nil.
-	ghost := ranking.Pod{Namespace: "default", Name: "ghost", UID: "ghost-uid", Containers: []ranking.Container{{Name: "app"}}}
-	got, err := c.PodDiskStats(ctx, time.Now(), []ranking.Pod{ghost}, kubeletRoot, logsDir)
+	ghost := signals.Pod{Namespace: "default", Name: "ghost", UID: "ghost-uid", Containers: []signals.Container{{Name: "app"}}}
+	got, err := c.PodDiskStats(ctx, time.Now(), []signals.Pod{ghost}, kubeletRoot, logsDir)
 	if err == nil {
 		t.Errorf("PodDiskStats of a pod without a log directory: no error")
 	}
@@ -111,7 +111,7 @@ func ptr[T any](v T) *T { return &v }
 
 // runPod runs a host-network sandbox labelled as the kubelet labels one,
 // with one container of image running the workload with args.
-func runPod(t *testing.T, c *Client, p ranking.Pod, logDir, cgroupParent, image string, args []string) {
+func runPod(t *testing.T, c *Client, p signals.Pod, logDir, cgroupParent, image string, args []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

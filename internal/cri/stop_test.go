@@ -9,7 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/evictd/evictd/internal/testing/testruntime"
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // TestStopPodContainers stops the running container of one pod on a real
@@ -24,12 +24,12 @@ func TestStopPodContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := dial(t, rt)
-	pod := func(name string) ranking.Pod {
-		return ranking.Pod{Namespace: "default", Name: name, UID: fmt.Sprintf("uid-%s-%d", name, os.Getpid()),
-			Containers: []ranking.Container{{Name: "app"}}}
+	pod := func(name string) signals.Pod {
+		return signals.Pod{Namespace: "default", Name: name, UID: fmt.Sprintf("uid-%s-%d", name, os.Getpid()),
+			Containers: []signals.Container{{Name: "app"}}}
 	}
 	victim, bystander := pod("victim"), pod("bystander")
-	for _, p := range []ranking.Pod{victim, bystander} {
+	for _, p := range []signals.Pod{victim, bystander} {
 		runPod(t, c, p, t.TempDir(), cgroupParent, image, []string{"sleep"})
 	}
 

@@ -25,7 +25,7 @@ import (
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testing/testcluster"
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 func TestAPIServerAway(t *testing.T) {
@@ -69,7 +69,7 @@ type stops struct {
 	err   error
 }
 
-func (s *stops) stop(_ context.Context, p *ranking.Pod, grace int64) error {
+func (s *stops) stop(_ context.Context, p *signals.Pod, grace int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, fmt.Sprintf("%s %s %d", p.Ref(), p.UID, grace))

@@ -26,7 +26,7 @@ import (
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testing/testcluster"
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // nodeName is the Node the test pods are bound to. No kubelet runs for it:
@@ -262,10 +262,10 @@ func request(pod *v1.Pod, hard bool, grace int64, msg string) manager.Request {
 		Signal: "memory.available",
 		Hard:   hard,
 		Eviction: manager.Eviction{
-			Pod: &ranking.Pod{
+			Pod: &signals.Pod{
 				Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-				QOS: ranking.BestEffort, TerminationGracePeriodSeconds: pod.Spec.TerminationGracePeriodSeconds,
-				Containers: []ranking.Container{{Name: "app"}},
+				QOS: signals.BestEffort, TerminationGracePeriodSeconds: pod.Spec.TerminationGracePeriodSeconds,
+				Containers: []signals.Container{{Name: "app"}},
 			},
 			GracePeriod: grace,
 			Message:     msg,

@@ -21,7 +21,7 @@ import (
 
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // Defaults of Config.
@@ -89,7 +89,7 @@ type Config struct {
 	// through the CRI with the grace period, and returns once they have
 	// stopped. It is used for a hard eviction when StopWhenIssued is set
 	// and after LocalKillAfter.
-	StopLocally func(ctx context.Context, pod *ranking.Pod, gracePeriodSeconds int64) error
+	StopLocally func(ctx context.Context, pod *signals.Pod, gracePeriodSeconds int64) error
 	// StopWhenIssued stops a hard eviction's containers through
 	// StopLocally once the eviction is issued, rather than when the
 	// kubelet sees the deletion: under fast-growing memory that hop can
@@ -252,19 +252,19 @@ func (e *Evicter) check(r manager.Request) error {
 	return nil
 }
 
-func criticalWhy(p *ranking.Pod) string {
+func criticalWhy(p *signals.Pod) string {
 	switch {
 	case p.Static:
 		return "static pod"
 	case p.Mirror:
 		return "mirror pod"
 	}
-	return fmt.Sprintf("priority %d >= %d", p.Priority, ranking.SystemCriticalPriority)
+	return fmt.Sprintf("priority %d >= %d", p.Priority, signals.SystemCriticalPriority)
 }
 
 // current reads the pod back and returns it if it is still the pod asked
 // for and still running; otherwise an error wrapping ErrPodGone says why.
-func (e *Evicter) current(ctx context.Context, want *ranking.Pod) (*v1.Pod, error) {
+func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, error) {
 	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -18,7 +18,6 @@ import (
 
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testing/testcluster"
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -153,7 +152,7 @@ func TestEvict(t *testing.T) {
 		release := make(chan struct{})
 		stopErr := make(chan error, 1)
 		ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond, StopWhenIssued: true,
-			StopLocally: func(ctx context.Context, _ *ranking.Pod, _ int64) error {
+			StopLocally: func(ctx context.Context, _ *signals.Pod, _ int64) error {
 				<-release
 				stopErr <- ctx.Err()
 				return ctx.Err()
@@ -291,7 +290,7 @@ func TestEvict(t *testing.T) {
 			modify func(r *manager.Request)
 			want   error
 		}{
-			{"critical priority", func(r *manager.Request) { r.Pod.Priority = ranking.SystemCriticalPriority }, ErrCriticalPod},
+			{"critical priority", func(r *manager.Request) { r.Pod.Priority = signals.SystemCriticalPriority }, ErrCriticalPod},
 			{"static", func(r *manager.Request) { r.Pod.Static = true }, ErrCriticalPod},
 			{"mirror", func(r *manager.Request) { r.Pod.Mirror = true }, ErrCriticalPod},
 			{"nil pod", func(r *manager.Request) { r.Pod = nil }, nil},

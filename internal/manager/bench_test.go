@@ -16,7 +16,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/metrics"
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
 	"github.com/evictd/evictd/thresholds"
@@ -36,7 +35,7 @@ const gi = 1024 * mi
 var benchPodCounts = []int{110, 1000, 10000}
 
 // benchTiers spreads the pods evenly over the three QoS tiers.
-var benchTiers = []ranking.QOSClass{ranking.Guaranteed, ranking.Burstable, ranking.BestEffort}
+var benchTiers = []signals.QOSClass{signals.Guaranteed, signals.Burstable, signals.BestEffort}
 
 // benchNode is a generated node and the configuration that points at it.
 type benchNode struct {
@@ -104,9 +103,9 @@ func newBenchNode(tb testing.TB, dir string, n int) benchNode {
 func podCgroupPath(i int) string {
 	pod := fmt.Sprintf("pod%08x-0000-4000-8000-%012x", i, i)
 	switch benchTiers[i%len(benchTiers)] {
-	case ranking.Burstable:
+	case signals.Burstable:
 		return filepath.Join("kubepods", "burstable", pod)
-	case ranking.BestEffort:
+	case signals.BestEffort:
 		return filepath.Join("kubepods", "besteffort", pod)
 	}
 	return filepath.Join("kubepods", pod)
@@ -140,14 +139,14 @@ func memoryStatV1(usage, inactiveFile int64) string {
 // discoveredPods is standalone mode's pod source: the pod cgroups.
 type discoveredPods struct{ cfg host.Config }
 
-func (p discoveredPods) Pods(context.Context) ([]ranking.Pod, error) { return host.DiscoverPods(p.cfg) }
+func (p discoveredPods) Pods(context.Context) ([]signals.Pod, error) { return host.DiscoverPods(p.cfg) }
 
 func (discoveredPods) InFlight() []InFlight { return nil }
 
 // cgroupPodStats reads pod usage from the pod cgroups.
 type cgroupPodStats struct{ r *host.PodStatsReader }
 
-func (s cgroupPodStats) PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error) {
+func (s cgroupPodStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
 	return s.r.Read(ctx, pods, now)
 }
 
@@ -329,7 +328,7 @@ func benchDecide(b *testing.B, node benchNode, memAvailable int64) {
 }
 
 // readBenchNode reads node once, as a pass would.
-func readBenchNode(tb testing.TB, node benchNode) (signals.Observations, []ranking.Pod, map[string]signals.PodStats) {
+func readBenchNode(tb testing.TB, node benchNode) (signals.Observations, []signals.Pod, map[string]signals.PodStats) {
 	tb.Helper()
 	ctx := context.Background()
 	sources, err := host.Sources(node.cfg, nil)

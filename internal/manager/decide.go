@@ -49,7 +49,7 @@ type Decision struct {
 	Signal      signals.Signal        `json:"signal,omitempty"`
 	Threshold   *thresholds.Threshold `json:"-"`
 	Observation *signals.Observation  `json:"observation,omitempty"`
-	Pod         *ranking.Pod          `json:"pod,omitempty"`
+	Pod         *signals.Pod          `json:"pod,omitempty"`
 	Hard        bool                  `json:"hard,omitempty"`
 	GracePeriod int64                 `json:"gracePeriodSeconds,omitempty"`
 	Message     string                `json:"message,omitempty"`
@@ -69,7 +69,7 @@ type Decision struct {
 
 // Eviction is one pod to evict and how.
 type Eviction struct {
-	Pod         *ranking.Pod
+	Pod         *signals.Pod
 	GracePeriod int64
 	// Message is the Evicted event's text and the DisruptionTarget
 	// condition's message, in the kubelet's words.
@@ -163,7 +163,7 @@ func (d *Decider) Evaluate(now time.Time, obs signals.Observations) thresholds.E
 // local-storage limits, which are evicted instead of any threshold victim;
 // otherwise pick the starved signal (memory first), rank the pods for it
 // and choose the first one that may be evicted.
-func (d *Decider) Decide(now time.Time, obs signals.Observations, pods []ranking.Pod, stats map[string]signals.PodStats) Decision {
+func (d *Decider) Decide(now time.Time, obs signals.Observations, pods []signals.Pod, stats map[string]signals.PodStats) Decision {
 	ev := d.Evaluate(now, obs)
 	if vs := localStorageViolations(pods, stats, d.cfg.Layout); len(vs) > 0 {
 		return localStorageDecision(now, ev, vs)
@@ -182,7 +182,7 @@ func localStorageDecision(now time.Time, ev thresholds.Evaluation, vs []Violatio
 	return Decision{Time: now, Outcome: OutcomeLocalStorage, Reason: reason, Evaluation: ev, LocalStorage: vs}
 }
 
-func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Observations, pods []ranking.Pod, stats map[string]signals.PodStats) Decision {
+func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Observations, pods []signals.Pod, stats map[string]signals.PodStats) Decision {
 	dec := Decision{Time: now, Outcome: OutcomeNone, Evaluation: ev}
 	if len(ev.Actionable) == 0 {
 		dec.Reason = noActionReason(ev)
@@ -275,7 +275,7 @@ func noActionReason(ev thresholds.Evaluation) string {
 // 1 s for hard thresholds; for soft ones the smaller of
 // --eviction-max-pod-grace-period and the pod's own, or the pod's own when
 // the flag is negative (as the kubelet's help text promises); never below 1.
-func gracePeriod(th thresholds.Threshold, pod *ranking.Pod, maxPodGrace int64) int64 {
+func gracePeriod(th thresholds.Threshold, pod *signals.Pod, maxPodGrace int64) int64 {
 	if th.Hard() {
 		return hardEvictionGracePeriodSeconds
 	}

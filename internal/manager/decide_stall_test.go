@@ -37,11 +37,11 @@ func TestDecideStall(t *testing.T) {
 	// big is Guaranteed-like: large but within its request; over is a
 	// smaller burstable pod well above its request; disk-hog uses much
 	// disk and little memory.
-	pods := []ranking.Pod{
-		{Namespace: "default", Name: "big", UID: "big", QOS: ranking.Burstable, MemoryRequest: 4096 * mi},
-		{Namespace: "default", Name: "over", UID: "over", QOS: ranking.Burstable, MemoryRequest: 128 * mi,
-			Containers: []ranking.Container{{Name: "app", MemoryRequest: 128 * mi}}},
-		{Namespace: "kube-system", Name: "etcd", UID: "etcd", QOS: ranking.Burstable, Static: true},
+	pods := []signals.Pod{
+		{Namespace: "default", Name: "big", UID: "big", QOS: signals.Burstable, MemoryRequest: 4096 * mi},
+		{Namespace: "default", Name: "over", UID: "over", QOS: signals.Burstable, MemoryRequest: 128 * mi,
+			Containers: []signals.Container{{Name: "app", MemoryRequest: 128 * mi}}},
+		{Namespace: "kube-system", Name: "etcd", UID: "etcd", QOS: signals.Burstable, Static: true},
 	}
 	usage := map[string]signals.PodStats{
 		"big":  {UID: "big", MemoryWorkingSet: i64(4000 * mi)},
@@ -113,10 +113,10 @@ func TestDecideStall(t *testing.T) {
 
 // The stall signal's victim is the same as memory.available's on the same pods.
 func TestStallRanksAsMemory(t *testing.T) {
-	pods := []ranking.Pod{
-		{Namespace: "default", Name: "a", UID: "a", QOS: ranking.BestEffort, Priority: 10},
-		{Namespace: "default", Name: "b", UID: "b", QOS: ranking.Burstable, MemoryRequest: 10 * mi},
-		{Namespace: "default", Name: "c", UID: "c", QOS: ranking.BestEffort},
+	pods := []signals.Pod{
+		{Namespace: "default", Name: "a", UID: "a", QOS: signals.BestEffort, Priority: 10},
+		{Namespace: "default", Name: "b", UID: "b", QOS: signals.Burstable, MemoryRequest: 10 * mi},
+		{Namespace: "default", Name: "c", UID: "c", QOS: signals.BestEffort},
 	}
 	usage := map[string]signals.PodStats{
 		"a": {UID: "a", MemoryWorkingSet: i64(900 * mi)},

@@ -32,7 +32,7 @@ func TestGracePeriod(t *testing.T) {
 		{"soft: negative max, pod sets none", soft, -1, nil, 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := &ranking.Pod{TerminationGracePeriodSeconds: tc.own}
+			pod := &signals.Pod{TerminationGracePeriodSeconds: tc.own}
 			if got := gracePeriod(tc.th, pod, tc.maxGrace); got != tc.want {
 				t.Errorf("got %d, want %d", got, tc.want)
 			}
@@ -48,7 +48,7 @@ func TestEvictionMessage(t *testing.T) {
 	}
 	th = q.Thresholds[0]
 	obs := signals.Observation{Signal: signals.MemoryAvailable, Available: 80 * mi, Capacity: 10240 * mi, Time: t0}
-	pod := &ranking.Pod{Namespace: "default", Name: "web", Containers: []ranking.Container{
+	pod := &signals.Pod{Namespace: "default", Name: "web", Containers: []signals.Container{
 		{Name: "app", MemoryRequest: 128 * mi},
 		{Name: "sidecar", MemoryRequest: 64 * mi},
 	}}
@@ -93,7 +93,7 @@ func TestEvictionMessageAbsurdUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := signals.Observation{Signal: signals.NodeFsAvailable, Available: 512 * mi, Capacity: 100 << 30, Time: t0}
-	pod := &ranking.Pod{Namespace: "default", Name: "w", Containers: []ranking.Container{
+	pod := &signals.Pod{Namespace: "default", Name: "w", Containers: []signals.Container{
 		{Name: "huge", EphemeralStorageRequest: maxI - 1},
 		{Name: "over", EphemeralStorageRequest: 0},
 		{Name: "negative"},
@@ -126,8 +126,8 @@ func TestDecide(t *testing.T) {
 	memObs := func(avail int64) signals.Observations {
 		return signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: avail, Capacity: 10240 * mi, Time: t0}}
 	}
-	besteffort := ranking.Pod{Namespace: "default", Name: "be", UID: "be", QOS: ranking.BestEffort}
-	static := ranking.Pod{Namespace: "kube-system", Name: "etcd", UID: "etcd", QOS: ranking.BestEffort, Static: true}
+	besteffort := signals.Pod{Namespace: "default", Name: "be", UID: "be", QOS: signals.BestEffort}
+	static := signals.Pod{Namespace: "kube-system", Name: "etcd", UID: "etcd", QOS: signals.BestEffort, Static: true}
 	usage := map[string]signals.PodStats{
 		"be":   {UID: "be", MemoryWorkingSet: i64(100 * mi)},
 		"etcd": {UID: "etcd", MemoryWorkingSet: i64(2000 * mi)},
@@ -136,17 +136,17 @@ func TestDecide(t *testing.T) {
 		name        string
 		ths         []thresholds.Threshold
 		obs         signals.Observations
-		pods        []ranking.Pod
+		pods        []signals.Pod
 		wantOutcome Outcome
 		wantPod     string
 		wantReason  string
 	}{
-		{"nothing met", hard(t, "memory.available", "100Mi"), memObs(200 * mi), []ranking.Pod{besteffort}, OutcomeNone, "", "no threshold met"},
-		{"equal is not below", hard(t, "memory.available", "100Mi"), memObs(100 * mi), []ranking.Pod{besteffort}, OutcomeNone, "", "no threshold met"},
-		{"met: the critical pod is passed over", hard(t, "memory.available", "100Mi"), memObs(50 * mi), []ranking.Pod{static, besteffort}, OutcomeEvict, "be", "default/be ranks first"},
-		{"met: only critical pods", hard(t, "memory.available", "100Mi"), memObs(50 * mi), []ranking.Pod{static}, OutcomeNoEvictablePod, "", "no pod may be evicted"},
+		{"nothing met", hard(t, "memory.available", "100Mi"), memObs(200 * mi), []signals.Pod{besteffort}, OutcomeNone, "", "no threshold met"},
+		{"equal is not below", hard(t, "memory.available", "100Mi"), memObs(100 * mi), []signals.Pod{besteffort}, OutcomeNone, "", "no threshold met"},
+		{"met: the critical pod is passed over", hard(t, "memory.available", "100Mi"), memObs(50 * mi), []signals.Pod{static, besteffort}, OutcomeEvict, "be", "default/be ranks first"},
+		{"met: only critical pods", hard(t, "memory.available", "100Mi"), memObs(50 * mi), []signals.Pod{static}, OutcomeNoEvictablePod, "", "no pod may be evicted"},
 		{"met: no pods", hard(t, "memory.available", "100Mi"), memObs(50 * mi), nil, OutcomeNoEvictablePod, "", "no pod may be evicted"},
-		{"signal not observed", hard(t, "pid.available", "100"), memObs(50 * mi), []ranking.Pod{besteffort}, OutcomeNone, "", "no threshold met"},
+		{"signal not observed", hard(t, "pid.available", "100"), memObs(50 * mi), []signals.Pod{besteffort}, OutcomeNone, "", "no threshold met"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := NewDecider(DeciderConfig{Thresholds: tc.ths, TransitionPeriod: time.Minute})
@@ -177,15 +177,15 @@ func TestDecideAbsurdPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods := []ranking.Pod{
-		{Namespace: "default", Name: "above-capacity", UID: "a", QOS: ranking.Burstable, MemoryRequest: 1 << 50,
-			Containers: []ranking.Container{{Name: "app", MemoryRequest: 1 << 50}}},
-		{Namespace: "default", Name: "max-request", UID: "b", QOS: ranking.Burstable, MemoryRequest: maxI,
-			Containers: []ranking.Container{{Name: "app", MemoryRequest: maxI}}},
-		{Namespace: "default", Name: "negative-request", UID: "c", QOS: ranking.Burstable, MemoryRequest: -1,
-			Containers: []ranking.Container{{Name: "app", MemoryRequest: -1}}},
-		{Namespace: "default", Name: "max-usage", UID: "d", QOS: ranking.BestEffort,
-			Containers: []ranking.Container{{Name: "app"}}},
+	pods := []signals.Pod{
+		{Namespace: "default", Name: "above-capacity", UID: "a", QOS: signals.Burstable, MemoryRequest: 1 << 50,
+			Containers: []signals.Container{{Name: "app", MemoryRequest: 1 << 50}}},
+		{Namespace: "default", Name: "max-request", UID: "b", QOS: signals.Burstable, MemoryRequest: maxI,
+			Containers: []signals.Container{{Name: "app", MemoryRequest: maxI}}},
+		{Namespace: "default", Name: "negative-request", UID: "c", QOS: signals.Burstable, MemoryRequest: -1,
+			Containers: []signals.Container{{Name: "app", MemoryRequest: -1}}},
+		{Namespace: "default", Name: "max-usage", UID: "d", QOS: signals.BestEffort,
+			Containers: []signals.Container{{Name: "app"}}},
 	}
 	stats := map[string]signals.PodStats{
 		"a": {UID: "a", MemoryWorkingSet: i64(8 << 30), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: i64(8 << 30)}}},
@@ -229,10 +229,10 @@ func TestDecideWithoutStats(t *testing.T) {
 	for _, s := range []signals.Signal{signals.MemoryAvailable, signals.NodeFsAvailable, signals.ImageFsAvailable} {
 		obs[s] = signals.Observation{Signal: s, Available: 50 * mi, Capacity: 10240 * mi, Time: t0}
 	}
-	app := []ranking.Container{{Name: "app"}}
-	a := ranking.Pod{Namespace: "default", Name: "a", UID: "a", QOS: ranking.BestEffort, Containers: app}
-	b := ranking.Pod{Namespace: "default", Name: "b", UID: "b", QOS: ranking.BestEffort, Containers: app}
-	crit := ranking.Pod{Namespace: "kube-system", Name: "c", UID: "c", QOS: ranking.BestEffort, Static: true, Containers: app}
+	app := []signals.Container{{Name: "app"}}
+	a := signals.Pod{Namespace: "default", Name: "a", UID: "a", QOS: signals.BestEffort, Containers: app}
+	b := signals.Pod{Namespace: "default", Name: "b", UID: "b", QOS: signals.BestEffort, Containers: app}
+	crit := signals.Pod{Namespace: "kube-system", Name: "c", UID: "c", QOS: signals.BestEffort, Static: true, Containers: app}
 	disk := func(uid string, bytes int64) signals.PodStats {
 		return signals.PodStats{UID: uid, Containers: []signals.ContainerStats{{Name: "app",
 			Rootfs: &signals.FsUsage{Bytes: bytes, Inodes: 1}, Logs: &signals.FsUsage{}}}}
@@ -247,26 +247,26 @@ func TestDecideWithoutStats(t *testing.T) {
 		name        string
 		ths         []thresholds.Threshold
 		layout      signals.FsLayout
-		pods        []ranking.Pod
+		pods        []signals.Pod
 		stats       map[string]signals.PodStats
 		wantOutcome Outcome
 		wantPod     string
 		wantReason  string
 	}{
 		{"disk, runtime down: no pod has disk stats", hard("nodefs.available", "100Mi"), signals.SingleFs,
-			[]ranking.Pod{a, b}, runtimeDown, OutcomeNoEvictablePod, "", "no pod has stats for it"},
+			[]signals.Pod{a, b}, runtimeDown, OutcomeNoEvictablePod, "", "no pod has stats for it"},
 		{"disk, only the critical pod measured", hard("nodefs.available", "100Mi"), signals.SingleFs,
-			[]ranking.Pod{a, b, crit}, map[string]signals.PodStats{"c": disk("c", 500*mi)}, OutcomeNoEvictablePod, "", "no pod has stats for it"},
+			[]signals.Pod{a, b, crit}, map[string]signals.PodStats{"c": disk("c", 500*mi)}, OutcomeNoEvictablePod, "", "no pod has stats for it"},
 		{"disk, one pod unmeasured: it ranks first", hard("nodefs.available", "100Mi"), signals.SingleFs,
-			[]ranking.Pod{a, b}, map[string]signals.PodStats{"a": disk("a", 500*mi)}, OutcomeEvict, "b", "ranks first"},
+			[]signals.Pod{a, b}, map[string]signals.PodStats{"a": disk("a", 500*mi)}, OutcomeEvict, "b", "ranks first"},
 		{"disk, all measured", hard("nodefs.available", "100Mi"), signals.SingleFs,
-			[]ranking.Pod{a, b}, map[string]signals.PodStats{"a": disk("a", 500*mi), "b": disk("b", 5*mi)}, OutcomeEvict, "a", "ranks first"},
+			[]signals.Pod{a, b}, map[string]signals.PodStats{"a": disk("a", 500*mi), "b": disk("b", 5*mi)}, OutcomeEvict, "a", "ranks first"},
 		{"memory, runtime down: cgroups still tell", hard("memory.available", "100Mi"), signals.SingleFs,
-			[]ranking.Pod{a, b}, runtimeDown, OutcomeEvict, "b", "ranks first"},
+			[]signals.Pod{a, b}, runtimeDown, OutcomeEvict, "b", "ranks first"},
 		{"memory, no cgroup readable", hard("memory.available", "100Mi"), signals.SingleFs,
-			[]ranking.Pod{a, b}, nil, OutcomeNoEvictablePod, "", "no pod has stats for it"},
+			[]signals.Pod{a, b}, nil, OutcomeNoEvictablePod, "", "no pod has stats for it"},
 		{"split imagefs ranks by priority: no stats needed", hard("imagefs.available", "100Mi"), signals.SplitImageFs,
-			[]ranking.Pod{a, b}, nil, OutcomeEvict, "a", "ranks first"},
+			[]signals.Pod{a, b}, nil, OutcomeEvict, "a", "ranks first"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := NewDecider(DeciderConfig{Thresholds: tc.ths, TransitionPeriod: time.Minute, Layout: tc.layout})

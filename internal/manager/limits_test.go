@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -269,8 +268,8 @@ func TestLoopLocalStorageRateLimit(t *testing.T) {
 	stats := fixedStats{}
 	for i := 1; i <= 4; i++ {
 		name := fmt.Sprintf("w%d", i)
-		pods = append(pods, ranking.Pod{Namespace: "default", Name: name, UID: "u-" + name, QOS: ranking.Burstable,
-			EphemeralStorageLimit: 100 * mi, Containers: []ranking.Container{{Name: "app"}}})
+		pods = append(pods, signals.Pod{Namespace: "default", Name: name, UID: "u-" + name, QOS: signals.Burstable,
+			EphemeralStorageLimit: 100 * mi, Containers: []signals.Container{{Name: "app"}}})
 		stats["u-"+name] = signals.PodStats{UID: "u-" + name, Time: t0, Containers: []signals.ContainerStats{
 			{Name: "app", Rootfs: &signals.FsUsage{Bytes: 200 * mi, Inodes: 1}, Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}}
 	}
@@ -410,8 +409,8 @@ func TestLoopClockStepsBack(t *testing.T) {
 // request, with defaultStats.
 func defaultPods() fixedPods {
 	return fixedPods{
-		{Namespace: "default", Name: "hog", UID: "u-hog", QOS: ranking.BestEffort},
-		{Namespace: "default", Name: "calm", UID: "u-calm", QOS: ranking.Burstable, MemoryRequest: 512 * mi},
+		{Namespace: "default", Name: "hog", UID: "u-hog", QOS: signals.BestEffort},
+		{Namespace: "default", Name: "calm", UID: "u-calm", QOS: signals.Burstable, MemoryRequest: 512 * mi},
 	}
 }
 

@@ -32,7 +32,7 @@ const (
 type Violation struct {
 	// Signal is one of the three pseudo-signals above.
 	Signal signals.Signal `json:"signal"`
-	Pod    *ranking.Pod   `json:"pod"`
+	Pod    *signals.Pod   `json:"pod"`
 	// Usage and Limit are in bytes.
 	Usage int64 `json:"usage"`
 	Limit int64 `json:"limit"`
@@ -61,7 +61,7 @@ func (v Violation) Request() Request {
 // Critical pods are never listed, nor pods without stats; a check whose
 // usage was not measured (a volume, container or piece without stats, a
 // negative value) is skipped, so missing data never evicts.
-func localStorageViolations(pods []ranking.Pod, stats map[string]signals.PodStats, layout signals.FsLayout) []Violation {
+func localStorageViolations(pods []signals.Pod, stats map[string]signals.PodStats, layout signals.FsLayout) []Violation {
 	var out []Violation
 	for i := range pods {
 		pod := &pods[i]
@@ -88,7 +88,7 @@ func localStorageViolations(pods []ranking.Pod, stats map[string]signals.PodStat
 }
 
 // emptyDirViolation checks the emptyDirs with a sizeLimit, by volume name.
-func emptyDirViolation(pod *ranking.Pod, st *signals.PodStats) (Violation, bool) {
+func emptyDirViolation(pod *signals.Pod, st *signals.PodStats) (Violation, bool) {
 	names := make([]string, 0, len(pod.EmptyDirLimits))
 	for name := range pod.EmptyDirLimits {
 		names = append(names, name)
@@ -110,7 +110,7 @@ func emptyDirViolation(pod *ranking.Pod, st *signals.PodStats) (Violation, bool)
 // whole local disk use: the kubelet's EphemeralStorage stat counts rootfs,
 // logs and local volumes whichever filesystem holds them, which is the
 // single-filesystem view of ranking.DiskUsage.
-func podLimitViolation(pod *ranking.Pod, st *signals.PodStats) (Violation, bool) {
+func podLimitViolation(pod *signals.Pod, st *signals.PodStats) (Violation, bool) {
 	if pod.EphemeralStorageLimit <= 0 {
 		return Violation{}, false
 	}
@@ -124,7 +124,7 @@ func podLimitViolation(pod *ranking.Pod, st *signals.PodStats) (Violation, bool)
 
 // containerLimitViolation checks each measured container, in the stats'
 // order, against its own limit.
-func containerLimitViolation(pod *ranking.Pod, st *signals.PodStats, layout signals.FsLayout) (Violation, bool) {
+func containerLimitViolation(pod *signals.Pod, st *signals.PodStats, layout signals.FsLayout) (Violation, bool) {
 	limits := map[string]int64{}
 	for _, c := range pod.Containers {
 		if c.EphemeralStorageLimit > 0 {

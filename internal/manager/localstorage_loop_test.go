@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -19,11 +18,11 @@ func storagePods() (fixedPods, fixedStats) {
 		return signals.PodStats{UID: uid, Time: t0, MemoryWorkingSet: signals.Int64(10 * mi), Containers: []signals.ContainerStats{
 			{Name: "app", Rootfs: &signals.FsUsage{Bytes: rootfs, Inodes: 1}, Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}}
 	}
-	limited := func(name string) ranking.Pod {
-		return ranking.Pod{Namespace: "default", Name: name, UID: "u-" + name, QOS: ranking.Burstable,
-			EphemeralStorageLimit: 100 * mi, Containers: []ranking.Container{{Name: "app", EphemeralStorageLimit: 100 * mi}}}
+	limited := func(name string) signals.Pod {
+		return signals.Pod{Namespace: "default", Name: name, UID: "u-" + name, QOS: signals.Burstable,
+			EphemeralStorageLimit: 100 * mi, Containers: []signals.Container{{Name: "app", EphemeralStorageLimit: 100 * mi}}}
 	}
-	hog := ranking.Pod{Namespace: "default", Name: "hog", UID: "u-hog", QOS: ranking.BestEffort}
+	hog := signals.Pod{Namespace: "default", Name: "hog", UID: "u-hog", QOS: signals.BestEffort}
 	pods := fixedPods{limited("writer"), limited("tidy"), limited("unmeasured"), hog}
 	stats := fixedStats{
 		"u-writer": disk("u-writer", 200*mi),

@@ -4,15 +4,14 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
 func TestLocalStorageViolations(t *testing.T) {
 	fs := func(b int64) *signals.FsUsage { return &signals.FsUsage{Bytes: b, Inodes: 1} }
-	pod := func(name string, f func(*ranking.Pod)) ranking.Pod {
-		p := ranking.Pod{Namespace: "ns", Name: name, UID: "u-" + name, QOS: ranking.Burstable,
-			Containers: []ranking.Container{{Name: "app"}}, LocalVolumes: []string{"cache"}}
+	pod := func(name string, f func(*signals.Pod)) signals.Pod {
+		p := signals.Pod{Namespace: "ns", Name: name, UID: "u-" + name, QOS: signals.Burstable,
+			Containers: []signals.Container{{Name: "app"}}, LocalVolumes: []string{"cache"}}
 		f(&p)
 		return p
 	}
@@ -23,17 +22,17 @@ func TestLocalStorageViolations(t *testing.T) {
 		}
 		return st
 	}
-	emptyDir := func(limit int64) func(*ranking.Pod) {
-		return func(p *ranking.Pod) { p.EmptyDirLimits = map[string]int64{"cache": limit} }
+	emptyDir := func(limit int64) func(*signals.Pod) {
+		return func(p *signals.Pod) { p.EmptyDirLimits = map[string]int64{"cache": limit} }
 	}
-	podLimit := func(limit int64) func(*ranking.Pod) {
-		return func(p *ranking.Pod) { p.EphemeralStorageLimit = limit }
+	podLimit := func(limit int64) func(*signals.Pod) {
+		return func(p *signals.Pod) { p.EphemeralStorageLimit = limit }
 	}
-	ctrLimit := func(limit int64) func(*ranking.Pod) {
-		return func(p *ranking.Pod) { p.Containers[0].EphemeralStorageLimit = limit }
+	ctrLimit := func(limit int64) func(*signals.Pod) {
+		return func(p *signals.Pod) { p.Containers[0].EphemeralStorageLimit = limit }
 	}
-	all := func(fs ...func(*ranking.Pod)) func(*ranking.Pod) {
-		return func(p *ranking.Pod) {
+	all := func(fs ...func(*signals.Pod)) func(*signals.Pod) {
+		return func(p *signals.Pod) {
 			for _, f := range fs {
 				f(p)
 			}
@@ -47,7 +46,7 @@ func TestLocalStorageViolations(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		pod    ranking.Pod
+		pod    signals.Pod
 		st     *signals.PodStats
 		layout signals.FsLayout
 		want   []want
@@ -94,13 +93,13 @@ func TestLocalStorageViolations(t *testing.T) {
 			pod: pod("p", podLimit(1000000000)), st: ptr(stat("p", fs(1000000001), fs(0), 0)),
 			want: []want{{"p", SignalPodEphemeralStorageLimit, 1000000001, `Pod ephemeral local storage usage exceeds the total limit of containers 1000000000. `}}},
 		{name: "critical pod never",
-			pod: pod("p", all(podLimit(mi), func(p *ranking.Pod) { p.Priority = ranking.SystemCriticalPriority })), st: ptr(stat("p", fs(2*mi), fs(2*mi), 0))},
+			pod: pod("p", all(podLimit(mi), func(p *signals.Pod) { p.Priority = signals.SystemCriticalPriority })), st: ptr(stat("p", fs(2*mi), fs(2*mi), 0))},
 		{name: "static pod never",
-			pod: pod("p", all(ctrLimit(mi), func(p *ranking.Pod) { p.Static = true })), st: ptr(stat("p", fs(2*mi), fs(2*mi), 0))},
+			pod: pod("p", all(ctrLimit(mi), func(p *signals.Pod) { p.Static = true })), st: ptr(stat("p", fs(2*mi), fs(2*mi), 0))},
 		{name: "pod without stats",
 			pod: pod("p", all(emptyDir(1), podLimit(1), ctrLimit(1)))},
 		{name: "no limits",
-			pod: pod("p", func(*ranking.Pod) {}), st: ptr(stat("p", fs(1<<40), fs(1<<40), 1<<40))},
+			pod: pod("p", func(*signals.Pod) {}), st: ptr(stat("p", fs(1<<40), fs(1<<40), 1<<40))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,7 +107,7 @@ func TestLocalStorageViolations(t *testing.T) {
 			if tt.st != nil {
 				stats[tt.pod.UID] = *tt.st
 			}
-			vs := localStorageViolations([]ranking.Pod{tt.pod}, stats, tt.layout)
+			vs := localStorageViolations([]signals.Pod{tt.pod}, stats, tt.layout)
 			var got []want
 			for _, v := range vs {
 				got = append(got, want{v.Pod.Name, v.Signal, v.Usage, v.Message})
@@ -121,13 +120,13 @@ func TestLocalStorageViolations(t *testing.T) {
 }
 
 func TestLocalStorageViolationsSeveralPods(t *testing.T) {
-	mk := func(name string, limit int64) ranking.Pod {
-		return ranking.Pod{Namespace: "ns", Name: name, UID: "u-" + name, EphemeralStorageLimit: limit, Containers: []ranking.Container{{Name: "app"}}}
+	mk := func(name string, limit int64) signals.Pod {
+		return signals.Pod{Namespace: "ns", Name: name, UID: "u-" + name, EphemeralStorageLimit: limit, Containers: []signals.Container{{Name: "app"}}}
 	}
 	st := func(name string, b int64) signals.PodStats {
 		return signals.PodStats{UID: "u-" + name, Containers: []signals.ContainerStats{{Name: "app", Rootfs: &signals.FsUsage{Bytes: b}, Logs: &signals.FsUsage{}}}}
 	}
-	pods := []ranking.Pod{mk("a", mi), mk("b", 10*mi), mk("c", mi)}
+	pods := []signals.Pod{mk("a", mi), mk("b", 10*mi), mk("c", mi)}
 	stats := map[string]signals.PodStats{"u-a": st("a", 2*mi), "u-b": st("b", 2*mi), "u-c": st("c", 2*mi)}
 	vs := localStorageViolations(pods, stats, signals.SingleFs)
 	var got []string
@@ -152,8 +151,8 @@ func ptr[T any](v T) *T { return &v }
 
 func TestLocalStorageRequestsCarryTheDecisionTime(t *testing.T) {
 	dec := Decision{Time: t0, Outcome: OutcomeLocalStorage, LocalStorage: []Violation{
-		{Signal: SignalPodEphemeralStorageLimit, Pod: &ranking.Pod{Namespace: "default", Name: "a", UID: "u-a"}},
-		{Signal: SignalPodEphemeralStorageLimit, Pod: &ranking.Pod{Namespace: "default", Name: "b", UID: "u-b"}},
+		{Signal: SignalPodEphemeralStorageLimit, Pod: &signals.Pod{Namespace: "default", Name: "a", UID: "u-a"}},
+		{Signal: SignalPodEphemeralStorageLimit, Pod: &signals.Pod{Namespace: "default", Name: "b", UID: "u-b"}},
 	}}
 	for _, r := range dec.LocalStorageRequests() {
 		if !r.Decided.Equal(t0) {

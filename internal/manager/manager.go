@@ -12,7 +12,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/metrics"
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -20,7 +19,7 @@ import (
 // PodSource lists the pods running on this node, and evictd's evictions
 // still in flight there.
 type PodSource interface {
-	Pods(ctx context.Context) ([]ranking.Pod, error)
+	Pods(ctx context.Context) ([]signals.Pod, error)
 	// InFlight returns the pods evictd evicted that are still
 	// terminating: deletion requested, not finished, with a
 	// DisruptionTarget condition of reason DisruptionTargetReason. Nil
@@ -31,7 +30,7 @@ type PodSource interface {
 // PodStatsSource reads the usage of the given pods, keyed by pod UID. Pods
 // it could not measure are left out and rank first.
 type PodStatsSource interface {
-	PodStats(ctx context.Context, now time.Time, pods []ranking.Pod) (map[string]signals.PodStats, error)
+	PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error)
 }
 
 // Evicter carries out one eviction. It returns when the pod is gone or a

@@ -16,7 +16,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/metrics"
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -52,15 +51,15 @@ func (s *script) Observe(ctx context.Context, now time.Time) ([]signals.Observat
 	return []signals.Observation{{Signal: signals.MemoryAvailable, Available: avail, Capacity: 10240 * mi, Time: now.Add(-age)}}, nil
 }
 
-type fixedPods []ranking.Pod
+type fixedPods []signals.Pod
 
-func (p fixedPods) Pods(context.Context) ([]ranking.Pod, error) { return p, nil }
+func (p fixedPods) Pods(context.Context) ([]signals.Pod, error) { return p, nil }
 
 func (fixedPods) InFlight() []InFlight { return nil }
 
 type fixedStats map[string]signals.PodStats
 
-func (s fixedStats) PodStats(context.Context, time.Time, []ranking.Pod) (map[string]signals.PodStats, error) {
+func (s fixedStats) PodStats(context.Context, time.Time, []signals.Pod) (map[string]signals.PodStats, error) {
 	return s, nil
 }
 

@@ -13,7 +13,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/metrics"
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -83,8 +82,8 @@ func TestReclaimBeforeEvicting(t *testing.T) {
 			ev := &recorder{}
 			reg := prometheus.NewRegistry()
 			passes := make(chan *Status, 4)
-			pod := ranking.Pod{Namespace: "default", Name: "writer", UID: "u1", QOS: ranking.BestEffort,
-				Containers: []ranking.Container{{Name: "app"}}}
+			pod := signals.Pod{Namespace: "default", Name: "writer", UID: "u1", QOS: signals.BestEffort,
+				Containers: []signals.Container{{Name: "app"}}}
 			stats := fixedStats{"u1": {UID: "u1", Containers: []signals.ContainerStats{{Name: "app",
 				Rootfs: &signals.FsUsage{Bytes: 40 * mi, Inodes: 10}, Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}}}
 			clk := clocktesting.NewFakeClock(t0)
@@ -144,8 +143,8 @@ func TestReclaimSettlingHoldsOnlyItsWindow(t *testing.T) {
 	disk := &diskScript{free: 50 * mi}
 	rec := &freeing{disk: disk, to: 50 * mi, removed: 2}
 	ev := &recorder{}
-	pod := ranking.Pod{Namespace: "default", Name: "writer", UID: "u1", QOS: ranking.BestEffort,
-		Containers: []ranking.Container{{Name: "app"}}}
+	pod := signals.Pod{Namespace: "default", Name: "writer", UID: "u1", QOS: signals.BestEffort,
+		Containers: []signals.Container{{Name: "app"}}}
 	stats := fixedStats{"u1": {UID: "u1", Containers: []signals.ContainerStats{{Name: "app",
 		Rootfs: &signals.FsUsage{Bytes: 40 * mi, Inodes: 10}, Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}}}
 	clk := clocktesting.NewFakeClock(t0)
@@ -193,7 +192,7 @@ func TestNoReclaimForMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := &ranking.Pod{Name: "hog"}
+	pod := &signals.Pod{Name: "hog"}
 	for _, sig := range []signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable, signals.PIDAvailable} {
 		dec := m.reclaimFirst(context.Background(), Decision{Outcome: OutcomeEvict, Signal: sig, Pod: pod})
 		if dec.Outcome != OutcomeEvict || dec.Pod != pod {

@@ -23,7 +23,7 @@ import (
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testing/testcluster"
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 const (
@@ -143,7 +143,7 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 		t.Fatalf("delete shop/web: %v", err)
 	}
 	begin = time.Now()
-	var after []ranking.Pod
+	var after []signals.Pod
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		after, err = src.Pods(ctx)
 		return err == nil && slices.Contains(refs(after), "shop/late") && !slices.Contains(refs(after), "shop/web"), err
@@ -153,7 +153,7 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	}
 	t.Logf("new pod seen and deleted pod gone %s after the API server's return", time.Since(begin).Round(time.Millisecond))
 	i := slices.Index(refs(after), "shop/late")
-	if got := after[i]; got.MemoryRequest != 32*mi || got.QOS != ranking.Burstable {
+	if got := after[i]; got.MemoryRequest != 32*mi || got.QOS != signals.Burstable {
 		t.Errorf("shop/late = %+v, want a 32Mi Burstable pod", got)
 	}
 	if got := src.PDBs("shop", "late"); !reflect.DeepEqual(got, []string{"all"}) {
@@ -418,44 +418,44 @@ func waitInFlight(t *testing.T, ctx context.Context, src *Source, refs ...string
 }
 
 // checkPods compares the Source's answer with the pods as written by hand.
-func checkPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, got []ranking.Pod) {
+func checkPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, got []signals.Pod) {
 	t.Helper()
 	grace30, grace45 := int64(30), int64(45)
-	c := func(name string, memory, disk int64) ranking.Container {
-		return ranking.Container{Name: name, MemoryRequest: memory, EphemeralStorageRequest: disk}
+	c := func(name string, memory, disk int64) signals.Container {
+		return signals.Container{Name: name, MemoryRequest: memory, EphemeralStorageRequest: disk}
 	}
-	plain := func(ns, name string) ranking.Pod {
-		return ranking.Pod{Namespace: ns, Name: name, QOS: ranking.BestEffort, Containers: []ranking.Container{c("app", 0, 0)}, TerminationGracePeriodSeconds: &grace30}
+	plain := func(ns, name string) signals.Pod {
+		return signals.Pod{Namespace: ns, Name: name, QOS: signals.BestEffort, Containers: []signals.Container{c("app", 0, 0)}, TerminationGracePeriodSeconds: &grace30}
 	}
-	with := func(p ranking.Pod, f func(*ranking.Pod)) ranking.Pod { f(&p); return p }
-	want := []ranking.Pod{
-		with(plain("other", "web"), func(*ranking.Pod) {}),
-		with(plain("shop", "api"), func(p *ranking.Pod) {
-			p.QOS = ranking.Burstable
+	with := func(p signals.Pod, f func(*signals.Pod)) signals.Pod { f(&p); return p }
+	want := []signals.Pod{
+		with(plain("other", "web"), func(*signals.Pod) {}),
+		with(plain("shop", "api"), func(p *signals.Pod) {
+			p.QOS = signals.Burstable
 			p.MemoryRequest = (400 + 50 + 64) * mi // max(100+50, 400+50) + overhead
 			p.EphemeralStorageRequest = 2048 * mi
-			p.Containers = []ranking.Container{c("app", 100*mi, 2048*mi), c("proxy", 50*mi, 0), c("migrate", 400*mi, 0)}
+			p.Containers = []signals.Container{c("app", 100*mi, 2048*mi), c("proxy", 50*mi, 0), c("migrate", 400*mi, 0)}
 			p.TerminationGracePeriodSeconds = &grace45
 		}),
-		with(plain("shop", "critical"), func(p *ranking.Pod) { p.Priority = 2000001000 }),
-		with(plain("shop", "daemon"), func(p *ranking.Pod) { p.DaemonSet = true }),
-		with(plain("shop", "mirror"), func(p *ranking.Pod) { p.Static, p.Mirror = true, true }),
-		with(plain("shop", "pod-level"), func(p *ranking.Pod) {
-			p.QOS = ranking.Burstable
+		with(plain("shop", "critical"), func(p *signals.Pod) { p.Priority = 2000001000 }),
+		with(plain("shop", "daemon"), func(p *signals.Pod) { p.DaemonSet = true }),
+		with(plain("shop", "mirror"), func(p *signals.Pod) { p.Static, p.Mirror = true, true }),
+		with(plain("shop", "pod-level"), func(p *signals.Pod) {
+			p.QOS = signals.Burstable
 			p.MemoryRequest = 300 * mi // the pod's, not its container's; and no ephemeral-storage
-			p.Containers = []ranking.Container{c("app", 100*mi, 1024*mi)}
+			p.Containers = []signals.Container{c("app", 100*mi, 1024*mi)}
 		}),
 		plain("shop", "replica"),
-		with(plain("shop", "volumes"), func(p *ranking.Pod) {
+		with(plain("shop", "volumes"), func(p *signals.Pod) {
 			p.LocalVolumes = []string{"scratch", "config", "logs"}
 			p.EmptyDirLimits = map[string]int64{"scratch": 100 * mi}
 		}),
-		with(plain("shop", "web"), func(p *ranking.Pod) {
-			p.QOS = ranking.Guaranteed
+		with(plain("shop", "web"), func(p *signals.Pod) {
+			p.QOS = signals.Guaranteed
 			p.MemoryRequest = 512 * mi // the init container's
 			p.EphemeralStorageRequest = 1024 * mi
 			p.EphemeralStorageLimit = 1024 * mi
-			p.Containers = []ranking.Container{c("app", 256*mi, 1024*mi), c("init", 512*mi, 0)}
+			p.Containers = []signals.Container{c("app", 256*mi, 1024*mi), c("init", 512*mi, 0)}
 			p.Containers[0].EphemeralStorageLimit = 1024 * mi
 		}),
 	}
@@ -505,7 +505,7 @@ func checkDefaultsAsAPIServer(t *testing.T, ctx context.Context, admin kubernete
 	}
 }
 
-func checkPDBs(t *testing.T, src *Source, pods []ranking.Pod) {
+func checkPDBs(t *testing.T, src *Source, pods []signals.Pod) {
 	t.Helper()
 	for _, p := range pods {
 		var want []string
@@ -526,7 +526,7 @@ func checkPDBs(t *testing.T, src *Source, pods []ranking.Pod) {
 	}
 }
 
-func refs(pods []ranking.Pod) []string {
+func refs(pods []signals.Pod) []string {
 	out := make([]string, len(pods))
 	for i := range pods {
 		out[i] = pods[i].Ref()
@@ -534,8 +534,8 @@ func refs(pods []ranking.Pod) []string {
 	return out
 }
 
-// show prints a ranking.Pod with its grace period's value, not its address.
-func show(p ranking.Pod) string {
+// show prints a signals.Pod with its grace period's value, not its address.
+func show(p signals.Pod) string {
 	grace := "nil"
 	if p.TerminationGracePeriodSeconds != nil {
 		grace = fmt.Sprint(*p.TerminationGracePeriodSeconds)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // Annotations the kubelet sets on the pods it did not get from the API
@@ -36,14 +36,14 @@ const (
 // to the app containers. Pod-level resources cover only cpu, memory and
 // hugepages, so a pod with them has no ephemeral-storage request for the
 // kubelet, and none here.
-func Convert(pod *v1.Pod) ranking.Pod {
+func Convert(pod *v1.Pod) signals.Pod {
 	p, _ := convert(pod)
 	return p
 }
 
 // convert is Convert that also says what it had to clamp or guess, one
 // note per oddity, for the Source to log.
-func convert(pod *v1.Pod) (ranking.Pod, []string) {
+func convert(pod *v1.Pod) (signals.Pod, []string) {
 	var notes []string
 	note := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
 
@@ -51,7 +51,7 @@ func convert(pod *v1.Pod) (ranking.Pod, []string) {
 	// else (tests, files) get the same defaults first.
 	pod = withDefaults(pod)
 
-	p := ranking.Pod{
+	p := signals.Pod{
 		Namespace: pod.Namespace,
 		Name:      pod.Name,
 		UID:       string(pod.UID),
@@ -82,7 +82,7 @@ func convert(pod *v1.Pod) (ranking.Pod, []string) {
 	for k, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
 		for i := range cs {
 			c := &cs[i]
-			rc := ranking.Container{
+			rc := signals.Container{
 				Name:                    c.Name,
 				MemoryRequest:           clampBytes(c.Resources.Requests[v1.ResourceMemory], note, "container %q memory request", c.Name),
 				EphemeralStorageRequest: clampBytes(c.Resources.Requests[v1.ResourceEphemeralStorage], note, "container %q ephemeral-storage request", c.Name),

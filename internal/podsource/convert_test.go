@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 const mi = 1 << 20
@@ -48,37 +48,37 @@ func TestConvertQOS(t *testing.T) {
 		name   string
 		spec   v1.PodSpec
 		status v1.PodQOSClass
-		want   ranking.QOSClass
+		want   signals.QOSClass
 		notes  int
 	}{
-		{name: "no resources", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}}, want: ranking.BestEffort},
+		{name: "no resources", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}}, want: signals.BestEffort},
 		{name: "only ephemeral-storage is not a QoS resource",
-			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("ephemeral-storage", "1Gi"), rl("ephemeral-storage", "1Gi"))}}, want: ranking.BestEffort},
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("ephemeral-storage", "1Gi"), rl("ephemeral-storage", "1Gi"))}}, want: signals.BestEffort},
 		{name: "zero requests count as none",
-			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "0"), nil)}}, want: ranking.BestEffort},
-		{name: "requests equal limits", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", guaranteed, guaranteed), ctr("b", guaranteed, guaranteed)}}, want: ranking.Guaranteed},
-		{name: "limits only, requests default to them", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}}, want: ranking.Guaranteed},
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "0"), nil)}}, want: signals.BestEffort},
+		{name: "requests equal limits", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", guaranteed, guaranteed), ctr("b", guaranteed, guaranteed)}}, want: signals.Guaranteed},
+		{name: "limits only, requests default to them", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}}, want: signals.Guaranteed},
 		{name: "init container guaranteed too",
-			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}, InitContainers: []v1.Container{ctr("i", nil, rl("cpu", "1", "memory", "1Gi"))}}, want: ranking.Guaranteed},
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}, InitContainers: []v1.Container{ctr("i", nil, rl("cpu", "1", "memory", "1Gi"))}}, want: signals.Guaranteed},
 		{name: "init container without limits",
-			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}, InitContainers: []v1.Container{ctr("i", nil, nil)}}, want: ranking.Burstable},
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}, InitContainers: []v1.Container{ctr("i", nil, nil)}}, want: signals.Burstable},
 		{name: "requests below limits",
-			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("cpu", "100m", "memory", "64Mi"), guaranteed)}}, want: ranking.Burstable},
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("cpu", "100m", "memory", "64Mi"), guaranteed)}}, want: signals.Burstable},
 		{name: "memory limit without cpu limit",
-			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, rl("memory", "128Mi"))}}, want: ranking.Burstable},
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, rl("memory", "128Mi"))}}, want: signals.Burstable},
 		{name: "one container guaranteed, one best effort",
-			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", guaranteed, guaranteed), ctr("b", nil, nil)}}, want: ranking.Burstable},
-		{name: "requests only", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "1Mi"), nil)}}, want: ranking.Burstable},
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", guaranteed, guaranteed), ctr("b", nil, nil)}}, want: signals.Burstable},
+		{name: "requests only", spec: v1.PodSpec{Containers: []v1.Container{ctr("a", rl("memory", "1Mi"), nil)}}, want: signals.Burstable},
 		{name: "pod-level limits only, requests default to them",
-			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: guaranteed}, Containers: []v1.Container{ctr("a", nil, nil)}}, want: ranking.Guaranteed},
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: guaranteed}, Containers: []v1.Container{ctr("a", nil, nil)}}, want: signals.Guaranteed},
 		{name: "pod-level limits, container requests become the pod's",
-			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: guaranteed}, Containers: []v1.Container{ctr("a", rl("memory", "64Mi"), nil)}}, want: ranking.Burstable},
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: guaranteed}, Containers: []v1.Container{ctr("a", rl("memory", "64Mi"), nil)}}, want: signals.Burstable},
 		{name: "pod-level requests only",
-			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: guaranteed}, Containers: []v1.Container{ctr("a", guaranteed, guaranteed)}}, want: ranking.Burstable},
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: guaranteed}, Containers: []v1.Container{ctr("a", guaranteed, guaranteed)}}, want: signals.Burstable},
 		{name: "status set by the API server wins",
-			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}}, status: v1.PodQOSBurstable, want: ranking.Burstable},
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}}, status: v1.PodQOSBurstable, want: signals.Burstable},
 		{name: "unknown status is recomputed and noted",
-			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}}, status: "Platinum", want: ranking.Guaranteed, notes: 1},
+			spec: v1.PodSpec{Containers: []v1.Container{ctr("a", nil, guaranteed)}}, status: "Platinum", want: signals.Guaranteed, notes: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +96,7 @@ func TestConvertQOS(t *testing.T) {
 }
 
 func TestConvertRequests(t *testing.T) {
-	type cr = ranking.Container
+	type cr = signals.Container
 	tests := []struct {
 		name           string
 		spec           v1.PodSpec
@@ -214,27 +214,27 @@ func TestConvertIdentity(t *testing.T) {
 		annotations map[string]string
 		owners      []metav1.OwnerReference
 		priority    *int32
-		want        func(p ranking.Pod) bool
+		want        func(p signals.Pod) bool
 	}{
-		{name: "plain pod", want: func(p ranking.Pod) bool {
+		{name: "plain pod", want: func(p signals.Pod) bool {
 			return !p.Static && !p.Mirror && !p.DaemonSet && p.Priority == 0 && !p.Critical()
 		}},
 		{name: "static pod from a file", annotations: map[string]string{configSourceAnnotation: "file"},
-			want: func(p ranking.Pod) bool { return p.Static && !p.Mirror && p.Critical() }},
+			want: func(p signals.Pod) bool { return p.Static && !p.Mirror && p.Critical() }},
 		{name: "config.source api is not static", annotations: map[string]string{configSourceAnnotation: "api"},
-			want: func(p ranking.Pod) bool { return !p.Static && !p.Critical() }},
+			want: func(p signals.Pod) bool { return !p.Static && !p.Critical() }},
 		{name: "mirror pod", annotations: map[string]string{configMirrorAnnotation: "hash", configSourceAnnotation: "api"},
-			want: func(p ranking.Pod) bool { return p.Mirror && !p.Static && p.Critical() }},
+			want: func(p signals.Pod) bool { return p.Mirror && !p.Static && p.Critical() }},
 		{name: "mirror annotation empty still a mirror", annotations: map[string]string{configMirrorAnnotation: ""},
-			want: func(p ranking.Pod) bool { return p.Mirror }},
-		{name: "system-cluster-critical", priority: prio(2000000000), want: func(p ranking.Pod) bool { return p.Priority == 2000000000 && p.Critical() }},
-		{name: "just below critical", priority: prio(1999999999), want: func(p ranking.Pod) bool { return !p.Critical() }},
-		{name: "negative priority", priority: prio(-5), want: func(p ranking.Pod) bool { return p.Priority == -5 }},
-		{name: "DaemonSet controller", owners: owner("apps/v1", "DaemonSet", true), want: func(p ranking.Pod) bool { return p.DaemonSet }},
-		{name: "ReplicaSet controller", owners: owner("apps/v1", "ReplicaSet", true), want: func(p ranking.Pod) bool { return !p.DaemonSet }},
-		{name: "DaemonSet owner that is not the controller", owners: owner("apps/v1", "DaemonSet", false), want: func(p ranking.Pod) bool { return !p.DaemonSet }},
-		{name: "DaemonSet of another group", owners: owner("example.com/v1", "DaemonSet", true), want: func(p ranking.Pod) bool { return !p.DaemonSet }},
-		{name: "malformed apiVersion", owners: owner("a/b/c", "DaemonSet", true), want: func(p ranking.Pod) bool { return !p.DaemonSet }},
+			want: func(p signals.Pod) bool { return p.Mirror }},
+		{name: "system-cluster-critical", priority: prio(2000000000), want: func(p signals.Pod) bool { return p.Priority == 2000000000 && p.Critical() }},
+		{name: "just below critical", priority: prio(1999999999), want: func(p signals.Pod) bool { return !p.Critical() }},
+		{name: "negative priority", priority: prio(-5), want: func(p signals.Pod) bool { return p.Priority == -5 }},
+		{name: "DaemonSet controller", owners: owner("apps/v1", "DaemonSet", true), want: func(p signals.Pod) bool { return p.DaemonSet }},
+		{name: "ReplicaSet controller", owners: owner("apps/v1", "ReplicaSet", true), want: func(p signals.Pod) bool { return !p.DaemonSet }},
+		{name: "DaemonSet owner that is not the controller", owners: owner("apps/v1", "DaemonSet", false), want: func(p signals.Pod) bool { return !p.DaemonSet }},
+		{name: "DaemonSet of another group", owners: owner("example.com/v1", "DaemonSet", true), want: func(p signals.Pod) bool { return !p.DaemonSet }},
+		{name: "malformed apiVersion", owners: owner("a/b/c", "DaemonSet", true), want: func(p signals.Pod) bool { return !p.DaemonSet }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,10 +295,10 @@ func TestConvertWhole(t *testing.T) {
 		},
 		Status: v1.PodStatus{QOSClass: v1.PodQOSBurstable, Phase: v1.PodRunning},
 	}
-	want := ranking.Pod{
-		Namespace: "shop", Name: "web-1", UID: "u-42", QOS: ranking.Burstable, Priority: 1000,
+	want := signals.Pod{
+		Namespace: "shop", Name: "web-1", UID: "u-42", QOS: signals.Burstable, Priority: 1000,
 		MemoryRequest: 320 * mi, EphemeralStorageRequest: 1024 * mi,
-		Containers: []ranking.Container{
+		Containers: []signals.Container{
 			{Name: "app", MemoryRequest: 256 * mi, EphemeralStorageRequest: 1024 * mi},
 			{Name: "envoy", MemoryRequest: 64 * mi},
 		},

@@ -4,21 +4,21 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // qosClass is the pod's QoS class as the API server stored it in
 // status.qosClass, or, when that is empty (a pod that did not come from the
 // API server) or not a class ranking knows, computed as Kubernetes does.
-func qosClass(pod *v1.Pod, note func(string, ...any)) ranking.QOSClass {
+func qosClass(pod *v1.Pod, note func(string, ...any)) signals.QOSClass {
 	switch c := pod.Status.QOSClass; c {
 	case v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort:
-		return ranking.QOSClass(c)
+		return signals.QOSClass(c)
 	case "":
 	default:
 		note("status.qosClass %q is not a QoS class; computed from the pod's resources instead", c)
 	}
-	return ranking.QOSClass(computeQOS(pod))
+	return signals.QOSClass(computeQOS(pod))
 }
 
 // computeQOS is k8s.io/kubernetes/pkg/apis/core/v1/helper/qos.ComputePodQOS

@@ -26,7 +26,7 @@ import (
 
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // lastAppliedAnnotation is where kubectl apply keeps the whole object it
@@ -188,7 +188,7 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 // are stopping, so the resources they hold are already being released and
 // evicting them frees nothing more. The kubelet's eviction manager ranks
 // the same set, its active pods (not terminal, termination not requested).
-func (s *Source) Pods(_ context.Context) ([]ranking.Pod, error) {
+func (s *Source) Pods(_ context.Context) ([]signals.Pod, error) {
 	if !s.podsSynced() {
 		if s.setupErr != nil {
 			return nil, s.setupErr
@@ -199,14 +199,14 @@ func (s *Source) Pods(_ context.Context) ([]ranking.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list cached pods: %w", err)
 	}
-	out := make([]ranking.Pod, 0, len(all))
+	out := make([]signals.Pod, 0, len(all))
 	for _, pod := range all {
 		if !active(pod) {
 			continue
 		}
 		out = append(out, Convert(pod))
 	}
-	slices.SortFunc(out, func(a, b ranking.Pod) int {
+	slices.SortFunc(out, func(a, b signals.Pod) int {
 		return cmpStrings(a.Namespace, b.Namespace, a.Name, b.Name)
 	})
 	return out, nil
@@ -268,7 +268,7 @@ func (s *Source) PDBs(namespace, name string) []string {
 }
 
 // Covered is PDBs for a pod returned by Pods.
-func (s *Source) Covered(pod ranking.Pod) []string { return s.PDBs(pod.Namespace, pod.Name) }
+func (s *Source) Covered(pod signals.Pod) []string { return s.PDBs(pod.Namespace, pod.Name) }
 
 // coveringPDBs returns the sorted names of the budgets in pod's namespace
 // whose selector matches its labels, as the Eviction subresource decides

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -33,7 +32,7 @@ type Step struct {
 	At           time.Duration
 	Time         time.Time
 	Observations signals.Observations
-	Pods         []ranking.Pod
+	Pods         []signals.Pod
 	// Stats holds the usage of the pods that have any, by pod UID.
 	Stats map[string]signals.PodStats
 }
@@ -87,7 +86,7 @@ func (f *File) scenario() (*Scenario, error) {
 		steps = []StepJSON{{At: "0s", Observations: f.Observations, Pods: f.Pods}}
 	}
 
-	var pods []ranking.Pod
+	var pods []signals.Pod
 	var stats map[string]signals.PodStats
 	for i, sj := range steps {
 		field := fmt.Sprintf("steps[%d]", i)

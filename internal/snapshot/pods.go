@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -18,8 +17,8 @@ const (
 	resEphemeralStorage = "ephemeral-storage"
 )
 
-func podsOf(field string, now time.Time, in []PodJSON) ([]ranking.Pod, map[string]signals.PodStats, error) {
-	pods := make([]ranking.Pod, 0, len(in))
+func podsOf(field string, now time.Time, in []PodJSON) ([]signals.Pod, map[string]signals.PodStats, error) {
+	pods := make([]signals.Pod, 0, len(in))
 	stats := make(map[string]signals.PodStats, len(in))
 	seen := map[string]bool{}
 	for i, pj := range in {
@@ -40,11 +39,11 @@ func podsOf(field string, now time.Time, in []PodJSON) ([]ranking.Pod, map[strin
 	return pods, stats, nil
 }
 
-func podOf(f string, now time.Time, pj PodJSON) (ranking.Pod, *signals.PodStats, error) {
+func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats, error) {
 	if pj.Name == "" {
-		return ranking.Pod{}, nil, fmt.Errorf("%s.name is required", f)
+		return signals.Pod{}, nil, fmt.Errorf("%s.name is required", f)
 	}
-	pod := ranking.Pod{
+	pod := signals.Pod{
 		Namespace: pj.Namespace, Name: pj.Name, UID: pj.UID,
 		Priority: pj.Priority, Static: pj.Static, Mirror: pj.Mirror, DaemonSet: pj.DaemonSet,
 		TerminationGracePeriodSeconds: pj.TerminationGracePeriodSeconds,
@@ -80,7 +79,7 @@ func podOf(f string, now time.Time, pj PodJSON) (ranking.Pod, *signals.PodStats,
 		if err := checkResources(cf+".limits", cj.Limits); err != nil {
 			return pod, nil, err
 		}
-		pod.Containers = append(pod.Containers, ranking.Container{
+		pod.Containers = append(pod.Containers, signals.Container{
 			Name:                    cj.Name,
 			MemoryRequest:           cj.Requests[resMemory].Value,
 			EphemeralStorageRequest: cj.Requests[resEphemeralStorage].Value,
@@ -110,9 +109,9 @@ func podOf(f string, now time.Time, pj PodJSON) (ranking.Pod, *signals.PodStats,
 		pod.EmptyDirLimits[name] = q.Value
 	}
 
-	switch ranking.QOSClass(pj.QOS) {
-	case ranking.Guaranteed, ranking.Burstable, ranking.BestEffort:
-		pod.QOS = ranking.QOSClass(pj.QOS)
+	switch signals.QOSClass(pj.QOS) {
+	case signals.Guaranteed, signals.Burstable, signals.BestEffort:
+		pod.QOS = signals.QOSClass(pj.QOS)
 	case "":
 		pod.QOS = qosOf(pj)
 	default:
@@ -138,7 +137,7 @@ func checkResources(f string, m map[string]Quantity) error {
 // requests or limits anywhere is BestEffort; cpu and memory limits on every
 // container with requests equal to them is Guaranteed; anything else is
 // Burstable.
-func qosOf(pj PodJSON) ranking.QOSClass {
+func qosOf(pj PodJSON) signals.QOSClass {
 	anything, guaranteed := false, len(pj.Containers) > 0
 	for _, c := range pj.Containers {
 		if len(c.Requests) > 0 || len(c.Limits) > 0 {
@@ -157,11 +156,11 @@ func qosOf(pj PodJSON) ranking.QOSClass {
 	}
 	switch {
 	case !anything:
-		return ranking.BestEffort
+		return signals.BestEffort
 	case guaranteed:
-		return ranking.Guaranteed
+		return signals.Guaranteed
 	}
-	return ranking.Burstable
+	return signals.Burstable
 }
 
 func statsOf(f string, now time.Time, pj PodJSON) (*signals.PodStats, error) {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -15,15 +14,15 @@ func TestQOSFromContainers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		pod  PodJSON
-		want ranking.QOSClass
+		want signals.QOSClass
 	}{
-		{"no containers", PodJSON{}, ranking.BestEffort},
-		{"no resources", PodJSON{Containers: []ContainerJSON{{Name: "a"}}}, ranking.BestEffort},
-		{"limits equal requests", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: full, Limits: full}}}, ranking.Guaranteed},
-		{"limits only (requests default to them)", PodJSON{Containers: []ContainerJSON{{Name: "a", Limits: full}}}, ranking.Guaranteed},
-		{"request below limit", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: map[string]Quantity{"cpu": q(1), "memory": q(50)}, Limits: full}}}, ranking.Burstable},
-		{"memory limit only", PodJSON{Containers: []ContainerJSON{{Name: "a", Limits: map[string]Quantity{"memory": q(100)}}}}, ranking.Burstable},
-		{"one container without limits", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: full, Limits: full}, {Name: "b"}}}, ranking.Burstable},
+		{"no containers", PodJSON{}, signals.BestEffort},
+		{"no resources", PodJSON{Containers: []ContainerJSON{{Name: "a"}}}, signals.BestEffort},
+		{"limits equal requests", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: full, Limits: full}}}, signals.Guaranteed},
+		{"limits only (requests default to them)", PodJSON{Containers: []ContainerJSON{{Name: "a", Limits: full}}}, signals.Guaranteed},
+		{"request below limit", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: map[string]Quantity{"cpu": q(1), "memory": q(50)}, Limits: full}}}, signals.Burstable},
+		{"memory limit only", PodJSON{Containers: []ContainerJSON{{Name: "a", Limits: map[string]Quantity{"memory": q(100)}}}}, signals.Burstable},
+		{"one container without limits", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: full, Limits: full}, {Name: "b"}}}, signals.Burstable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := qosOf(tc.pod); got != tc.want {
@@ -53,7 +52,7 @@ func TestReadSumsContainers(t *testing.T) {
 		t.Errorf("observation: got %+v, want 1Gi taken 5s before the epoch", got)
 	}
 	a, b := step.Pods[0], step.Pods[1]
-	if a.MemoryRequest != 150*mi || a.EphemeralStorageRequest != 1024*mi || a.QOS != ranking.Burstable {
+	if a.MemoryRequest != 150*mi || a.EphemeralStorageRequest != 1024*mi || a.QOS != signals.Burstable {
 		t.Errorf("pod a: got request %d/%d qos %s, want 150Mi/1Gi Burstable", a.MemoryRequest, a.EphemeralStorageRequest, a.QOS)
 	}
 	if b.MemoryRequest != 1024*mi {

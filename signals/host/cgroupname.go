@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // cgroupName is a cgroup as the kubelet names it: a list of components that
@@ -108,16 +108,16 @@ const (
 func kubepodsName(root cgroupName) cgroupName { return root.child("kubepods") }
 
 // podCgroupName is the cgroup of the pod with this UID and QoS class.
-func podCgroupName(kubepods cgroupName, qos ranking.QOSClass, uid string) (cgroupName, error) {
+func podCgroupName(kubepods cgroupName, qos signals.QOSClass, uid string) (cgroupName, error) {
 	if uid == "" || strings.ContainsAny(uid, "/.") {
 		return nil, fmt.Errorf("pod UID %q cannot name a cgroup", uid)
 	}
 	switch qos {
-	case ranking.Guaranteed:
+	case signals.Guaranteed:
 		return kubepods.child("pod" + uid), nil
-	case ranking.Burstable:
+	case signals.Burstable:
 		return kubepods.child(tierBurstable).child("pod" + uid), nil
-	case ranking.BestEffort:
+	case signals.BestEffort:
 		return kubepods.child(tierBestEffort).child("pod" + uid), nil
 	}
 	return nil, fmt.Errorf("pod %s: unknown QoS class %q", uid, qos)

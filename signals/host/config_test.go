@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 func TestValidate(t *testing.T) {
@@ -68,19 +68,19 @@ func TestPodCgroupPath(t *testing.T) {
 	const uid = "1234abcd-5678-90ef-1234-567890abcdef"
 	tests := []struct {
 		driver, root string
-		qos          ranking.QOSClass
+		qos          signals.QOSClass
 		want         string
 	}{
-		{DriverCgroupfs, "/", ranking.Guaranteed, "/kubepods/pod" + uid},
-		{DriverCgroupfs, "/", ranking.Burstable, "/kubepods/burstable/pod" + uid},
-		{DriverCgroupfs, "/", ranking.BestEffort, "/kubepods/besteffort/pod" + uid},
-		{DriverCgroupfs, "/node/a", ranking.Burstable, "/node/a/kubepods/burstable/pod" + uid},
-		{DriverSystemd, "/", ranking.Guaranteed, "/kubepods.slice/kubepods-pod1234abcd_5678_90ef_1234_567890abcdef.slice"},
-		{DriverSystemd, "/", ranking.Burstable,
+		{DriverCgroupfs, "/", signals.Guaranteed, "/kubepods/pod" + uid},
+		{DriverCgroupfs, "/", signals.Burstable, "/kubepods/burstable/pod" + uid},
+		{DriverCgroupfs, "/", signals.BestEffort, "/kubepods/besteffort/pod" + uid},
+		{DriverCgroupfs, "/node/a", signals.Burstable, "/node/a/kubepods/burstable/pod" + uid},
+		{DriverSystemd, "/", signals.Guaranteed, "/kubepods.slice/kubepods-pod1234abcd_5678_90ef_1234_567890abcdef.slice"},
+		{DriverSystemd, "/", signals.Burstable,
 			"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234abcd_5678_90ef_1234_567890abcdef.slice"},
-		{DriverSystemd, "/", ranking.BestEffort,
+		{DriverSystemd, "/", signals.BestEffort,
 			"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1234abcd_5678_90ef_1234_567890abcdef.slice"},
-		{DriverSystemd, "/node.slice", ranking.BestEffort,
+		{DriverSystemd, "/node.slice", signals.BestEffort,
 			"/node.slice/node-kubepods.slice/node-kubepods-besteffort.slice/node-kubepods-besteffort-pod1234abcd_5678_90ef_1234_567890abcdef.slice"},
 	}
 	for _, tc := range tests {
@@ -111,11 +111,11 @@ func TestPodCgroupNameRejects(t *testing.T) {
 	tests := []struct {
 		name string
 		uid  string
-		qos  ranking.QOSClass
+		qos  signals.QOSClass
 		want string
 	}{
-		{"empty uid", "", ranking.Burstable, "cannot name a cgroup"},
-		{"uid with a slash", "a/../b", ranking.Burstable, "cannot name a cgroup"},
+		{"empty uid", "", signals.Burstable, "cannot name a cgroup"},
+		{"uid with a slash", "a/../b", signals.Burstable, "cannot name a cgroup"},
 		{"unknown qos", "abc", "Platinum", `unknown QoS class "Platinum"`},
 		{"no qos", "abc", "", `unknown QoS class ""`},
 	}

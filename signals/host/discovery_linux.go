@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/evictd/evictd/ranking"
+	"github.com/evictd/evictd/signals"
 )
 
 // DiscoverPods lists the pod cgroups under the kubepods cgroup that cfg
@@ -15,7 +15,7 @@ import (
 // server to list pods. Each pod has its UID and QOS, Name "pod<uid>" and an
 // empty Namespace; nothing else is known of it. A missing kubepods cgroup is
 // an error; a missing burstable or besteffort tier only has no pods.
-func DiscoverPods(cfg Config) ([]ranking.Pod, error) {
+func DiscoverPods(cfg Config) ([]signals.Pod, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -28,14 +28,14 @@ func DiscoverPods(cfg Config) ([]ranking.Pod, error) {
 		return nil, fmt.Errorf("discover pods: %w", err)
 	}
 	tiers := []struct {
-		qos  ranking.QOSClass
+		qos  signals.QOSClass
 		name cgroupName
 	}{
-		{ranking.Guaranteed, cg.kubepods},
-		{ranking.Burstable, cg.kubepods.child(tierBurstable)},
-		{ranking.BestEffort, cg.kubepods.child(tierBestEffort)},
+		{signals.Guaranteed, cg.kubepods},
+		{signals.Burstable, cg.kubepods.child(tierBurstable)},
+		{signals.BestEffort, cg.kubepods.child(tierBestEffort)},
 	}
-	var pods []ranking.Pod
+	var pods []signals.Pod
 	var errs []error
 	for i, tier := range tiers {
 		dir := cg.memoryDir(v, tier.name)
@@ -56,7 +56,7 @@ func DiscoverPods(cfg Config) ([]ranking.Pod, error) {
 			if !ok || !isPod || uid == "" {
 				continue
 			}
-			pods = append(pods, ranking.Pod{Name: "pod" + uid, UID: uid, QOS: tier.qos})
+			pods = append(pods, signals.Pod{Name: "pod" + uid, UID: uid, QOS: tier.qos})
 		}
 	}
 	return pods, errors.Join(errs...)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -40,7 +39,7 @@ func NewPodStatsReader(cfg Config) (*PodStatsReader, error) {
 // that could not be read is nil; a pod none of whose figures could be read
 // (its cgroup is gone, say) is absent. The error joins everything that
 // failed, for the caller to log.
-func (r *PodStatsReader) Read(ctx context.Context, pods []ranking.Pod, now time.Time) (map[string]signals.PodStats, error) {
+func (r *PodStatsReader) Read(ctx context.Context, pods []signals.Pod, now time.Time) (map[string]signals.PodStats, error) {
 	out := make(map[string]signals.PodStats, len(pods))
 	v, err := r.cgroups.version()
 	if err != nil {

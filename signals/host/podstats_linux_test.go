@@ -10,13 +10,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
 type podWant struct {
 	uid       string
-	qos       ranking.QOSClass
+	qos       signals.QOSClass
 	ws, procs int64
 }
 
@@ -26,29 +25,29 @@ var fixturePods = map[string]struct {
 	pods   []podWant
 }{
 	"cgroupv1": {DriverCgroupfs, []podWant{
-		{"11111111-1111-1111-1111-111111111111", ranking.Guaranteed, 1048576000 - 48576000, 12},
-		{"22222222-2222-2222-2222-222222222222", ranking.Burstable, 600000000 - 100000000, 7},
-		{"33333333-3333-3333-3333-333333333333", ranking.BestEffort, 0, 1}, // inactive 200 > usage 100
+		{"11111111-1111-1111-1111-111111111111", signals.Guaranteed, 1048576000 - 48576000, 12},
+		{"22222222-2222-2222-2222-222222222222", signals.Burstable, 600000000 - 100000000, 7},
+		{"33333333-3333-3333-3333-333333333333", signals.BestEffort, 0, 1}, // inactive 200 > usage 100
 	}},
 	"cgroupv1-systemd": {DriverSystemd, []podWant{
-		{"44444444-4444-4444-4444-444444444444", ranking.Guaranteed, 300000000, 3},
-		{"55555555-5555-5555-5555-555555555555", ranking.Burstable, 250000000 - 50000000, 5},
-		{"66666666-6666-6666-6666-666666666666", ranking.BestEffort, 70000000 - 20000000, 2},
+		{"44444444-4444-4444-4444-444444444444", signals.Guaranteed, 300000000, 3},
+		{"55555555-5555-5555-5555-555555555555", signals.Burstable, 250000000 - 50000000, 5},
+		{"66666666-6666-6666-6666-666666666666", signals.BestEffort, 70000000 - 20000000, 2},
 	}},
 	"cgroupv2": {DriverCgroupfs, []podWant{
-		{"77777777-7777-7777-7777-777777777777", ranking.Guaranteed, 900000000 - 100000000, 9},
-		{"88888888-8888-8888-8888-888888888888", ranking.Burstable, 400000000, 4},
-		{"99999999-9999-9999-9999-999999999999", ranking.BestEffort, 50000000 - 10000000, 1},
+		{"77777777-7777-7777-7777-777777777777", signals.Guaranteed, 900000000 - 100000000, 9},
+		{"88888888-8888-8888-8888-888888888888", signals.Burstable, 400000000, 4},
+		{"99999999-9999-9999-9999-999999999999", signals.BestEffort, 50000000 - 10000000, 1},
 	}},
 	"cgroupv2-systemd": {DriverSystemd, []podWant{
-		{"aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", ranking.Guaranteed, 123456789 - 23456789, 6},
-		{"bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb", ranking.Burstable, 64000000 - 4000000, 3},
-		{"cccccccc-cccc-cccc-cccc-cccccccccccc", ranking.BestEffort, 0, 1},
+		{"aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", signals.Guaranteed, 123456789 - 23456789, 6},
+		{"bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb", signals.Burstable, 64000000 - 4000000, 3},
+		{"cccccccc-cccc-cccc-cccc-cccccccccccc", signals.BestEffort, 0, 1},
 	}},
 }
 
-func (p podWant) pod() ranking.Pod {
-	return ranking.Pod{Name: "pod" + p.uid, UID: p.uid, QOS: p.qos}
+func (p podWant) pod() signals.Pod {
+	return signals.Pod{Name: "pod" + p.uid, UID: p.uid, QOS: p.qos}
 }
 
 func (p podWant) stats() signals.PodStats {
@@ -62,7 +61,7 @@ func TestDiscoverPods(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got error %v", err)
 			}
-			var want []ranking.Pod
+			var want []signals.Pod
 			for _, p := range f.pods {
 				want = append(want, p.pod())
 			}
@@ -112,7 +111,7 @@ func TestDiscoverPodsEdges(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got error %v", err)
 			}
-			var want []ranking.Pod
+			var want []signals.Pod
 			for _, p := range tc.want {
 				want = append(want, p.pod())
 			}
@@ -130,7 +129,7 @@ func TestPodStatsReader(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var pods []ranking.Pod
+			var pods []signals.Pod
 			want := map[string]signals.PodStats{}
 			for _, p := range f.pods {
 				pods = append(pods, p.pod())
@@ -155,37 +154,37 @@ func TestPodStatsReaderPartial(t *testing.T) {
 	noMem := func(p podWant) signals.PodStats { s := p.stats(); s.MemoryWorkingSet = nil; return s }
 	tests := []struct {
 		name    string
-		pods    []ranking.Pod
+		pods    []signals.Pod
 		edits   map[string]*string
 		want    map[string]signals.PodStats
 		wantErr []string
 	}{
 		{name: "garbled memory.stat leaves memory unmeasured",
-			pods:    []ranking.Pod{g.pod(), b.pod(), be.pod()},
+			pods:    []signals.Pod{g.pod(), b.pod(), be.pod()},
 			edits:   map[string]*string{bMem + "/memory.stat": str("total_inactive_file 1e9\n")},
 			want:    map[string]signals.PodStats{g.uid: g.stats(), b.uid: noMem(b), be.uid: be.stats()},
 			wantErr: []string{b.uid, bMem + "/memory.stat", `"1e9"`}},
 		{name: "negative usage leaves memory unmeasured",
-			pods:    []ranking.Pod{b.pod()},
+			pods:    []signals.Pod{b.pod()},
 			edits:   map[string]*string{bMem + "/memory.usage_in_bytes": str("-8\n")},
 			want:    map[string]signals.PodStats{b.uid: noMem(b)},
 			wantErr: []string{bMem + "/memory.usage_in_bytes", `"-8" is negative`}},
 		{name: "missing pids cgroup leaves processes unmeasured",
-			pods:    []ranking.Pod{g.pod(), b.pod()},
+			pods:    []signals.Pod{g.pod(), b.pod()},
 			edits:   map[string]*string{bPids: nil},
 			want:    map[string]signals.PodStats{g.uid: g.stats(), b.uid: noProcs(b)},
 			wantErr: []string{"processes", bPids + "/pids.current"}},
 		{name: "pod whose cgroup is gone is absent",
-			pods:    []ranking.Pod{g.pod(), b.pod()},
+			pods:    []signals.Pod{g.pod(), b.pod()},
 			edits:   map[string]*string{bMem: nil, bPids: nil},
 			want:    map[string]signals.PodStats{g.uid: g.stats()},
 			wantErr: []string{b.uid, "memory.usage_in_bytes", "pids.current"}},
 		{name: "pod in another QoS tier than it claims is absent",
-			pods:    []ranking.Pod{{UID: b.uid, QOS: ranking.BestEffort}, be.pod()},
+			pods:    []signals.Pod{{UID: b.uid, QOS: signals.BestEffort}, be.pod()},
 			want:    map[string]signals.PodStats{be.uid: be.stats()},
 			wantErr: []string{"besteffort/pod" + b.uid}},
 		{name: "pod without QoS is absent",
-			pods:    []ranking.Pod{{Namespace: "ns", Name: "web", UID: g.uid}},
+			pods:    []signals.Pod{{Namespace: "ns", Name: "web", UID: g.uid}},
 			want:    map[string]signals.PodStats{},
 			wantErr: []string{"ns/web", "unknown QoS class"}},
 	}
@@ -220,7 +219,7 @@ func TestPodStatsReaderCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	got, err := r.Read(ctx, []ranking.Pod{fixturePods["cgroupv1"].pods[0].pod()}, now)
+	got, err := r.Read(ctx, []signals.Pod{fixturePods["cgroupv1"].pods[0].pod()}, now)
 	if len(got) != 0 || !errors.Is(err, context.Canceled) {
 		t.Errorf("got %s, %v; want no stats and context.Canceled", dumpStats(got), err)
 	}

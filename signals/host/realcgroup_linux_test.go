@@ -17,7 +17,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/evictd/evictd/internal/testing/testalloc"
-	"github.com/evictd/evictd/ranking"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -103,7 +102,7 @@ func TestRealCgroupV1(t *testing.T) {
 
 			cfg := Config{ProcRoot: "/proc", CgroupMount: mount, CgroupRoot: paths[0], CgroupDriver: tc.driver, KubeletRootDir: t.TempDir()}
 			pods, err := DiscoverPods(cfg)
-			wantPods := []ranking.Pod{{Name: "pod" + uid, UID: uid, QOS: ranking.Burstable}}
+			wantPods := []signals.Pod{{Name: "pod" + uid, UID: uid, QOS: signals.Burstable}}
 			if err != nil || !reflect.DeepEqual(pods, wantPods) {
 				t.Fatalf("DiscoverPods got %+v, %v; want %+v", pods, err, wantPods)
 			}

@@ -1,4 +1,4 @@
-package ranking
+package signals
 
 // QOSClass is a pod's Kubernetes quality-of-service class.
 type QOSClass string
