@@ -11,11 +11,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
 )
 
-// The kinds of reclaim, as manager.ReclaimAction.Kind spells them.
+// The kinds of reclaim, as decide.ReclaimAction.Kind spells them.
 const (
 	KindContainers = "containers"
 	KindImages     = "images"
@@ -214,7 +215,7 @@ func (r *Reclaimer) measurePath(kind string, sig signals.Signal, layout signals.
 // kind. A kind that fails (wholly or in part) carries its error in its
 // action and the next kind still runs. The error is for a signal or layout
 // reclaim does not handle.
-func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]manager.ReclaimAction, error) {
+func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]decide.ReclaimAction, error) {
 	kinds, err := Plan(sig, layout)
 	if err != nil {
 		return nil, err
@@ -222,15 +223,15 @@ func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout sign
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	log := r.log.With("signal", sig, "layout", layout)
-	var actions []manager.ReclaimAction
+	var actions []decide.ReclaimAction
 	for _, kind := range kinds {
 		if err := ctx.Err(); err != nil {
-			actions = append(actions, manager.ReclaimAction{Kind: kind, Err: fmt.Errorf("reclaim %s: %w", kind, err)})
+			actions = append(actions, decide.ReclaimAction{Kind: kind, Err: fmt.Errorf("reclaim %s: %w", kind, err)})
 			continue
 		}
 		path := r.measurePath(kind, sig, layout)
 		before, errBefore := r.cfg.Measure(path)
-		var a manager.ReclaimAction
+		var a decide.ReclaimAction
 		switch kind {
 		case KindContainers:
 			a = r.removeDeadContainers(ctx, log)

@@ -63,6 +63,10 @@ const (
 	PIDPressure    Pressure = "pid"
 )
 
+// Pressures returns the three kinds in the order evictd reports them:
+// memory, disk, PIDs.
+func Pressures() [3]Pressure { return [3]Pressure{MemoryPressure, DiskPressure, PIDPressure} }
+
 type signalInfo struct {
 	resource Resource
 	pressure Pressure

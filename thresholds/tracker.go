@@ -6,9 +6,6 @@ import (
 	"github.com/evictd/evictd/signals"
 )
 
-// pressures lists every kind of node pressure, in the order of signals.All.
-var pressures = [...]signals.Pressure{signals.MemoryPressure, signals.DiskPressure, signals.PIDPressure}
-
 // PressureState is one kind of node pressure after a pass: what the node
 // condition and taint for it should say.
 type PressureState struct {
@@ -105,7 +102,7 @@ func NewTracker(transitionPeriod, maxObservationAge time.Duration) *Tracker {
 		maxObservationAge: max(maxObservationAge, 0),
 		firstObservedAt:   make(map[Key]time.Time),
 		graceMet:          make(map[Key]bool),
-		pressure:          make(map[signals.Pressure]PressureState, len(pressures)),
+		pressure:          make(map[signals.Pressure]PressureState, len(signals.Pressures())),
 		lastObserved:      make(map[signals.Signal]time.Time),
 	}
 }
@@ -138,7 +135,7 @@ func (t *Tracker) Evaluate(now time.Time, ths []Threshold, obs signals.Observati
 	t.lastNow = now
 	ev := Evaluation{
 		FirstObservedAt: make(map[Key]time.Time, len(t.firstObservedAt)+1),
-		Pressure:        make(map[signals.Pressure]PressureState, len(pressures)),
+		Pressure:        make(map[signals.Pressure]PressureState, len(signals.Pressures())),
 		Met:             make([]Threshold, 0, len(ths)),
 	}
 	for _, th := range ths {
@@ -170,7 +167,7 @@ func (t *Tracker) Evaluate(now time.Time, ths []Threshold, obs signals.Observati
 		t.firstObservedAt[k] = at
 	}
 
-	for _, p := range pressures {
+	for _, p := range signals.Pressures() {
 		ev.Pressure[p] = t.updatePressure(p, now, ev.Met)
 	}
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/notify"
@@ -70,8 +71,8 @@ func hostConfig(cfg *config.Config) host.Config {
 	}
 }
 
-func deciderConfig(cfg *config.Config, layout signals.FsLayout) manager.DeciderConfig {
-	return manager.DeciderConfig{
+func deciderConfig(cfg *config.Config, layout signals.FsLayout) decide.DeciderConfig {
+	return decide.DeciderConfig{
 		Thresholds:               cfg.Thresholds,
 		TransitionPeriod:         cfg.PressureTransitionPeriod,
 		MaxObservationAge:        2 * cfg.HousekeepingInterval,

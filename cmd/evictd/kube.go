@@ -11,9 +11,9 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/evict"
 	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/podsource"
@@ -69,7 +69,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 		status: status,
 		evicter: evict.New(evict.Config{
 			OnAPIError: func(verb string) { met.IncAPIError("pod_" + verb) },
-			OnIssued: func(r manager.Request, d time.Duration) {
+			OnIssued: func(r decide.Request, d time.Duration) {
 				met.ObserveIssueLatency(r.Signal, d)
 			},
 			StopLocally:    stopLocally,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/cri"
-	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/reclaim"
 	"github.com/evictd/evictd/signals"
@@ -223,7 +223,7 @@ func (c *diskCache) get(ctx context.Context, now time.Time, pods []signals.Pod, 
 // runtimeReclaimer reclaims through the runtime once it is connected.
 type runtimeReclaimer struct{ r *runtimeConn }
 
-func (rr runtimeReclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]manager.ReclaimAction, error) {
+func (rr runtimeReclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]decide.ReclaimAction, error) {
 	p := rr.r.parts.Load()
 	if p == nil {
 		return nil, rr.r.notConnected()

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/snapshot"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
@@ -50,7 +50,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	d := manager.NewDecider(deciderConfig(cfg, sc.Layout))
+	d := decide.NewDecider(deciderConfig(cfg, sc.Layout))
 	var results []stepResult
 	for _, step := range sc.Steps {
 		dec := d.Decide(step.Time, step.Observations, step.Pods, step.Stats)
@@ -130,7 +130,7 @@ type candResult struct {
 	Skip     string `json:"skip,omitempty"`
 }
 
-func newStepResult(step snapshot.Step, dec manager.Decision, ths []thresholds.Threshold) stepResult {
+func newStepResult(step snapshot.Step, dec decide.Decision, ths []thresholds.Threshold) stepResult {
 	r := stepResult{At: "+" + step.At.String(), Outcome: string(dec.Outcome), Reason: dec.Reason, Signal: string(dec.Signal)}
 	for _, s := range signals.All() {
 		if o, ok := step.Observations[s]; ok {

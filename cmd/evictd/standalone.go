@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
 )
@@ -16,7 +16,7 @@ func (p cgroupPods) Pods(context.Context) ([]signals.Pod, error) { return host.D
 
 // InFlight is always nil: without an API server evictd evicts nothing and
 // cannot see a pod's deletion.
-func (cgroupPods) InFlight() []manager.InFlight { return nil }
+func (cgroupPods) InFlight() []decide.InFlight { return nil }
 
 // layoutOf tells whether the image filesystem is dedicated; without
 // --imagefs-path evictd knows of no image filesystem yet and treats the node

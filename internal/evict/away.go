@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/decide"
 )
 
 // How a hard eviction and the owed evictions retry an API server that does
@@ -52,9 +52,9 @@ const (
 // attempt began; then the pod's containers are stopped through
 // StopLocally with the request's grace period, the eviction is owed (Run
 // completes it when the API server answers again), and the error wraps
-// manager.ErrStoppedLocally. Refusals (4xx, PodDisruptionBudgets) are
+// decide.ErrStoppedLocally. Refusals (4xx, PodDisruptionBudgets) are
 // answers: they are returned as before, never retried here.
-func (e *Evicter) reach(ctx context.Context, log *slog.Logger, r manager.Request) (*v1.Pod, string, error) {
+func (e *Evicter) reach(ctx context.Context, log *slog.Logger, r decide.Request) (*v1.Pod, string, error) {
 	if !r.Hard || e.cfg.LocalKillAfter <= 0 || e.cfg.StopLocally == nil {
 		return e.attempt(ctx, log, r)
 	}
@@ -93,7 +93,7 @@ func (e *Evicter) reach(ctx context.Context, log *slog.Logger, r manager.Request
 }
 
 // attempt is one try: the pod read back, then the eviction issued.
-func (e *Evicter) attempt(ctx context.Context, log *slog.Logger, r manager.Request) (*v1.Pod, string, error) {
+func (e *Evicter) attempt(ctx context.Context, log *slog.Logger, r decide.Request) (*v1.Pod, string, error) {
 	pod, err := e.current(ctx, r.Pod)
 	if err != nil {
 		return nil, "", err
@@ -107,14 +107,14 @@ func (e *Evicter) attempt(ctx context.Context, log *slog.Logger, r manager.Reque
 
 // stopAway stops the pod's containers through the runtime after the API
 // server stayed away for away, and owes the eviction.
-func (e *Evicter) stopAway(ctx context.Context, log *slog.Logger, r manager.Request, away time.Duration, tries int, last error) error {
+func (e *Evicter) stopAway(ctx context.Context, log *slog.Logger, r decide.Request, away time.Duration, tries int, last error) error {
 	why := fmt.Sprintf("the API server did not answer for %s (%d tries; last: %v)", away.Round(time.Millisecond), tries, last)
 	if err := e.cfg.StopLocally(ctx, r.Pod, r.GracePeriod); err != nil {
 		return fmt.Errorf("%s, and stopping the pod's containers through the runtime failed: %w", why, err)
 	}
 	n := e.owed.add(r, e.cfg.Clock.Now(), log)
 	log.Debug("stopped the pod's containers through the runtime; the eviction is owed", "owed", n)
-	return fmt.Errorf("%w: %s", manager.ErrStoppedLocally, why)
+	return fmt.Errorf("%w: %s", decide.ErrStoppedLocally, why)
 }
 
 // apiServerAway reports whether err means the API server did not answer,
@@ -158,7 +158,7 @@ func withClockTimeout(ctx context.Context, c clock.Clock, d time.Duration) (cont
 // owedEviction is a hard eviction whose pod's containers were stopped
 // through the runtime while the API server was away.
 type owedEviction struct {
-	r        manager.Request
+	r        decide.Request
 	stopped  time.Time // when the containers were stopped (the latest time)
 	log      *slog.Logger
 	refusals int // answers other than "gone" so far
@@ -180,7 +180,7 @@ func newOwedSet(changed func(int)) *owedSet {
 
 // add owes r's eviction and returns how many are owed. Past maxOwed the
 // oldest is forgotten, with a log line.
-func (s *owedSet) add(r manager.Request, now time.Time, log *slog.Logger) int {
+func (s *owedSet) add(r decide.Request, now time.Time, log *slog.Logger) int {
 	s.mu.Lock()
 	if _, ok := s.m[r.Pod.UID]; !ok && len(s.m) >= maxOwed {
 		var oldest string

@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
@@ -124,7 +124,7 @@ func testLog(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func awayRequest(hard bool) manager.Request {
+func awayRequest(hard bool) decide.Request {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hog", UID: "uid-hog"}}
 	return request(pod, hard, 1, message("away"))
 }
@@ -144,9 +144,9 @@ func TestEvictAPIServerAway(t *testing.T) {
 		wantOwed  int
 		wantErr   error // wrapped by Evict's error; nil: any error but ErrStoppedLocally
 	}{
-		{"connection refused, hard", closedPort, true, killAfter, nil, true, 1, manager.ErrStoppedLocally},
-		{"503, hard", func(t *testing.T) string { return answering(t, http.StatusServiceUnavailable) }, true, killAfter, nil, true, 1, manager.ErrStoppedLocally},
-		{"no answer at all, hard", func(t *testing.T) string { return answering(t, 0) }, true, killAfter, nil, true, 1, manager.ErrStoppedLocally},
+		{"connection refused, hard", closedPort, true, killAfter, nil, true, 1, decide.ErrStoppedLocally},
+		{"503, hard", func(t *testing.T) string { return answering(t, http.StatusServiceUnavailable) }, true, killAfter, nil, true, 1, decide.ErrStoppedLocally},
+		{"no answer at all, hard", func(t *testing.T) string { return answering(t, 0) }, true, killAfter, nil, true, 1, decide.ErrStoppedLocally},
 		{"connection refused, soft", closedPort, false, killAfter, nil, false, 0, nil},
 		{"connection refused, local stops off", closedPort, true, 0, nil, false, 0, nil},
 		{"403 is an answer", func(t *testing.T) string { return answering(t, http.StatusForbidden) }, true, killAfter, nil, false, 0, nil},
@@ -167,7 +167,7 @@ func TestEvictAPIServerAway(t *testing.T) {
 				t.Fatal("Evict succeeded against an API server that never evicts")
 			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
 				t.Errorf("Evict error %v, want one wrapping %v", err, tc.wantErr)
-			case tc.wantErr == nil && errors.Is(err, manager.ErrStoppedLocally):
+			case tc.wantErr == nil && errors.Is(err, decide.ErrStoppedLocally):
 				t.Errorf("Evict error %v wraps ErrStoppedLocally", err)
 			}
 			if tc.wantStop {
@@ -225,7 +225,7 @@ func TestOwedEvictions(t *testing.T) {
 
 		down(t)
 		err := ev.Evict(t.Context(), r)
-		if !errors.Is(err, manager.ErrStoppedLocally) {
+		if !errors.Is(err, decide.ErrStoppedLocally) {
 			t.Fatalf("Evict with the API server down: %v, want ErrStoppedLocally", err)
 		}
 		if len(st.got()) != 1 || ev.Owed() != 1 {
@@ -252,7 +252,7 @@ func TestOwedEvictions(t *testing.T) {
 		ev, _ := e.newEvicter(t, Config{StopLocally: (&stops{}).stop, LocalKillAfter: 500 * time.Millisecond})
 		r := request(pod, true, 1, message("terminating"))
 		down(t)
-		if err := ev.Evict(t.Context(), r); !errors.Is(err, manager.ErrStoppedLocally) {
+		if err := ev.Evict(t.Context(), r); !errors.Is(err, decide.ErrStoppedLocally) {
 			t.Fatalf("Evict with the API server down: %v, want ErrStoppedLocally", err)
 		}
 		up(t)
@@ -285,7 +285,7 @@ func TestOwedEvictions(t *testing.T) {
 		ev, _ := e.newEvicter(t, Config{StopLocally: st.stop, LocalKillAfter: 500 * time.Millisecond})
 		r := request(pod, true, 1, message("gone"))
 		down(t)
-		if err := ev.Evict(t.Context(), r); !errors.Is(err, manager.ErrStoppedLocally) {
+		if err := ev.Evict(t.Context(), r); !errors.Is(err, decide.ErrStoppedLocally) {
 			t.Fatalf("Evict with the API server down: %v, want ErrStoppedLocally", err)
 		}
 		up(t)

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
@@ -256,12 +256,12 @@ func (e *env) evictedEventsNow(t *testing.T, ns string, uid types.UID) []v1.Even
 	return l.Items
 }
 
-// request is a manager.Request for pod as the decider would make it.
-func request(pod *v1.Pod, hard bool, grace int64, msg string) manager.Request {
-	return manager.Request{
+// request is a decide.Request for pod as the decider would make it.
+func request(pod *v1.Pod, hard bool, grace int64, msg string) decide.Request {
+	return decide.Request{
 		Signal: "memory.available",
 		Hard:   hard,
-		Eviction: manager.Eviction{
+		Eviction: decide.Eviction{
 			Pod: &signals.Pod{
 				Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 				QOS: signals.BestEffort, TerminationGracePeriodSeconds: pod.Spec.TerminationGracePeriodSeconds,

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
@@ -28,7 +29,7 @@ import (
 const (
 	// DefaultCleanupTimeout is the kubelet's podCleanupTimeout, and the
 	// loop's default bound on its wait for an eviction in flight.
-	DefaultCleanupTimeout = manager.DefaultCleanupTimeout
+	DefaultCleanupTimeout = decide.DefaultCleanupTimeout
 	DefaultPollInterval   = time.Second
 )
 
@@ -37,7 +38,7 @@ const (
 // evictd is not the kubelet, and whoever reads the condition (a Job's
 // podFailurePolicy, an operator, a restarted evictd looking for its
 // evictions in flight) should be able to tell who did it.
-const ConditionReason = manager.DisruptionTargetReason
+const ConditionReason = decide.DisruptionTargetReason
 
 // EventReason is the reason of the Warning event on an evicted pod, the
 // kubelet's.
@@ -56,13 +57,13 @@ var (
 	// evict: the pod was not found, was replaced by another pod with the
 	// same name, has finished, or was already terminating. No eviction was
 	// issued; the node gets (or has got) the pod's resources back anyway.
-	ErrPodGone = manager.ErrPodGone
+	ErrPodGone = decide.ErrPodGone
 	// ErrCriticalPod is wrapped by Evict's error for a static, mirror or
 	// system-critical pod, which evictd never evicts.
 	ErrCriticalPod = errors.New("critical pod, never evicted")
 	// ErrNotGoneInTime is wrapped by Evict's error when the eviction was
 	// issued but the pod was still there after Config.CleanupTimeout.
-	ErrNotGoneInTime = manager.ErrNotGoneInTime
+	ErrNotGoneInTime = decide.ErrNotGoneInTime
 )
 
 // Config holds the Evicter's settings. Zero values take the defaults.
@@ -84,7 +85,7 @@ type Config struct {
 	// the request and the time from r.Decided (by Clock), for
 	// evictd_eviction_issue_latency_seconds. Not called when r.Decided is
 	// zero.
-	OnIssued func(r manager.Request, sinceDecision time.Duration)
+	OnIssued func(r decide.Request, sinceDecision time.Duration)
 	// StopLocally, when set, stops the pod's containers on this node
 	// through the CRI with the grace period, and returns once they have
 	// stopped. It is used for a hard eviction when StopWhenIssued is set
@@ -151,12 +152,12 @@ func (e *Evicter) CleanupTimeout() time.Duration { return e.cfg.CleanupTimeout }
 //     finished or is already terminating is not evicted again (ErrPodGone);
 //  3. the policy/v1 Eviction subresource is asked to evict it with
 //     r.GracePeriod and a UID precondition. A PodDisruptionBudget refusal
-//     returns an error wrapping manager.ErrDisruptionBudget for a soft
+//     returns an error wrapping decide.ErrDisruptionBudget for a soft
 //     threshold; for a hard one the node comes first and the pod is deleted
 //     with the same grace period and precondition. For a hard threshold,
 //     an API server that does not answer is retried for
 //     Config.LocalKillAfter, then the pod's containers are stopped through
-//     Config.StopLocally and the error wraps manager.ErrStoppedLocally:
+//     Config.StopLocally and the error wraps decide.ErrStoppedLocally:
 //     the eviction is owed, and Run completes it later (away.go);
 //  4. the pod gets a DisruptionTarget condition (reason ConditionReason,
 //     message r.Message): after the Eviction API accepted, replacing the
@@ -171,7 +172,7 @@ func (e *Evicter) CleanupTimeout() time.Duration { return e.cfg.CleanupTimeout }
 //  6. Evict polls the pod until it is gone (not found, replaced, or
 //     finished) and, once the stop has returned too, returns nil; or an
 //     error wrapping ErrNotGoneInTime.
-func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
+func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	if r.Pod == nil {
 		return errors.New("evict: the request names no pod")
 	}
@@ -218,7 +219,7 @@ func (e *Evicter) Evict(ctx context.Context, r manager.Request) error {
 // container half-stopped and a misleading error) nor when ctx is cancelled
 // (evictd shutting down mid-eviction): it is bounded by the grace period
 // and Config.CleanupTimeout instead.
-func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r manager.Request) <-chan struct{} {
+func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r decide.Request) <-chan struct{} {
 	done := make(chan struct{})
 	bound := time.Duration(r.GracePeriod)*time.Second + e.cfg.CleanupTimeout
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
@@ -235,7 +236,7 @@ func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r manager.Re
 // check refuses what Evict must never act on: critical pods and requests
 // that do not say exactly which pod, or with a grace period the API server
 // would read as a forced deletion.
-func (e *Evicter) check(r manager.Request) error {
+func (e *Evicter) check(r decide.Request) error {
 	p := r.Pod
 	switch {
 	case p.Critical():
@@ -286,7 +287,7 @@ func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, erro
 // issue asks the API server to evict pod, falling back to a delete for a
 // hard threshold the Eviction API refuses. It returns how the pod was made
 // to go ("eviction" or "delete").
-func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r manager.Request, pod *v1.Pod) (string, error) {
+func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request, pod *v1.Pod) (string, error) {
 	err := e.postEviction(ctx, pod, r.GracePeriod)
 	if err == nil {
 		// The API server has set DisruptionTarget itself, with its own
@@ -303,7 +304,7 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r manager.Request
 		return "", fmt.Errorf("eviction API: %w", err)
 	}
 	if !r.Hard {
-		return "", fmt.Errorf("%w: %s", manager.ErrDisruptionBudget, refusal)
+		return "", fmt.Errorf("%w: %s", decide.ErrDisruptionBudget, refusal)
 	}
 
 	log.Warn("a PodDisruptionBudget refused the eviction; the threshold is hard, so the node comes first: deleting the pod", "refusal", refusal)

@@ -16,7 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
@@ -25,7 +25,7 @@ import (
 // terminating with the request's grace period and carrying evictd's
 // DisruptionTarget condition; and the Warning Evicted event with the
 // request's message and annotations.
-func (e *env) checkEvicted(t *testing.T, seen <-chan *v1.Pod, r manager.Request) {
+func (e *env) checkEvicted(t *testing.T, seen <-chan *v1.Pod, r decide.Request) {
 	t.Helper()
 	pod, ok := <-seen
 	if !ok {
@@ -120,7 +120,7 @@ func TestEvict(t *testing.T) {
 			ns := e.namespace(t, tc.name)
 			pod := e.runningPod(t, ns, "web", nil, 30)
 			var issued []time.Duration
-			ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond, OnIssued: func(got manager.Request, d time.Duration) {
+			ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond, OnIssued: func(got decide.Request, d time.Duration) {
 				if got.Signal != signals.MemoryAvailable {
 					t.Errorf("OnIssued signal = %s, want %s", got.Signal, signals.MemoryAvailable)
 				}
@@ -203,8 +203,8 @@ func TestEvict(t *testing.T) {
 			soft := request(pod, false, 5, message(tc.name+" soft"))
 			start := time.Now()
 			err := ev.Evict(t.Context(), soft)
-			if !errors.Is(err, manager.ErrDisruptionBudget) {
-				t.Fatalf("soft Evict = %v, want an error wrapping %v", err, manager.ErrDisruptionBudget)
+			if !errors.Is(err, decide.ErrDisruptionBudget) {
+				t.Fatalf("soft Evict = %v, want an error wrapping %v", err, decide.ErrDisruptionBudget)
 			}
 			t.Logf("soft: refused in %s: %v", time.Since(start).Round(time.Millisecond), err)
 			e.checkUntouched(t, pod)
@@ -287,17 +287,17 @@ func TestEvict(t *testing.T) {
 		ev, errs := e.newEvicter(t, Config{})
 		for _, tc := range []struct {
 			name   string
-			modify func(r *manager.Request)
+			modify func(r *decide.Request)
 			want   error
 		}{
-			{"critical priority", func(r *manager.Request) { r.Pod.Priority = signals.SystemCriticalPriority }, ErrCriticalPod},
-			{"static", func(r *manager.Request) { r.Pod.Static = true }, ErrCriticalPod},
-			{"mirror", func(r *manager.Request) { r.Pod.Mirror = true }, ErrCriticalPod},
-			{"nil pod", func(r *manager.Request) { r.Pod = nil }, nil},
-			{"no UID", func(r *manager.Request) { r.Pod.UID = "" }, nil},
-			{"no name", func(r *manager.Request) { r.Pod.Name = "" }, nil},
-			{"grace period 0", func(r *manager.Request) { r.GracePeriod = 0 }, nil},
-			{"negative grace period", func(r *manager.Request) { r.GracePeriod = -1 }, nil},
+			{"critical priority", func(r *decide.Request) { r.Pod.Priority = signals.SystemCriticalPriority }, ErrCriticalPod},
+			{"static", func(r *decide.Request) { r.Pod.Static = true }, ErrCriticalPod},
+			{"mirror", func(r *decide.Request) { r.Pod.Mirror = true }, ErrCriticalPod},
+			{"nil pod", func(r *decide.Request) { r.Pod = nil }, nil},
+			{"no UID", func(r *decide.Request) { r.Pod.UID = "" }, nil},
+			{"no name", func(r *decide.Request) { r.Pod.Name = "" }, nil},
+			{"grace period 0", func(r *decide.Request) { r.GracePeriod = 0 }, nil},
+			{"negative grace period", func(r *decide.Request) { r.GracePeriod = -1 }, nil},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				r := request(pod, true, 1, message(tc.name))
@@ -412,8 +412,8 @@ func TestEvictPodDisruptionBudget(t *testing.T) {
 
 	t.Run("soft respects the budget", func(t *testing.T) {
 		err := ev.Evict(t.Context(), request(db[0], false, 5, message("db soft")))
-		if !errors.Is(err, manager.ErrDisruptionBudget) {
-			t.Fatalf("Evict = %v, want an error wrapping %v", err, manager.ErrDisruptionBudget)
+		if !errors.Is(err, decide.ErrDisruptionBudget) {
+			t.Fatalf("Evict = %v, want an error wrapping %v", err, decide.ErrDisruptionBudget)
 		}
 		t.Logf("Evict: %v", err)
 		e.checkUntouched(t, db[0])

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
@@ -141,7 +142,7 @@ type discoveredPods struct{ cfg host.Config }
 
 func (p discoveredPods) Pods(context.Context) ([]signals.Pod, error) { return host.DiscoverPods(p.cfg) }
 
-func (discoveredPods) InFlight() []InFlight { return nil }
+func (discoveredPods) InFlight() []decide.InFlight { return nil }
 
 // cgroupPodStats reads pod usage from the pod cgroups.
 type cgroupPodStats struct{ r *host.PodStatsReader }
@@ -153,7 +154,7 @@ func (s cgroupPodStats) PodStats(ctx context.Context, now time.Time, pods []sign
 // benchDeciderConfig is the agent's decider configuration with default
 // flags (Linux default hard thresholds, enforce-node-allocatable=pods) plus
 // a soft memory threshold.
-func benchDeciderConfig(tb testing.TB) DeciderConfig {
+func benchDeciderConfig(tb testing.TB) decide.DeciderConfig {
 	tb.Helper()
 	p, err := thresholds.Parse(thresholds.Settings{
 		Soft:                   map[string]string{"memory.available": "1Gi"},
@@ -163,7 +164,7 @@ func benchDeciderConfig(tb testing.TB) DeciderConfig {
 	if err != nil {
 		tb.Fatalf("parse thresholds: %v", err)
 	}
-	return DeciderConfig{
+	return decide.DeciderConfig{
 		Thresholds:        p.Thresholds,
 		TransitionPeriod:  5 * time.Minute,
 		MaxObservationAge: 20 * time.Second,
@@ -221,9 +222,9 @@ func checkBenchPass(tb testing.TB, st *Status, pods int) {
 	}
 }
 
-func checkBenchDecision(tb testing.TB, dec Decision, pods int) {
+func checkBenchDecision(tb testing.TB, dec decide.Decision, pods int) {
 	tb.Helper()
-	if dec.Outcome != OutcomeEvict || dec.Signal != signals.MemoryAvailable {
+	if dec.Outcome != decide.OutcomeEvict || dec.Signal != signals.MemoryAvailable {
 		tb.Fatalf("got outcome %s for %q (%s), want evict for memory.available", dec.Outcome, dec.Signal, dec.Reason)
 	}
 	measured := 0
@@ -297,9 +298,9 @@ func benchDecide(b *testing.B, node benchNode, memAvailable int64) {
 		o.Available = memAvailable
 		obs[signals.MemoryAvailable] = o
 	}
-	d := NewDecider(benchDeciderConfig(b))
+	d := decide.NewDecider(benchDeciderConfig(b))
 	now := t0
-	decide := func() Decision {
+	next := func() decide.Decision {
 		// Each pass is 10s after the last, with fresh observations.
 		now = now.Add(10 * time.Second)
 		for s, o := range obs {
@@ -309,13 +310,13 @@ func benchDecide(b *testing.B, node benchNode, memAvailable int64) {
 		return d.Decide(now, obs, pods, stats)
 	}
 	for range 7 { // past the soft threshold's 1m grace period
-		decide()
+		next()
 	}
-	var dec Decision
+	var dec decide.Decision
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		dec = decide()
+		dec = next()
 	}
 	b.StopTimer()
 	checkBenchDecision(b, dec, node.pods)

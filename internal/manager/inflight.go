@@ -5,39 +5,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
 )
-
-// DisruptionTargetReason is the reason of the DisruptionTarget condition
-// evictd puts on every pod it evicts. The Evicter writes it; the pod
-// source finds evictd's evictions still in flight by it, also those of an
-// evictd process that has since died.
-const DisruptionTargetReason = "EvictionByEvictd"
-
-// DefaultCleanupTimeout is the default of Config.CleanupTimeout, the
-// kubelet's podCleanupTimeout.
-const DefaultCleanupTimeout = 30 * time.Second
-
-// InFlight is an eviction by evictd still under way: a pod of the node
-// that carries evictd's DisruptionTarget condition and is terminating
-// (deletion requested, not finished). It lives in the API server, so an
-// evictd restarted while the pod terminates sees it too.
-type InFlight struct {
-	Namespace string
-	Name      string
-	UID       string
-	// DeletionTimestamp is the pod's metadata.deletionTimestamp: the time
-	// of the deletion plus its grace period, when the kubelet is to have
-	// stopped the pod.
-	DeletionTimestamp time.Time
-	// DeletionGracePeriod is the pod's metadata.deletionGracePeriodSeconds,
-	// the grace period its eviction gave it: DeletionTimestamp less it is
-	// when the eviction was issued.
-	DeletionGracePeriod time.Duration
-}
-
-// Ref is namespace/name.
-func (f InFlight) Ref() string { return f.Namespace + "/" + f.Name }
 
 // InFlightStatus is an eviction in flight as /status shows it.
 type InFlightStatus struct {
@@ -63,7 +33,7 @@ type InFlightStatus struct {
 // the cleanup timeout after f's eviction was issued, as the Evicter's own
 // wait for a pod does: a soft eviction's grace period, which can be
 // minutes, must not hold off a node in danger.
-func (m *Manager) waitUntil(f InFlight, hard bool) time.Time {
+func (m *Manager) waitUntil(f decide.InFlight, hard bool) time.Time {
 	soft := f.DeletionTimestamp.Add(m.cfg.CleanupTimeout)
 	if !hard {
 		return soft
@@ -83,8 +53,8 @@ func minTime(a, b time.Time) time.Time {
 // for an eviction for a hard or a soft threshold, the one whose wait ends
 // last, and when that is; false when every one is overdue or there is
 // none.
-func (m *Manager) awaited(inFlight []InFlight, now time.Time, hard bool) (InFlight, time.Time, bool) {
-	var last InFlight
+func (m *Manager) awaited(inFlight []decide.InFlight, now time.Time, hard bool) (decide.InFlight, time.Time, bool) {
+	var last decide.InFlight
 	var until time.Time
 	for _, f := range inFlight {
 		if u := m.waitUntil(f, hard); now.Before(u) && u.After(until) {
@@ -104,7 +74,7 @@ func (m *Manager) awaited(inFlight []InFlight, now time.Time, hard bool) (InFlig
 // stuck terminating cannot keep evictd from acting. Each pod waited for
 // is said once at Info, its repeats at Debug, and the first pass that
 // acts although it is still there once at Warn.
-func (m *Manager) withheldInFlight(req Request, inFlight []InFlight, now time.Time) (string, bool) {
+func (m *Manager) withheldInFlight(req decide.Request, inFlight []decide.InFlight, now time.Time) (string, bool) {
 	m.noteOverdue(inFlight, now)
 	f, until, ok := m.awaited(inFlight, now, req.Hard)
 	if !ok {
@@ -127,9 +97,9 @@ func (m *Manager) withheldInFlight(req Request, inFlight []InFlight, now time.Ti
 // noteOverdue logs, once per pod, an eviction in flight whose wait has
 // ended although the pod is still there, and forgets the pods no longer
 // in flight.
-func (m *Manager) noteOverdue(inFlight []InFlight, now time.Time) {
+func (m *Manager) noteOverdue(inFlight []decide.InFlight, now time.Time) {
 	for uid := range m.overdueSaid {
-		if !slices.ContainsFunc(inFlight, func(f InFlight) bool { return f.UID == uid }) {
+		if !slices.ContainsFunc(inFlight, func(f decide.InFlight) bool { return f.UID == uid }) {
 			delete(m.overdueSaid, uid)
 		}
 	}
@@ -147,7 +117,7 @@ func (m *Manager) noteOverdue(inFlight []InFlight, now time.Time) {
 // found, replaced or finished), so that the passes after it, the first of
 // which the eviction wakes, do not wait for it while the pod source's
 // cache catches up with its deletion.
-func (m *Manager) recordGone(req Request, err error) {
+func (m *Manager) recordGone(req decide.Request, err error) {
 	if err == nil {
 		m.seenGone[req.Pod.UID] = m.deps.Clock.Now()
 	}
@@ -159,13 +129,13 @@ const seenGoneMemory = time.Hour
 
 // notGone drops from inFlight the pods the Evicter saw go, and forgets
 // those seen gone long ago.
-func (m *Manager) notGone(inFlight []InFlight, now time.Time) []InFlight {
+func (m *Manager) notGone(inFlight []decide.InFlight, now time.Time) []decide.InFlight {
 	for uid, at := range m.seenGone {
 		if now.Sub(at) > seenGoneMemory {
 			delete(m.seenGone, uid)
 		}
 	}
-	var out []InFlight
+	var out []decide.InFlight
 	for _, f := range inFlight {
 		if _, gone := m.seenGone[f.UID]; !gone {
 			out = append(out, f)
@@ -175,7 +145,7 @@ func (m *Manager) notGone(inFlight []InFlight, now time.Time) []InFlight {
 }
 
 // inFlightStatus reports the evictions in flight at now for /status.
-func (m *Manager) inFlightStatus(inFlight []InFlight, now time.Time) []InFlightStatus {
+func (m *Manager) inFlightStatus(inFlight []decide.InFlight, now time.Time) []InFlightStatus {
 	var out []InFlightStatus
 	for _, f := range inFlight {
 		u := m.waitUntil(f, false)

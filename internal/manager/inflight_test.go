@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/thresholds"
 )
 
@@ -20,16 +21,16 @@ import (
 type podsInFlight struct {
 	fixedPods
 	mu       sync.Mutex
-	inFlight []InFlight
+	inFlight []decide.InFlight
 }
 
-func (p *podsInFlight) InFlight() []InFlight {
+func (p *podsInFlight) InFlight() []decide.InFlight {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.inFlight)
 }
 
-func (p *podsInFlight) set(f ...InFlight) {
+func (p *podsInFlight) set(f ...decide.InFlight) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.inFlight = f
@@ -76,12 +77,12 @@ func inFlightHarness(t *testing.T, dryRun bool, cleanup time.Duration) (*harness
 }
 
 // slow is the pod of an eviction in flight whose deletionTimestamp is at.
-func slow(at time.Time) InFlight {
-	return InFlight{Namespace: "default", Name: "slow", UID: "u-slow", DeletionTimestamp: at}
+func slow(at time.Time) decide.InFlight {
+	return decide.InFlight{Namespace: "default", Name: "slow", UID: "u-slow", DeletionTimestamp: at}
 }
 
 // slowGrace is slow whose eviction gave it grace.
-func slowGrace(at time.Time, grace time.Duration) InFlight {
+func slowGrace(at time.Time, grace time.Duration) decide.InFlight {
 	f := slow(at)
 	f.DeletionGracePeriod = grace
 	return f
@@ -100,7 +101,7 @@ func TestLoopEvictionInFlight(t *testing.T) {
 		name     string
 		dryRun   bool
 		cleanup  time.Duration // 0: the default, 30s
-		inFlight []InFlight
+		inFlight []decide.InFlight
 		// wantResult is the pass's result; wantEvicted the pods the
 		// Evicter was asked to evict.
 		wantResult   string
@@ -115,20 +116,20 @@ func TestLoopEvictionInFlight(t *testing.T) {
 		wantEvicted: []string{"hog"},
 	}, {
 		name:         "in flight, inside its grace period: withheld",
-		inFlight:     []InFlight{slow(at.Add(20 * time.Second))},
+		inFlight:     []decide.InFlight{slow(at.Add(20 * time.Second))},
 		wantResult:   "withheld default/hog (eviction of default/slow in flight; waiting until it has gone, at most until " + rfc(at.Add(50*time.Second)) + ")",
 		wantWithheld: 1,
 		wantLog:      []string{"level=INFO", "eviction withheld", "terminating=default/slow", "waitUntil=" + rfc(at.Add(50*time.Second)), "pod=default/hog"},
 		wantOverdue:  []bool{false},
 	}, {
 		name:         "in flight, grace period over, inside the cleanup timeout: withheld",
-		inFlight:     []InFlight{slow(at.Add(-29 * time.Second))},
+		inFlight:     []decide.InFlight{slow(at.Add(-29 * time.Second))},
 		wantResult:   "withheld default/hog (eviction of default/slow in flight; waiting until it has gone, at most until " + rfc(at.Add(time.Second)) + ")",
 		wantWithheld: 1,
 		wantOverdue:  []bool{false},
 	}, {
 		name:        "overdue (deletionTimestamp + 30s has passed): evicts",
-		inFlight:    []InFlight{slow(at.Add(-30 * time.Second))},
+		inFlight:    []decide.InFlight{slow(at.Add(-30 * time.Second))},
 		wantResult:  "evicted default/hog",
 		wantEvicted: []string{"hog"},
 		wantLog:     []string{"level=WARN", "still terminating past its grace period", "terminating=default/slow"},
@@ -136,14 +137,14 @@ func TestLoopEvictionInFlight(t *testing.T) {
 	}, {
 		name:        "overdue with the Evicter's own cleanup timeout: evicts",
 		cleanup:     5 * time.Second,
-		inFlight:    []InFlight{slow(at.Add(-6 * time.Second))},
+		inFlight:    []decide.InFlight{slow(at.Add(-6 * time.Second))},
 		wantResult:  "evicted default/hog",
 		wantEvicted: []string{"hog"},
 		wantOverdue: []bool{true},
 	}, {
 		name:    "one overdue, one not: withheld for the one not",
 		cleanup: 5 * time.Second,
-		inFlight: []InFlight{
+		inFlight: []decide.InFlight{
 			{Namespace: "default", Name: "stuck", UID: "u-stuck", DeletionTimestamp: at.Add(-time.Hour)},
 			slow(at.Add(time.Minute)),
 		},
@@ -153,13 +154,13 @@ func TestLoopEvictionInFlight(t *testing.T) {
 	}, {
 		// A soft eviction with a 300 s grace period, issued 30 s ago.
 		name:        "a soft eviction's long grace period does not hold off a hard threshold past the cleanup timeout",
-		inFlight:    []InFlight{slowGrace(at.Add(270*time.Second), 300*time.Second)},
+		inFlight:    []decide.InFlight{slowGrace(at.Add(270*time.Second), 300*time.Second)},
 		wantResult:  "evicted default/hog",
 		wantEvicted: []string{"hog"},
 		wantOverdue: []bool{false},
 	}, {
 		name:         "a soft eviction's long grace period, issued 10 s ago: a hard threshold waits the cleanup timeout from it",
-		inFlight:     []InFlight{slowGrace(at.Add(290*time.Second), 300*time.Second)},
+		inFlight:     []decide.InFlight{slowGrace(at.Add(290*time.Second), 300*time.Second)},
 		wantResult:   "withheld default/hog (eviction of default/slow in flight; waiting until it has gone, at most until " + rfc(at.Add(20*time.Second)) + ")",
 		wantWithheld: 1,
 		wantOverdue:  []bool{false},
@@ -171,7 +172,7 @@ func TestLoopEvictionInFlight(t *testing.T) {
 	}, {
 		name:         "dry-run, in flight: withheld, as the live loop would",
 		dryRun:       true,
-		inFlight:     []InFlight{slow(at.Add(20 * time.Second))},
+		inFlight:     []decide.InFlight{slow(at.Add(20 * time.Second))},
 		wantResult:   "withheld default/hog (eviction of default/slow in flight; waiting until it has gone, at most until " + rfc(at.Add(50*time.Second)) + ")",
 		wantWithheld: 1,
 		wantOverdue:  []bool{false},
@@ -183,7 +184,7 @@ func TestLoopEvictionInFlight(t *testing.T) {
 			h.next("start")
 			h.src.set(50 * mi)
 			st := h.tick()
-			if st.Decision.Outcome != OutcomeEvict {
+			if st.Decision.Outcome != decide.OutcomeEvict {
 				t.Fatalf("outcome %s (%s), want evict", st.Decision.Outcome, st.Decision.Reason)
 			}
 			if st.Result != tt.wantResult {
@@ -263,10 +264,10 @@ func TestLoopWaitForEvictionInFlightEnds(t *testing.T) {
 // world as the eviction would (the evicted pod in flight).
 type evictThen struct {
 	*recorder
-	then func(Request)
+	then func(decide.Request)
 }
 
-func (e evictThen) Evict(ctx context.Context, r Request) error {
+func (e evictThen) Evict(ctx context.Context, r decide.Request) error {
 	err := e.recorder.Evict(ctx, r)
 	e.then(r)
 	return err
@@ -283,7 +284,7 @@ func TestLoopWaitsForItsOwnEviction(t *testing.T) {
 		err        error
 		wantResult string
 	}{
-		{"not gone in time", fmt.Errorf("evict default/hog: %w", ErrNotGoneInTime), "withheld default/hog (eviction of default/hog in flight"},
+		{"not gone in time", fmt.Errorf("evict default/hog: %w", decide.ErrNotGoneInTime), "withheld default/hog (eviction of default/hog in flight"},
 		{"gone, the cache behind", nil, "evicted default/hog"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,8 +292,8 @@ func TestLoopWaitsForItsOwnEviction(t *testing.T) {
 			pods := &podsInFlight{fixedPods: defaultPods()}
 			h := newHarnessTuned(t, false, ths, nil, defaultStats(), func(_ *Config, d *Deps) {
 				d.Pods = pods
-				d.Evicter = evictThen{d.Evicter.(*recorder), func(r Request) {
-					pods.set(InFlight{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.Pod.UID, DeletionTimestamp: t0.Add(11 * time.Second)})
+				d.Evicter = evictThen{d.Evicter.(*recorder), func(r decide.Request) {
+					pods.set(decide.InFlight{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.Pod.UID, DeletionTimestamp: t0.Add(11 * time.Second)})
 				}}
 			})
 			h.ev.err = tc.err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -233,10 +234,10 @@ func TestLoopHourlyCapCountsOnlyIssuedEvictions(t *testing.T) {
 		wantCount int
 	}{
 		{nil, 1},
-		{fmt.Errorf("x: %w", ErrNotGoneInTime), 1},
-		{fmt.Errorf("x: %w", ErrStoppedLocally), 1},
-		{fmt.Errorf("x: %w", ErrPodGone), 0},
-		{fmt.Errorf("x: %w", ErrDisruptionBudget), 0},
+		{fmt.Errorf("x: %w", decide.ErrNotGoneInTime), 1},
+		{fmt.Errorf("x: %w", decide.ErrStoppedLocally), 1},
+		{fmt.Errorf("x: %w", decide.ErrPodGone), 0},
+		{fmt.Errorf("x: %w", decide.ErrDisruptionBudget), 0},
 		{fmt.Errorf("the API server said no"), 0},
 	} {
 		t.Run(fmt.Sprint(tc.err), func(t *testing.T) {
@@ -350,7 +351,7 @@ func TestLoopClockStepsBack(t *testing.T) {
 		h.clock.SetTime(t0.Add(10*time.Second - time.Hour))
 		h.m.Wake()
 		st := h.next("wake")
-		if st.Decision.Outcome != OutcomeEvict || !strings.HasPrefix(st.Result, "evicted") {
+		if st.Decision.Outcome != decide.OutcomeEvict || !strings.HasPrefix(st.Result, "evicted") {
 			t.Fatalf("after the step: outcome %s result %q (%s), want an eviction", st.Decision.Outcome, st.Result, st.Decision.Reason)
 		}
 		if err := h.m.Ready(); err != nil {
@@ -372,16 +373,16 @@ func TestLoopClockStepsBack(t *testing.T) {
 		h.tick() // t0+20s: 10 s of 30
 		h.clock.SetTime(t0.Add(20*time.Second - time.Hour))
 		h.m.Wake()
-		if st := h.next("wake"); st.Decision.Outcome == OutcomeEvict {
+		if st := h.next("wake"); st.Decision.Outcome == decide.OutcomeEvict {
 			t.Fatalf("right after the step: evicted with 10 s of a 30 s grace period run")
 		}
 		h.clock.Step(19 * time.Second)
 		h.m.Wake()
-		if st := h.next("wake"); st.Decision.Outcome == OutcomeEvict {
+		if st := h.next("wake"); st.Decision.Outcome == decide.OutcomeEvict {
 			t.Fatalf("29 s of 30 run: evicted early")
 		}
 		h.clock.Step(time.Second) // the grace period ends: the deadline timer fires
-		if st := h.next("deadline"); st.Decision.Outcome != OutcomeEvict {
+		if st := h.next("deadline"); st.Decision.Outcome != decide.OutcomeEvict {
 			t.Fatalf("30 s of 30 run: outcome %s (%s), want an eviction", st.Decision.Outcome, st.Decision.Reason)
 		}
 	})

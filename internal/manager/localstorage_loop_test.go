@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -39,8 +40,8 @@ func TestLoopEvictsPodOverItsEphemeralStorageLimitWithoutAnyThreshold(t *testing
 	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
 	h := newHarnessWith(t, false, ths, pods, stats)
 	st := h.next("start")
-	if st.Decision.Outcome != OutcomeLocalStorage {
-		t.Fatalf("outcome: got %s (%s), want %s", st.Decision.Outcome, st.Decision.Reason, OutcomeLocalStorage)
+	if st.Decision.Outcome != decide.OutcomeLocalStorage {
+		t.Fatalf("outcome: got %s (%s), want %s", st.Decision.Outcome, st.Decision.Reason, decide.OutcomeLocalStorage)
 	}
 	// The fake pod never goes, so each pass (woken at once) evicts it again.
 	got := onlyNames(h.ev.evicted())
@@ -51,8 +52,8 @@ func TestLoopEvictsPodOverItsEphemeralStorageLimitWithoutAnyThreshold(t *testing
 	req := h.ev.requests[0]
 	h.ev.mu.Unlock()
 	wantMsg := "Pod ephemeral local storage usage exceeds the total limit of containers 100Mi. "
-	if req.Signal != SignalPodEphemeralStorageLimit || !req.Hard || req.GracePeriod != 1 || req.Message != wantMsg || req.Annotations != nil {
-		t.Errorf("request: got %+v, want signal %s, hard, grace 1, message %q, no annotations", req, SignalPodEphemeralStorageLimit, wantMsg)
+	if req.Signal != decide.SignalPodEphemeralStorageLimit || !req.Hard || req.GracePeriod != 1 || req.Message != wantMsg || req.Annotations != nil {
+		t.Errorf("request: got %+v, want signal %s, hard, grace 1, message %q, no annotations", req, decide.SignalPodEphemeralStorageLimit, wantMsg)
 	}
 	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "ephemeralpodfs.limit", "result", "evicted")); got < 1 {
 		t.Errorf("evictd_evictions_total{signal=ephemeralpodfs.limit,result=evicted}: got %v, want at least 1", got)
@@ -67,8 +68,8 @@ func TestLoopLocalStorageEvictionTakesThePassFromThresholds(t *testing.T) {
 		d.Sources[0].(*script).set(50 * mi)
 	})
 	st := h.next("start")
-	if st.Decision.Outcome != OutcomeLocalStorage {
-		t.Fatalf("outcome: got %s, want %s", st.Decision.Outcome, OutcomeLocalStorage)
+	if st.Decision.Outcome != decide.OutcomeLocalStorage {
+		t.Fatalf("outcome: got %s, want %s", st.Decision.Outcome, decide.OutcomeLocalStorage)
 	}
 	if !st.Decision.Evaluation.Pressure[signals.MemoryPressure].Active {
 		t.Errorf("memory pressure not evaluated in a local-storage pass")
@@ -85,8 +86,8 @@ func TestLoopPodWithoutDiskStatsIsNotEvictedForItsLimit(t *testing.T) {
 	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
 	h := newHarnessWith(t, false, ths, fixedPods{pods[0], pods[2]}, stats)
 	st := h.next("start")
-	if st.Decision.Outcome != OutcomeNone {
-		t.Fatalf("outcome: got %s (%s), want %s", st.Decision.Outcome, st.Decision.Reason, OutcomeNone)
+	if st.Decision.Outcome != decide.OutcomeNone {
+		t.Fatalf("outcome: got %s (%s), want %s", st.Decision.Outcome, st.Decision.Reason, decide.OutcomeNone)
 	}
 	if got := h.ev.evicted(); len(got) != 0 {
 		t.Fatalf("evicted %v, want nothing: missing stats never evict", got)
@@ -97,8 +98,8 @@ func TestLoopDryRunReportsLocalStorageEvictions(t *testing.T) {
 	pods, stats := storagePods()
 	h := newHarnessWith(t, true, nil, pods, stats)
 	st := h.next("start")
-	if st.Decision.Outcome != OutcomeLocalStorage || st.Result != "dry-run default/writer" {
-		t.Fatalf("dry run: got outcome %s result %q, want %s / dry-run default/writer", st.Decision.Outcome, st.Result, OutcomeLocalStorage)
+	if st.Decision.Outcome != decide.OutcomeLocalStorage || st.Result != "dry-run default/writer" {
+		t.Fatalf("dry run: got outcome %s result %q, want %s / dry-run default/writer", st.Decision.Outcome, st.Result, decide.OutcomeLocalStorage)
 	}
 	if got := h.ev.evicted(); len(got) != 0 {
 		t.Fatalf("dry run called the evicter for %v", got)

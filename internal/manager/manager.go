@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
@@ -24,7 +25,7 @@ type PodSource interface {
 	// terminating: deletion requested, not finished, with a
 	// DisruptionTarget condition of reason DisruptionTargetReason. Nil
 	// when it cannot tell (no API server, or before the first list).
-	InFlight() []InFlight
+	InFlight() []decide.InFlight
 }
 
 // PodStatsSource reads the usage of the given pods, keyed by pod UID. Pods
@@ -37,34 +38,15 @@ type PodStatsSource interface {
 // bounded wait has passed, so that the next pass sees the effect. An error
 // that wraps ErrDisruptionBudget means a PodDisruptionBudget refused it.
 type Evicter interface {
-	Evict(ctx context.Context, r Request) error
+	Evict(ctx context.Context, r decide.Request) error
 }
-
-// The errors an Evicter wraps so that the loop can tell what happened.
-var (
-	// ErrDisruptionBudget: the API server refused the eviction because of
-	// a PodDisruptionBudget. Nothing was done to the pod.
-	ErrDisruptionBudget = errors.New("eviction refused by a PodDisruptionBudget")
-	// ErrPodGone: there was nothing to evict (the pod was deleted, replaced,
-	// finished or already terminating); no eviction was issued.
-	ErrPodGone = errors.New("pod already gone")
-	// ErrNotGoneInTime: the eviction was issued but the pod had not gone
-	// when the bounded wait ended; the next pass decides again.
-	ErrNotGoneInTime = errors.New("eviction issued but the pod has not gone in time")
-	// ErrStoppedLocally: a hard eviction could not be issued because the
-	// API server did not answer within --local-kill-after, so the pod's
-	// containers were stopped on this node through the CRI instead; the
-	// Evicter keeps trying to issue the eviction and completes it when the
-	// API server is back.
-	ErrStoppedLocally = errors.New("API server unreachable; the pod's containers were stopped through the runtime and the eviction is owed")
-)
 
 // StatusPublisher receives the node's pressure after every pass. Publish
 // must not block: the publisher keeps the latest report and writes it on
 // its own schedule (at once on a transition, as a heartbeat otherwise),
 // retrying while the API server is away.
 type StatusPublisher interface {
-	Publish(now time.Time, pressures []PressureReport)
+	Publish(now time.Time, pressures []decide.PressureReport)
 }
 
 // Config holds the loop's own settings.
@@ -74,7 +56,7 @@ type Config struct {
 	HousekeepingInterval time.Duration
 	// DryRun decides and reports but acts on nothing.
 	DryRun  bool
-	Decider DeciderConfig
+	Decider decide.DeciderConfig
 	// MaxEvictionWait is the longest an Evicter may take to return (its
 	// bounded wait for the pod to go, plus its requests); a pass that runs
 	// longer than three housekeeping intervals plus this makes the loop
@@ -131,7 +113,7 @@ type Deps struct {
 type Manager struct {
 	cfg     Config
 	deps    Deps
-	decider *Decider
+	decider *decide.Decider
 	wake    chan struct{}
 	status  atomic.Pointer[Status]
 	// passStarted is the start of the pass under way in Unix nanoseconds,
@@ -163,7 +145,7 @@ type Manager struct {
 	// for, so that each wait is said once; overdueSaid are the pods whose
 	// wait has ended and been said; seenGone are the pods the Evicter saw
 	// go, which the pod source's cache may still hold for a moment.
-	lastInFlight []InFlight
+	lastInFlight []decide.InFlight
 	waitingFor   string
 	overdueSaid  map[string]bool
 	seenGone     map[string]time.Time
@@ -190,12 +172,12 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		cfg.MaxEvictionWait = 60 * time.Second
 	}
 	if cfg.CleanupTimeout <= 0 {
-		cfg.CleanupTimeout = DefaultCleanupTimeout
+		cfg.CleanupTimeout = decide.DefaultCleanupTimeout
 	}
 	return &Manager{
 		cfg:         cfg,
 		deps:        deps,
-		decider:     NewDecider(cfg.Decider),
+		decider:     decide.NewDecider(cfg.Decider),
 		wake:        make(chan struct{}, 1),
 		pressures:   map[signals.Pressure]bool{},
 		overdueSaid: map[string]bool{},
@@ -366,7 +348,7 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	m.export(start, obs, dec)
 	m.logDecision(dec)
 	if m.deps.Status != nil {
-		m.deps.Status.Publish(start, pressureReports(dec.Evaluation, obs))
+		m.deps.Status.Publish(start, decide.PressureReports(dec.Evaluation, obs))
 	}
 	result := m.act(ctx, dec, inFlight)
 
@@ -401,12 +383,12 @@ func (m *Manager) warnOnChange(last *string, err error, msg string) {
 // moves on to the next pod in rank order; a hard threshold has no
 // fallbacks, because its Evicter puts the node first. At most one pod is
 // evicted per pass.
-func (m *Manager) act(ctx context.Context, dec Decision, inFlight []InFlight) string {
+func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decide.InFlight) string {
 	met := m.deps.Metrics
-	if dec.Outcome == OutcomeLocalStorage {
+	if dec.Outcome == decide.OutcomeLocalStorage {
 		return m.actLocalStorage(ctx, dec)
 	}
-	if dec.Outcome != OutcomeEvict {
+	if dec.Outcome != decide.OutcomeEvict {
 		if dec.Signal != "" {
 			met.IncDecision(dec.Signal, string(dec.Outcome))
 		}
@@ -443,26 +425,26 @@ func (m *Manager) act(ctx context.Context, dec Decision, inFlight []InFlight) st
 			// The pod is gone: look again at once rather than an interval on.
 			m.Wake()
 			return strings.Join(append(results, "evicted "+req.Pod.Ref()), "; ")
-		case errors.Is(err, ErrNotGoneInTime):
+		case errors.Is(err, decide.ErrNotGoneInTime):
 			// Issued: count it as an eviction, but say the pod lingers.
 			met.IncEviction(req.Signal, "evicted")
 			log.Warn("eviction issued; the pod has not gone yet", "err", err)
 			m.Wake()
 			return strings.Join(append(results, "evicted "+req.Pod.Ref()+" (still terminating)"), "; ")
-		case errors.Is(err, ErrStoppedLocally):
+		case errors.Is(err, decide.ErrStoppedLocally):
 			// The node comes first: its containers are stopped, the
 			// eviction follows when the API server answers again.
 			met.IncEviction(req.Signal, metrics.ResultStoppedLocally)
 			log.Warn("the API server did not answer; stopped the pod's containers through the runtime", "err", err)
 			m.Wake()
 			return strings.Join(append(results, "stopped locally "+req.Pod.Ref()+" (eviction owed)"), "; ")
-		case errors.Is(err, ErrPodGone):
+		case errors.Is(err, decide.ErrPodGone):
 			// The pod list was behind: nothing was evicted, and the next
 			// pass, with fresh pods and stats, decides again.
 			log.Info("the pod is already gone; deciding again", "err", err)
 			m.Wake()
 			return strings.Join(append(results, "gone "+req.Pod.Ref()), "; ")
-		case errors.Is(err, ErrDisruptionBudget):
+		case errors.Is(err, decide.ErrDisruptionBudget):
 			met.IncEviction(req.Signal, "pdb-blocked")
 			log.Info("a PodDisruptionBudget refused the eviction; trying the next pod", "err", err)
 			results = append(results, "pdb-blocked "+req.Pod.Ref())
@@ -480,7 +462,7 @@ func (m *Manager) act(ctx context.Context, dec Decision, inFlight []InFlight) st
 // eviction in flight withholds none of them: each pod is evicted for its
 // own use of its own limit, which another pod's termination does not
 // change.
-func (m *Manager) actLocalStorage(ctx context.Context, dec Decision) string {
+func (m *Manager) actLocalStorage(ctx context.Context, dec decide.Decision) string {
 	met := m.deps.Metrics
 	var results []string
 	limited, issued := 0, 0
@@ -512,11 +494,11 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec Decision) string {
 			met.IncEviction(req.Signal, "evicted")
 			log.Info("evicted", "message", req.Message)
 			results = append(results, "evicted "+req.Pod.Ref())
-		case errors.Is(err, ErrNotGoneInTime):
+		case errors.Is(err, decide.ErrNotGoneInTime):
 			met.IncEviction(req.Signal, "evicted")
 			log.Warn("eviction issued; the pod has not gone yet", "err", err)
 			results = append(results, "evicted "+req.Pod.Ref()+" (still terminating)")
-		case errors.Is(err, ErrPodGone):
+		case errors.Is(err, decide.ErrPodGone):
 			log.Info("the pod is already gone", "err", err)
 			results = append(results, "gone "+req.Pod.Ref())
 		default:
@@ -540,16 +522,16 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec Decision) string {
 
 // logDecision writes one Info line when the decision or its reason changes,
 // and a Debug line otherwise, so a steady node does not fill the journal.
-func (m *Manager) logDecision(dec Decision) {
+func (m *Manager) logDecision(dec decide.Decision) {
 	log := m.deps.Log
-	for _, p := range []signals.Pressure{signals.MemoryPressure, signals.DiskPressure, signals.PIDPressure} {
+	for _, p := range signals.Pressures() {
 		active := dec.Evaluation.Pressure[p].Active
 		if active != m.pressures[p] {
 			log.Info("node pressure changed", "pressure", p, "active", active)
 			m.pressures[p] = active
 		}
 	}
-	if dec.Outcome == OutcomeNone && dec.Reason == m.lastReason {
+	if dec.Outcome == decide.OutcomeNone && dec.Reason == m.lastReason {
 		log.Debug("decision", "outcome", dec.Outcome, "reason", dec.Reason)
 		return
 	}
@@ -565,7 +547,7 @@ func (m *Manager) logDecision(dec Decision) {
 }
 
 // export publishes the pass's observations, thresholds and pressures.
-func (m *Manager) export(now time.Time, obs signals.Observations, dec Decision) {
+func (m *Manager) export(now time.Time, obs signals.Observations, dec decide.Decision) {
 	met := m.deps.Metrics
 	for _, s := range signals.All() {
 		o, ok := obs[s]
@@ -591,10 +573,10 @@ func (m *Manager) export(now time.Time, obs signals.Observations, dec Decision) 
 		}
 		met.SetThreshold(th.Signal, kindOf(th.Soft), quantityOf(th, o), metNow[th.Key()])
 	}
-	for _, p := range []signals.Pressure{signals.MemoryPressure, signals.DiskPressure, signals.PIDPressure} {
+	for _, p := range signals.Pressures() {
 		met.SetPressure(p, ev.Pressure[p].Active)
 	}
-	if dec.Outcome == OutcomeEvict && dec.Observation != nil {
+	if dec.Outcome == decide.OutcomeEvict && dec.Observation != nil {
 		met.ObserveStatsAge(dec.Signal, now.Sub(dec.Observation.Time))
 		if first, ok := ev.FirstObservedAt[dec.Threshold.Key()]; ok {
 			met.ObserveDetectionLatency(dec.Signal, now.Sub(first))
@@ -606,7 +588,7 @@ func (m *Manager) export(now time.Time, obs signals.Observations, dec Decision) 
 // the pass's result for it. The first withheld eviction after the window
 // had room counts a reach: a metric, a Warn log line and a Warning event
 // on the node.
-func (m *Manager) capped(req Request) (string, bool) {
+func (m *Manager) capped(req decide.Request) (string, bool) {
 	now := m.deps.Clock.Now()
 	if !m.hour.full(now) {
 		m.capHit = false
@@ -635,7 +617,7 @@ func (m *Manager) capped(req Request) (string, bool) {
 // recordIssued counts, for the hourly cap, an Evict call whose eviction
 // was issued: it returned nil, ErrNotGoneInTime or ErrStoppedLocally.
 func (m *Manager) recordIssued(err error) {
-	if err == nil || errors.Is(err, ErrNotGoneInTime) || errors.Is(err, ErrStoppedLocally) {
+	if err == nil || errors.Is(err, decide.ErrNotGoneInTime) || errors.Is(err, decide.ErrStoppedLocally) {
 		m.hour.record(m.deps.Clock.Now())
 	}
 }

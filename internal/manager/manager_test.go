@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
@@ -55,7 +56,7 @@ type fixedPods []signals.Pod
 
 func (p fixedPods) Pods(context.Context) ([]signals.Pod, error) { return p, nil }
 
-func (fixedPods) InFlight() []InFlight { return nil }
+func (fixedPods) InFlight() []decide.InFlight { return nil }
 
 type fixedStats map[string]signals.PodStats
 
@@ -67,12 +68,12 @@ func (s fixedStats) PodStats(context.Context, time.Time, []signals.Pod) (map[str
 // told to fail, for all pods or for some.
 type recorder struct {
 	mu       sync.Mutex
-	requests []Request
+	requests []decide.Request
 	err      error
 	errFor   map[string]error
 }
 
-func (r *recorder) Evict(_ context.Context, req Request) error {
+func (r *recorder) Evict(_ context.Context, req decide.Request) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests = append(r.requests, req)
@@ -136,7 +137,7 @@ func newHarnessTuned(t *testing.T, dryRun bool, ths []thresholds.Threshold, pods
 	cfg := Config{
 		HousekeepingInterval: 10 * time.Second,
 		DryRun:               dryRun,
-		Decider:              DeciderConfig{Thresholds: ths, TransitionPeriod: 5 * time.Minute, MaxPodGracePeriodSeconds: 20},
+		Decider:              decide.DeciderConfig{Thresholds: ths, TransitionPeriod: 5 * time.Minute, MaxPodGracePeriodSeconds: 20},
 	}
 	deps := Deps{
 		Clock: h.clock, Sources: []signals.Source{h.src}, Pods: pods, Stats: stats,
@@ -210,7 +211,7 @@ func TestLoopSoftThresholdWaitsForGraceThenEvicts(t *testing.T) {
 	h := newHarness(t, false, ths)
 
 	st := h.next("start")
-	if st.Decision.Outcome != OutcomeNone || st.Pressures["memory"] {
+	if st.Decision.Outcome != decide.OutcomeNone || st.Pressures["memory"] {
 		t.Fatalf("at start with 4Gi free: got outcome %s pressure %v, want none and no pressure", st.Decision.Outcome, st.Pressures["memory"])
 	}
 
@@ -220,7 +221,7 @@ func TestLoopSoftThresholdWaitsForGraceThenEvicts(t *testing.T) {
 		if !st.Pressures["memory"] {
 			t.Fatalf("tick %d: memory pressure not set as soon as the soft threshold is met", i)
 		}
-		if got := st.Decision.Outcome == OutcomeEvict; got != want {
+		if got := st.Decision.Outcome == decide.OutcomeEvict; got != want {
 			t.Fatalf("tick %d (%s after crossing): evict = %v, want %v (reason %q)", i, time.Duration(i)*10*time.Second, got, want, st.Decision.Reason)
 		}
 	}
@@ -248,14 +249,14 @@ func TestLoopPassAtTheEndOfAGracePeriod(t *testing.T) {
 	h := newHarness(t, false, ths)
 	h.next("start")
 	h.src.set(800 * mi)
-	if st := h.tick(); st.Decision.Outcome == OutcomeEvict { // met at t0+10s
+	if st := h.tick(); st.Decision.Outcome == decide.OutcomeEvict { // met at t0+10s
 		t.Fatalf("evicted at once, before the grace period")
 	}
-	if st := h.tick(); st.Decision.Outcome == OutcomeEvict { // t0+20s: 10 s of 15
+	if st := h.tick(); st.Decision.Outcome == decide.OutcomeEvict { // t0+20s: 10 s of 15
 		t.Fatalf("evicted after 10 s of a 15 s grace period")
 	}
 	h.clock.Step(5 * time.Second) // t0+25s: the grace period ends
-	if st := h.next("deadline"); st.Decision.Outcome != OutcomeEvict {
+	if st := h.next("deadline"); st.Decision.Outcome != decide.OutcomeEvict {
 		t.Fatalf("at the end of the grace period: outcome %s (%s), want an eviction", st.Decision.Outcome, st.Decision.Reason)
 	}
 	if got := h.ev.evicted(); len(got) != 1 || got[0] != "hog" {
@@ -270,7 +271,7 @@ func TestLoopHardThresholdEvictsAtOnceAndPressureOutlastsIt(t *testing.T) {
 
 	h.src.set(50 * mi)
 	st := h.tick()
-	if st.Decision.Outcome != OutcomeEvict || st.Decision.GracePeriod != 1 || st.Decision.Pod.Name != "hog" {
+	if st.Decision.Outcome != decide.OutcomeEvict || st.Decision.GracePeriod != 1 || st.Decision.Pod.Name != "hog" {
 		t.Fatalf("hard threshold: got %s of %v with grace %d, want evict hog with grace 1", st.Decision.Outcome, st.Decision.Pod, st.Decision.GracePeriod)
 	}
 	h.next("wake")
@@ -295,7 +296,7 @@ func TestLoopSoftEvictionMovesOnWhenABudgetRefuses(t *testing.T) {
 		SoftGracePeriod: map[string]string{"memory.available": "10s"},
 	})
 	h := newHarness(t, false, ths)
-	h.ev.errFor = map[string]error{"hog": fmt.Errorf("evict default/hog: %w", ErrDisruptionBudget)}
+	h.ev.errFor = map[string]error{"hog": fmt.Errorf("evict default/hog: %w", decide.ErrDisruptionBudget)}
 	h.next("start")
 	h.src.set(800 * mi)
 	h.tick()       // met, grace starts
@@ -325,8 +326,8 @@ func TestLoopGoneAndLingeringPods(t *testing.T) {
 		wantResult string
 		wantCount  float64
 	}{
-		{fmt.Errorf("evict default/hog: %w", ErrPodGone), "gone default/hog", 0},
-		{fmt.Errorf("evict default/hog: %w", ErrNotGoneInTime), "evicted default/hog (still terminating)", 1},
+		{fmt.Errorf("evict default/hog: %w", decide.ErrPodGone), "gone default/hog", 0},
+		{fmt.Errorf("evict default/hog: %w", decide.ErrNotGoneInTime), "evicted default/hog (still terminating)", 1},
 	} {
 		t.Run(tc.wantResult, func(t *testing.T) {
 			h := newHarness(t, false, ths)
@@ -348,7 +349,7 @@ func TestLoopGoneAndLingeringPods(t *testing.T) {
 func TestLoopHardEvictionHasNoFallback(t *testing.T) {
 	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
 	h := newHarness(t, false, ths)
-	h.ev.errFor = map[string]error{"hog": fmt.Errorf("evict default/hog: %w", ErrDisruptionBudget)}
+	h.ev.errFor = map[string]error{"hog": fmt.Errorf("evict default/hog: %w", decide.ErrDisruptionBudget)}
 	h.next("start")
 	h.src.set(50 * mi)
 	h.tick()
@@ -382,16 +383,16 @@ func TestLoopPublishesPressure(t *testing.T) {
 // publisher records the reports it is given.
 type publisher struct {
 	mu      sync.Mutex
-	reports [][]PressureReport
+	reports [][]decide.PressureReport
 }
 
-func (p *publisher) Publish(_ time.Time, r []PressureReport) {
+func (p *publisher) Publish(_ time.Time, r []decide.PressureReport) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reports = append(p.reports, r)
 }
 
-func (p *publisher) last() []PressureReport {
+func (p *publisher) last() []decide.PressureReport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.reports[len(p.reports)-1]
@@ -403,7 +404,7 @@ func TestLoopDryRunActsOnNothing(t *testing.T) {
 	h.next("start")
 	h.src.set(50 * mi)
 	st := h.tick()
-	if st.Decision.Outcome != OutcomeEvict || st.Result != "dry-run" {
+	if st.Decision.Outcome != decide.OutcomeEvict || st.Result != "dry-run" {
 		t.Fatalf("dry run: got outcome %s result %q, want evict / dry-run", st.Decision.Outcome, st.Result)
 	}
 	if got := h.ev.evicted(); len(got) != 0 {

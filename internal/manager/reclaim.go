@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -14,29 +15,8 @@ import (
 // unused images) for a disk signal, in the order the layout calls for,
 // before any pod is evicted for that signal.
 type Reclaimer interface {
-	Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]ReclaimAction, error)
+	Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]decide.ReclaimAction, error)
 }
-
-// ReclaimAction is what one kind of reclaim did.
-type ReclaimAction struct {
-	// Kind is "containers" or "images".
-	Kind string
-	// Removed counts the containers, sandboxes or images deleted.
-	Removed int
-	// FreedBytes is what the filesystem gained, measured with statfs
-	// before and after (0 when nothing could be measured).
-	FreedBytes int64
-	Err        error
-}
-
-// OutcomeReclaimed: node-level reclaim brought every threshold, with its
-// minimum reclaim, back; no pod is evicted.
-const OutcomeReclaimed Outcome = "reclaim-sufficient"
-
-// OutcomeReclaimSettling: node-level reclaim removed containers, sandboxes
-// or images but the threshold is still met; the runtime may not have freed
-// their space yet, so no pod is evicted before ReclaimSettle has passed.
-const OutcomeReclaimSettling Outcome = "reclaim-settling"
 
 // ReclaimSettle is how long, after a reclaim that removed something and
 // left a disk threshold met, evictd waits before it evicts for that
@@ -55,8 +35,8 @@ const ReclaimSettle = 5 * time.Second
 // until ReclaimSettle has passed; the pass after that reclaims and decides
 // again, and evicts if a threshold is still met, without another wait, so
 // a runtime that always has something to remove cannot hold evictions off.
-func (m *Manager) reclaimFirst(ctx context.Context, dec Decision) Decision {
-	if m.deps.Reclaimer == nil || dec.Outcome != OutcomeEvict && dec.Outcome != OutcomeNoEvictablePod {
+func (m *Manager) reclaimFirst(ctx context.Context, dec decide.Decision) decide.Decision {
+	if m.deps.Reclaimer == nil || dec.Outcome != decide.OutcomeEvict && dec.Outcome != decide.OutcomeNoEvictablePod {
 		m.settleUntil = time.Time{}
 		return dec
 	}
@@ -108,7 +88,7 @@ func (m *Manager) reclaimFirst(ctx context.Context, dec Decision) Decision {
 		log.Info("reclaim was not enough; evicting", "stillMet", thresholds.Format(still[0]))
 		return dec
 	}
-	dec.Outcome = OutcomeReclaimed
+	dec.Outcome = decide.OutcomeReclaimed
 	dec.Reason = fmt.Sprintf("node-level reclaim brought %s back above its threshold and minimum reclaim at %s; no pod evicted",
 		dec.Signal, now.Format(time.RFC3339))
 	dec.Pod, dec.Fallbacks, dec.Message, dec.Annotations, dec.GracePeriod = nil, nil, "", nil, 0
@@ -116,8 +96,8 @@ func (m *Manager) reclaimFirst(ctx context.Context, dec Decision) Decision {
 }
 
 // settling turns a disk decision into OutcomeReclaimSettling until until.
-func settling(dec Decision, until time.Time) Decision {
-	dec.Outcome = OutcomeReclaimSettling
+func settling(dec decide.Decision, until time.Time) decide.Decision {
+	dec.Outcome = decide.OutcomeReclaimSettling
 	dec.Reason = fmt.Sprintf("node-level reclaim removed containers, sandboxes or images and %s is still met; the runtime may not have freed their space yet, so no pod is evicted before %s",
 		dec.Signal, until.UTC().Format(time.RFC3339))
 	dec.Pod, dec.Fallbacks, dec.Message, dec.Annotations, dec.GracePeriod = nil, nil, "", nil, 0
@@ -125,7 +105,7 @@ func settling(dec Decision, until time.Time) Decision {
 }
 
 // removed counts what reclaim removed, of every kind.
-func removed(actions []ReclaimAction) int {
+func removed(actions []decide.ReclaimAction) int {
 	n := 0
 	for _, a := range actions {
 		n += a.Removed

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
@@ -41,7 +42,7 @@ type freeing struct {
 	calls   []signals.Signal
 }
 
-func (f *freeing) Reclaim(_ context.Context, sig signals.Signal, _ signals.FsLayout) ([]ReclaimAction, error) {
+func (f *freeing) Reclaim(_ context.Context, sig signals.Signal, _ signals.FsLayout) ([]decide.ReclaimAction, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, sig)
 	f.mu.Unlock()
@@ -49,7 +50,7 @@ func (f *freeing) Reclaim(_ context.Context, sig signals.Signal, _ signals.FsLay
 	before := f.disk.free
 	f.disk.mu.Unlock()
 	f.disk.set(f.to)
-	return []ReclaimAction{{Kind: "containers", Removed: f.removed, FreedBytes: f.to - before}}, nil
+	return []decide.ReclaimAction{{Kind: "containers", Removed: f.removed, FreedBytes: f.to - before}}, nil
 }
 
 func (f *freeing) called() []signals.Signal {
@@ -68,13 +69,13 @@ func TestReclaimBeforeEvicting(t *testing.T) {
 		reclaimTo int64
 		removed   int
 		// want is the outcome of each pass, ReclaimSettle apart.
-		want        []Outcome
+		want        []decide.Outcome
 		wantEvicted int
 	}{
-		{"reclaim clears threshold and minimum reclaim", 200 * mi, 3, []Outcome{OutcomeReclaimed}, 0},
-		{"reclaim clears the threshold but not the minimum reclaim", 120 * mi, 3, []Outcome{OutcomeReclaimSettling, OutcomeEvict}, 1},
-		{"reclaim removes some but frees nothing yet", 50 * mi, 3, []Outcome{OutcomeReclaimSettling, OutcomeEvict}, 1},
-		{"reclaim removes nothing", 50 * mi, 0, []Outcome{OutcomeEvict}, 1},
+		{"reclaim clears threshold and minimum reclaim", 200 * mi, 3, []decide.Outcome{decide.OutcomeReclaimed}, 0},
+		{"reclaim clears the threshold but not the minimum reclaim", 120 * mi, 3, []decide.Outcome{decide.OutcomeReclaimSettling, decide.OutcomeEvict}, 1},
+		{"reclaim removes some but frees nothing yet", 50 * mi, 3, []decide.Outcome{decide.OutcomeReclaimSettling, decide.OutcomeEvict}, 1},
+		{"reclaim removes nothing", 50 * mi, 0, []decide.Outcome{decide.OutcomeEvict}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			disk := &diskScript{free: 50 * mi}
@@ -87,7 +88,7 @@ func TestReclaimBeforeEvicting(t *testing.T) {
 			stats := fixedStats{"u1": {UID: "u1", Containers: []signals.ContainerStats{{Name: "app",
 				Rootfs: &signals.FsUsage{Bytes: 40 * mi, Inodes: 10}, Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}}}
 			clk := clocktesting.NewFakeClock(t0)
-			m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
+			m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: decide.DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
 				Deps{
 					Clock: clk, Sources: []signals.Source{disk},
 					Pods: fixedPods{pod}, Stats: stats, Evicter: ev, Reclaimer: rec,
@@ -100,7 +101,7 @@ func TestReclaimBeforeEvicting(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- m.Run(ctx) }()
-			var got []Outcome
+			var got []decide.Outcome
 			for i := range tc.want {
 				if i > 0 {
 					// The settling wait's end, before the next tick.
@@ -148,7 +149,7 @@ func TestReclaimSettlingHoldsOnlyItsWindow(t *testing.T) {
 	stats := fixedStats{"u1": {UID: "u1", Containers: []signals.ContainerStats{{Name: "app",
 		Rootfs: &signals.FsUsage{Bytes: 40 * mi, Inodes: 10}, Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}}}
 	clk := clocktesting.NewFakeClock(t0)
-	m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
+	m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: decide.DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
 		Deps{
 			Clock: clk, Sources: []signals.Source{disk},
 			Pods: fixedPods{pod}, Stats: stats, Evicter: ev, Reclaimer: rec,
@@ -158,7 +159,7 @@ func TestReclaimSettlingHoldsOnlyItsWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	step := func(d time.Duration, want Outcome, wantCalls, wantEvicted int) {
+	step := func(d time.Duration, want decide.Outcome, wantCalls, wantEvicted int) {
 		t.Helper()
 		clk.Step(d)
 		m.pass(ctx, "wake")
@@ -173,14 +174,14 @@ func TestReclaimSettlingHoldsOnlyItsWindow(t *testing.T) {
 			t.Errorf("at +%s: %d evictions, want %d", clk.Since(t0), n, wantEvicted)
 		}
 	}
-	step(0, OutcomeReclaimSettling, 1, 0)
-	step(time.Second, OutcomeReclaimSettling, 1, 0) // a wake-up within the window
+	step(0, decide.OutcomeReclaimSettling, 1, 0)
+	step(time.Second, decide.OutcomeReclaimSettling, 1, 0) // a wake-up within the window
 	disk.set(500 * mi)
-	step(time.Second, OutcomeNone, 1, 0) // the space showed: the wait ends
+	step(time.Second, decide.OutcomeNone, 1, 0) // the space showed: the wait ends
 	disk.set(50 * mi)
 	rec.to = 50 * mi
-	step(time.Second, OutcomeReclaimSettling, 2, 0) // a new episode waits again
-	step(ReclaimSettle, OutcomeEvict, 3, 1)         // and evicts once it has passed
+	step(time.Second, decide.OutcomeReclaimSettling, 2, 0) // a new episode waits again
+	step(ReclaimSettle, decide.OutcomeEvict, 3, 1)         // and evicts once it has passed
 }
 
 func TestNoReclaimForMemory(t *testing.T) {
@@ -194,8 +195,8 @@ func TestNoReclaimForMemory(t *testing.T) {
 	}
 	pod := &signals.Pod{Name: "hog"}
 	for _, sig := range []signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable, signals.PIDAvailable} {
-		dec := m.reclaimFirst(context.Background(), Decision{Outcome: OutcomeEvict, Signal: sig, Pod: pod})
-		if dec.Outcome != OutcomeEvict || dec.Pod != pod {
+		dec := m.reclaimFirst(context.Background(), decide.Decision{Outcome: decide.OutcomeEvict, Signal: sig, Pod: pod})
+		if dec.Outcome != decide.OutcomeEvict || dec.Pod != pod {
 			t.Errorf("%s: decision changed to %s", sig, dec.Outcome)
 		}
 	}

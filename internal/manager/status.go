@@ -3,6 +3,7 @@ package manager
 import (
 	"time"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -16,7 +17,7 @@ type Status struct {
 	Observations []ObservationStatus `json:"observations"`
 	Thresholds   []ThresholdStatus   `json:"thresholds"`
 	Pressures    map[string]bool     `json:"pressures"`
-	Decision     Decision            `json:"decision"`
+	Decision     decide.Decision     `json:"decision"`
 	// Result is what acting on the decision gave: evicted, dry-run, or
 	// failed with the error; empty when there was nothing to do.
 	Result string `json:"result,omitempty"`
@@ -58,7 +59,7 @@ type ThresholdStatus struct {
 	Observed    bool       `json:"observed"`
 }
 
-func newStatus(now time.Time, trigger string, dryRun bool, obs signals.Observations, ths []thresholds.Threshold, dec Decision, result string, pods int) *Status {
+func newStatus(now time.Time, trigger string, dryRun bool, obs signals.Observations, ths []thresholds.Threshold, dec decide.Decision, result string, pods int) *Status {
 	st := &Status{Time: now, Trigger: trigger, DryRun: dryRun, Pods: pods, Decision: dec, Result: result, Pressures: map[string]bool{}}
 	for _, s := range signals.All() {
 		if o, ok := obs[s]; ok {

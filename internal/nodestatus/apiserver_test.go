@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
@@ -263,8 +263,8 @@ func waitIdle(t *testing.T, fc interface{ HasWaiters() bool }) {
 }
 
 // report is one PressureReport.
-func report(p signals.Pressure, active bool, since time.Time, msg string) manager.PressureReport {
-	return manager.PressureReport{Pressure: p, Active: active, Since: since, Message: msg}
+func report(p signals.Pressure, active bool, since time.Time, msg string) decide.PressureReport {
+	return decide.PressureReport{Pressure: p, Active: active, Since: since, Message: msg}
 }
 
 // condition returns the node's condition of type ct, or nil.

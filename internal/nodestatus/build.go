@@ -8,14 +8,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
 // pressureState is what the publisher knows of one kind of pressure: the
 // latest report and what it needs to pick the condition's transition time.
 type pressureState struct {
-	Report manager.PressureReport
+	Report decide.PressureReport
 	// FirstSeen is when Publish first received this kind of pressure.
 	FirstSeen time.Time
 	// Transitioned is true once Publish has seen Active change since the
@@ -55,7 +55,7 @@ func EventReason(p signals.Pressure, active bool) string {
 }
 
 // message is the report's message, or a plain one when it has none.
-func message(r manager.PressureReport) string {
+func message(r decide.PressureReport) string {
 	switch {
 	case r.Message != "":
 		return r.Message

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
-	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -31,8 +31,8 @@ func defaultConfig(t *testing.T) Config {
 	return cfg
 }
 
-func mem(active bool, since time.Time, msg string) manager.PressureReport {
-	return manager.PressureReport{Pressure: signals.MemoryPressure, Active: active, Since: since, Message: msg}
+func mem(active bool, since time.Time, msg string) decide.PressureReport {
+	return decide.PressureReport{Pressure: signals.MemoryPressure, Active: active, Since: since, Message: msg}
 }
 
 func TestBuildConditions(t *testing.T) {
@@ -51,8 +51,8 @@ func TestBuildConditions(t *testing.T) {
 	}, {
 		name: "never active: the first publish time, in report order",
 		states: []pressureState{
-			{Report: manager.PressureReport{Pressure: signals.DiskPressure, Message: "no disk threshold is met"}, FirstSeen: t0},
-			{Report: manager.PressureReport{Pressure: signals.PIDPressure}, FirstSeen: t1},
+			{Report: decide.PressureReport{Pressure: signals.DiskPressure, Message: "no disk threshold is met"}, FirstSeen: t0},
+			{Report: decide.PressureReport{Pressure: signals.PIDPressure}, FirstSeen: t1},
 		},
 		want: []v1.NodeCondition{
 			{Type: "EvictdDiskPressure", Status: v1.ConditionFalse, Reason: "EvictdHasNoDiskPressure", Message: "no disk threshold is met",
@@ -104,7 +104,7 @@ func TestSetTaints(t *testing.T) {
 	diskTaint := v1.Taint{Key: "evictd.io/disk-pressure", Effect: v1.TaintEffectNoSchedule}
 	kubelet := v1.Taint{Key: "node.kubernetes.io/memory-pressure", Effect: v1.TaintEffectNoSchedule}
 	st := func(p signals.Pressure, active bool) pressureState {
-		return pressureState{Report: manager.PressureReport{Pressure: p, Active: active}}
+		return pressureState{Report: decide.PressureReport{Pressure: p, Active: active}}
 	}
 	added := metav1.NewTime(t1)
 	tests := []struct {

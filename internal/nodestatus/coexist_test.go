@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/nodestatus"
 )
 
@@ -72,7 +72,7 @@ func TestCoexistsWithKubeletAndOtherTaints(t *testing.T) {
 		}
 		at := fc.Now()
 		msg := fmt.Sprintf("round %d", i)
-		p.Publish(at, []manager.PressureReport{report(memory, active, at, msg)})
+		p.Publish(at, []decide.PressureReport{report(memory, active, at, msg)})
 		eventually(t, 20*time.Second, func() (err error) {
 			// A conflict with the concurrent writers sends the publisher
 			// into its backoff, which waits on the fake clock: move the

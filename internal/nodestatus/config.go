@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -97,7 +96,7 @@ func (cfg Config) complete() (Config, error) {
 	}
 	seenCond := map[v1.NodeConditionType]signals.Pressure{}
 	seenKey := map[string]signals.Pressure{}
-	for _, p := range manager.Pressures {
+	for _, p := range signals.Pressures() {
 		t, k := conds[p], keys[p]
 		if errs := validation.IsQualifiedName(string(t)); len(errs) > 0 {
 			return cfg, fmt.Errorf("node status: condition type %q for %s pressure: %s", t, p, strings.Join(errs, "; "))

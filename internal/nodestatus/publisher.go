@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
@@ -52,7 +53,7 @@ type Publisher struct {
 	// Owned by Run.
 	baseline  []v1.NodeCondition // the node's conditions before evictd's first write
 	haveBase  bool
-	written   map[signals.Pressure]manager.PressureReport
+	written   map[signals.Pressure]decide.PressureReport
 	lastWrite time.Time
 }
 
@@ -77,7 +78,7 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 		poke:     make(chan struct{}, 1),
 		states:   map[signals.Pressure]*pressureState{},
 		unknown:  map[signals.Pressure]bool{},
-		written:  map[signals.Pressure]manager.PressureReport{},
+		written:  map[signals.Pressure]decide.PressureReport{},
 	}, nil
 }
 
@@ -97,7 +98,7 @@ func (p *Publisher) LastWritten() time.Time {
 // change of a pressure's Active state is a transition: it gets one event
 // and is written at once. A report of an unknown kind of pressure is
 // logged (once) and ignored.
-func (p *Publisher) Publish(now time.Time, reports []manager.PressureReport) {
+func (p *Publisher) Publish(now time.Time, reports []decide.PressureReport) {
 	p.mu.Lock()
 	for _, r := range reports {
 		if _, ok := p.cfg.ConditionTypes[r.Pressure]; !ok {
@@ -140,7 +141,7 @@ func (p *Publisher) queueLocked(tr transition) {
 
 // snapshot is the desired state at one moment.
 type snapshot struct {
-	states []pressureState // in manager.Pressures order
+	states []pressureState // in signals.Pressures() order
 	events []transition
 }
 
@@ -148,7 +149,7 @@ type snapshot struct {
 func (p *Publisher) snapshot() (snap snapshot, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, kind := range manager.Pressures {
+	for _, kind := range signals.Pressures() {
 		if st := p.states[kind]; st != nil {
 			snap.states = append(snap.states, *st)
 		}

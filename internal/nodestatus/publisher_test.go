@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/signals"
 )
@@ -50,7 +50,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 	// Memory pressure starts.
 	t1 := fc.Now()
 	on80 := "threshold memory.available<100Mi is met: available 80Mi of 2Gi"
-	p.Publish(t1, []manager.PressureReport{
+	p.Publish(t1, []decide.PressureReport{
 		report(memory, true, t1, on80),
 		report(disk, false, time.Time{}, "no disk threshold is met"),
 		report(pid, false, time.Time{}, "no pid threshold is met"),
@@ -86,7 +86,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 	on70 := strings.Replace(on80, "80Mi", "70Mi", 1)
 	waitIdle(t, fc)
 	fc.Step(interval - time.Second)
-	p.Publish(fc.Now(), []manager.PressureReport{report(memory, true, t1, on70)})
+	p.Publish(fc.Now(), []decide.PressureReport{report(memory, true, t1, on70)})
 	waitIdle(t, fc)
 	fc.Step(time.Second)
 	eventually(t, 10*time.Second, func() error {
@@ -102,7 +102,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 	fc.Step(3 * time.Second)
 	t2 := fc.Now()
 	off := "no memory threshold is met"
-	p.Publish(t2, []manager.PressureReport{report(memory, false, t2, off)})
+	p.Publish(t2, []decide.PressureReport{report(memory, false, t2, off)})
 	eventually(t, 10*time.Second, func() error {
 		n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -174,7 +174,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 	p2, _ := startPublisher(t, e, nodestatus.Config{NodeName: name, TaintEffect: v1.TaintEffectPreferNoSchedule,
 		HeartbeatInterval: interval, Clock: fc2, OnAPIError: errs.record})
 	t3 := fc2.Now()
-	p2.Publish(t3, []manager.PressureReport{report(memory, false, time.Time{}, off)})
+	p2.Publish(t3, []decide.PressureReport{report(memory, false, time.Time{}, off)})
 	eventually(t, 10*time.Second, func() error {
 		n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -184,7 +184,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 	})
 	waitIdle(t, fc2)
 	fc2.Step(time.Second)
-	p2.Publish(fc2.Now(), []manager.PressureReport{report(memory, true, fc2.Now(), on80)})
+	p2.Publish(fc2.Now(), []decide.PressureReport{report(memory, true, fc2.Now(), on80)})
 	eventually(t, 10*time.Second, func() error {
 		return wantEvents(ctx, e, name, map[string]int32{"Warning/EvictdMemoryPressure": 2, "Normal/EvictdNoMemoryPressure": 1})
 	})
@@ -208,7 +208,7 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	p, _ := startPublisher(t, e, nodestatus.Config{NodeName: name, HeartbeatInterval: interval, Clock: fc, OnAPIError: errs.record})
 
 	t0 := fc.Now()
-	p.Publish(t0, []manager.PressureReport{report(memory, false, time.Time{}, "mem clear"), report(disk, false, time.Time{}, "disk clear")})
+	p.Publish(t0, []decide.PressureReport{report(memory, false, time.Time{}, "mem clear"), report(disk, false, time.Time{}, "disk clear")})
 	eventually(t, 10*time.Second, func() error {
 		if p.LastWritten().IsZero() {
 			return errors.New("nothing written yet")
@@ -224,7 +224,7 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	waitIdle(t, fc)
 	fc.Step(2 * time.Second)
 	t1 := fc.Now()
-	p.Publish(t1, []manager.PressureReport{report(memory, true, t1, "mem on"), report(disk, false, time.Time{}, "disk clear")})
+	p.Publish(t1, []decide.PressureReport{report(memory, true, t1, "mem on"), report(disk, false, time.Time{}, "disk clear")})
 	eventually(t, 10*time.Second, func() error {
 		if n := errs.count("get"); n < 1 {
 			return errors.New("no failed get yet")
@@ -237,11 +237,11 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	// episode falls within the outage.
 	waitIdle(t, fc)
 	t2 := fc.Now()
-	p.Publish(t2, []manager.PressureReport{report(memory, true, t1, "mem on"), report(disk, true, t2, "disk on")})
+	p.Publish(t2, []decide.PressureReport{report(memory, true, t1, "mem on"), report(disk, true, t2, "disk on")})
 	waitIdle(t, fc)
 	fc.Step(3 * time.Second)
 	t3 := fc.Now()
-	p.Publish(t3, []manager.PressureReport{report(memory, false, t3, "mem off"), report(disk, true, t2, "disk on")})
+	p.Publish(t3, []decide.PressureReport{report(memory, false, t3, "mem off"), report(disk, true, t2, "disk on")})
 	waitIdle(t, fc)
 	fc.Step(interval)
 	waitIdle(t, fc)
@@ -331,7 +331,7 @@ func TestIdentityIsRefusedOutsideItsRights(t *testing.T) {
 
 	fc := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	p, _ := startPublisher(t, e, nodestatus.Config{NodeName: name, Clock: fc})
-	p.Publish(fc.Now(), []manager.PressureReport{report(memory, true, fc.Now(), "mem on")})
+	p.Publish(fc.Now(), []decide.PressureReport{report(memory, true, fc.Now(), "mem on")})
 	eventually(t, 10*time.Second, func() error {
 		n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
@@ -308,7 +308,7 @@ const holdFinalizer = "evictd.test/hold"
 // evictd's evictions in flight on thisNode. All are left out of Pods.
 func createTerminating(t *testing.T, ctx context.Context, admin kubernetes.Interface) {
 	t.Helper()
-	evictd := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: manager.DisruptionTargetReason, Message: "The node was low on resource: memory."}
+	evictd := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: decide.DisruptionTargetReason, Message: "The node was low on resource: memory."}
 	api := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}
 	for _, tc := range []struct {
 		name, node string
@@ -354,9 +354,9 @@ func markAndDelete(t *testing.T, ctx context.Context, admin kubernetes.Interface
 
 // checkInFlight compares InFlight's answer with the pods named, as the API
 // server has them.
-func checkInFlight(t *testing.T, ctx context.Context, admin kubernetes.Interface, got []manager.InFlight, names ...string) {
+func checkInFlight(t *testing.T, ctx context.Context, admin kubernetes.Interface, got []decide.InFlight, names ...string) {
 	t.Helper()
-	var want []manager.InFlight
+	var want []decide.InFlight
 	for _, ref := range names {
 		ns, name, _ := strings.Cut(ref, "/")
 		p, err := admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -366,7 +366,7 @@ func checkInFlight(t *testing.T, ctx context.Context, admin kubernetes.Interface
 		if p.DeletionGracePeriodSeconds == nil {
 			t.Fatalf("pod %s/%s is terminating without a deletionGracePeriodSeconds", ns, name)
 		}
-		want = append(want, manager.InFlight{Namespace: ns, Name: name, UID: string(p.UID), DeletionTimestamp: p.DeletionTimestamp.Time,
+		want = append(want, decide.InFlight{Namespace: ns, Name: name, UID: string(p.UID), DeletionTimestamp: p.DeletionTimestamp.Time,
 			DeletionGracePeriod: time.Duration(*p.DeletionGracePeriodSeconds) * time.Second})
 	}
 	if len(got) != len(want) {
@@ -385,7 +385,7 @@ func checkInFlight(t *testing.T, ctx context.Context, admin kubernetes.Interface
 func checkInFlightByWatch(t *testing.T, ctx context.Context, admin kubernetes.Interface, src *Source) {
 	t.Helper()
 	pod := create(t, ctx, admin, newPod("shop", "evicted-late", thisNode, func(p *v1.Pod) { p.Finalizers = []string{holdFinalizer} }))
-	markAndDelete(t, ctx, admin, pod, &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: manager.DisruptionTargetReason}, "")
+	markAndDelete(t, ctx, admin, pod, &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: decide.DisruptionTargetReason}, "")
 	waitInFlight(t, ctx, src, "shop/evicted", "shop/evicted-late")
 	checkInFlight(t, ctx, admin, src.InFlight(), "shop/evicted", "shop/evicted-late")
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
@@ -214,13 +215,13 @@ func (s *Source) Pods(_ context.Context) ([]signals.Pod, error) {
 
 // InFlight returns evictd's evictions still under way on the node, sorted
 // by namespace and name: the pods that carry a True DisruptionTarget
-// condition of reason manager.DisruptionTargetReason, are being deleted
+// condition of reason decide.DisruptionTargetReason, are being deleted
 // (deletionTimestamp set) and have not finished (phase neither Succeeded
 // nor Failed). They are what Pods leaves out and what a restarted evictd
 // must wait for: their containers may still hold what their eviction is to
 // free. It answers from the cache, nil before the first list of the node's
 // pods.
-func (s *Source) InFlight() []manager.InFlight {
+func (s *Source) InFlight() []decide.InFlight {
 	if !s.podsSynced() {
 		return nil
 	}
@@ -229,16 +230,16 @@ func (s *Source) InFlight() []manager.InFlight {
 		s.log.Debug("list cached pods", "err", err)
 		return nil
 	}
-	var out []manager.InFlight
+	var out []decide.InFlight
 	for _, pod := range all {
 		if inFlight(pod) {
-			out = append(out, manager.InFlight{
+			out = append(out, decide.InFlight{
 				Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), DeletionTimestamp: pod.DeletionTimestamp.Time,
 				DeletionGracePeriod: time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second,
 			})
 		}
 	}
-	slices.SortFunc(out, func(a, b manager.InFlight) int {
+	slices.SortFunc(out, func(a, b decide.InFlight) int {
 		return cmpStrings(a.Namespace, b.Namespace, a.Name, b.Name)
 	})
 	return out
@@ -317,7 +318,7 @@ func inFlight(pod *v1.Pod) bool {
 func evictedByEvictd(pod *v1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == v1.DisruptionTarget {
-			return c.Status == v1.ConditionTrue && c.Reason == manager.DisruptionTargetReason
+			return c.Status == v1.ConditionTrue && c.Reason == decide.DisruptionTargetReason
 		}
 	}
 	return false

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/manager"
 )
 
 func TestCoveringPDBs(t *testing.T) {
@@ -98,7 +98,7 @@ func TestInFlight(t *testing.T) {
 	cond := func(status v1.ConditionStatus, reason string) v1.PodCondition {
 		return v1.PodCondition{Type: v1.DisruptionTarget, Status: status, Reason: reason}
 	}
-	evictd := cond(v1.ConditionTrue, manager.DisruptionTargetReason)
+	evictd := cond(v1.ConditionTrue, decide.DisruptionTargetReason)
 	tests := []struct {
 		name     string
 		phase    v1.PodPhase
@@ -119,7 +119,7 @@ func TestInFlight(t *testing.T) {
 		{name: "evicted by the kubelet", phase: v1.PodRunning, deleting: true,
 			conds: []v1.PodCondition{cond(v1.ConditionTrue, "TerminationByKubelet")}},
 		{name: "evictd's reason, condition False", phase: v1.PodRunning, deleting: true,
-			conds: []v1.PodCondition{cond(v1.ConditionFalse, manager.DisruptionTargetReason)}},
+			conds: []v1.PodCondition{cond(v1.ConditionFalse, decide.DisruptionTargetReason)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,7 +263,7 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 			Phase: v1.PodRunning, QOSClass: v1.PodQOSBurstable, PodIP: "10.0.0.7",
 			Conditions: []v1.PodCondition{
 				{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now},
-				{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: manager.DisruptionTargetReason, LastTransitionTime: now,
+				{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: decide.DisruptionTargetReason, LastTransitionTime: now,
 					Message: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi."},
 				{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now},
 			},
@@ -290,7 +290,7 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 	if f, w := inFlight(slimmed), inFlight(whole); f != w || !w {
 		t.Errorf("inFlight(slim(pod)) = %v, want %v (true)", f, w)
 	}
-	wantConds := []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: manager.DisruptionTargetReason}}
+	wantConds := []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: decide.DisruptionTargetReason}}
 	if got := slimmed.Status.Conditions; !reflect.DeepEqual(got, wantConds) {
 		t.Errorf("conditions after slim = %+v, want only DisruptionTarget's type, status and reason %+v", got, wantConds)
 	}

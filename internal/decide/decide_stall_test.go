@@ -1,4 +1,4 @@
-package manager
+package decide
 
 import (
 	"strings"
@@ -103,7 +103,7 @@ func TestDecideStall(t *testing.T) {
 			if dec.Annotations["starved_resource"] != "memory" {
 				t.Errorf("starved_resource: got %q, want memory", dec.Annotations["starved_resource"])
 			}
-			reports := pressureReports(dec.Evaluation, tc.obs)
+			reports := PressureReports(dec.Evaluation, tc.obs)
 			if want := "threshold memory.pressure.full.avg10>20% is met: stall 35.5% of the time"; reports[0].Message != want {
 				t.Errorf("condition message: got %q, want %q", reports[0].Message, want)
 			}

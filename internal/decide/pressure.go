@@ -1,4 +1,4 @@
-package manager
+package decide
 
 import (
 	"fmt"
@@ -22,13 +22,10 @@ type PressureReport struct {
 	Message string
 }
 
-// Pressures are the three kinds, in the order evictd reports them.
-var Pressures = []signals.Pressure{signals.MemoryPressure, signals.DiskPressure, signals.PIDPressure}
-
-// pressureReports turns a pass's evaluation into the three reports.
-func pressureReports(ev thresholds.Evaluation, obs signals.Observations) []PressureReport {
-	reports := make([]PressureReport, 0, len(Pressures))
-	for _, p := range Pressures {
+// PressureReports turns a pass's evaluation into the three reports.
+func PressureReports(ev thresholds.Evaluation, obs signals.Observations) []PressureReport {
+	var reports []PressureReport
+	for _, p := range signals.Pressures() {
 		ps := ev.Pressure[p]
 		r := PressureReport{Pressure: p, Active: ps.Active, Since: ps.Since, Changed: ps.Changed}
 		r.Message = fmt.Sprintf("no %s threshold is met", p)

@@ -1,0 +1,79 @@
+package decide
+
+import (
+	"errors"
+	"time"
+)
+
+// DisruptionTargetReason is the reason of the DisruptionTarget condition
+// evictd puts on every pod it evicts. The Evicter writes it; the pod
+// source finds evictd's evictions still in flight by it, also those of an
+// evictd process that has since died.
+const DisruptionTargetReason = "EvictionByEvictd"
+
+// DefaultCleanupTimeout is the default of the loop's cleanup timeout, the
+// kubelet's podCleanupTimeout.
+const DefaultCleanupTimeout = 30 * time.Second
+
+// InFlight is an eviction by evictd still under way: a pod of the node
+// that carries evictd's DisruptionTarget condition and is terminating
+// (deletion requested, not finished). It lives in the API server, so an
+// evictd restarted while the pod terminates sees it too.
+type InFlight struct {
+	Namespace string
+	Name      string
+	UID       string
+	// DeletionTimestamp is the pod's metadata.deletionTimestamp: the time
+	// of the deletion plus its grace period, when the kubelet is to have
+	// stopped the pod.
+	DeletionTimestamp time.Time
+	// DeletionGracePeriod is the pod's metadata.deletionGracePeriodSeconds,
+	// the grace period its eviction gave it: DeletionTimestamp less it is
+	// when the eviction was issued.
+	DeletionGracePeriod time.Duration
+}
+
+// Ref is namespace/name.
+func (f InFlight) Ref() string { return f.Namespace + "/" + f.Name }
+
+// The errors an Evicter wraps so that the loop can tell what happened;
+// the loop declares the Evicter, and the adapters that implement it import
+// these from here.
+var (
+	// ErrDisruptionBudget: the API server refused the eviction because of
+	// a PodDisruptionBudget. Nothing was done to the pod.
+	ErrDisruptionBudget = errors.New("eviction refused by a PodDisruptionBudget")
+	// ErrPodGone: there was nothing to evict (the pod was deleted, replaced,
+	// finished or already terminating); no eviction was issued.
+	ErrPodGone = errors.New("pod already gone")
+	// ErrNotGoneInTime: the eviction was issued but the pod had not gone
+	// when the bounded wait ended; the next pass decides again.
+	ErrNotGoneInTime = errors.New("eviction issued but the pod has not gone in time")
+	// ErrStoppedLocally: a hard eviction could not be issued because the
+	// API server did not answer within --local-kill-after, so the pod's
+	// containers were stopped on this node through the CRI instead; the
+	// Evicter keeps trying to issue the eviction and completes it when the
+	// API server is back.
+	ErrStoppedLocally = errors.New("API server unreachable; the pod's containers were stopped through the runtime and the eviction is owed")
+)
+
+// ReclaimAction is what one kind of reclaim did.
+type ReclaimAction struct {
+	// Kind is "containers" or "images".
+	Kind string
+	// Removed counts the containers, sandboxes or images deleted.
+	Removed int
+	// FreedBytes is what the filesystem gained, measured with statfs
+	// before and after (0 when nothing could be measured).
+	FreedBytes int64
+	Err        error
+}
+
+// OutcomeReclaimed: node-level reclaim brought every threshold, with its
+// minimum reclaim, back; no pod is evicted.
+const OutcomeReclaimed Outcome = "reclaim-sufficient"
+
+// OutcomeReclaimSettling: node-level reclaim removed containers, sandboxes
+// or images but the threshold is still met; the runtime may not have freed
+// their space yet, so no pod is evicted before ReclaimSettle has passed.
+const OutcomeReclaimSettling Outcome = "reclaim-settling"
