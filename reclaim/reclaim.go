@@ -11,16 +11,27 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/evictd/evictd/internal/decide"
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
 )
 
-// The kinds of reclaim, as decide.ReclaimAction.Kind spells them.
+// The kinds of reclaim, as Action.Kind spells them.
 const (
 	KindContainers = "containers"
 	KindImages     = "images"
 )
+
+// Action is what one kind of reclaim did.
+type Action struct {
+	// Kind is KindContainers or KindImages.
+	Kind string
+	// Removed counts the containers, sandboxes or images deleted.
+	Removed int
+	// FreedBytes is what the filesystem gained, measured with statfs
+	// before and after (0 when nothing could be measured).
+	FreedBytes int64
+	// Err is why the kind failed, wholly or in part; nil when it did not.
+	Err error
+}
 
 // DefaultTimeout bounds one CRI call when Config.Timeout is 0.
 const DefaultTimeout = 30 * time.Second
@@ -84,7 +95,7 @@ type Config struct {
 	// the filesystem is watched until its available bytes stop changing
 	// (for settleQuiet, 1 s): containerd frees a removed container's
 	// snapshot in its garbage collector, a few hundred milliseconds later,
-	// and both FreedBytes and the manager's observation after reclaim
+	// and both FreedBytes and the loop's observation after reclaim
 	// should see it. Default DefaultSettle (5 s); negative: no wait.
 	Settle time.Duration
 }
@@ -105,7 +116,7 @@ func (c Config) Validate() error {
 }
 
 // Reclaimer removes dead containers, dead sandboxes and unused images for a
-// disk signal. It implements manager.Reclaimer; its methods are safe for
+// disk signal. It implements the loop's Reclaimer (through cmd/evictd); its methods are safe for
 // concurrent use (calls are serialized).
 type Reclaimer struct {
 	cfg Config
@@ -141,8 +152,6 @@ func New(cfg Config, rt Runtime, img Images, log *slog.Logger) *Reclaimer {
 	}
 	return &Reclaimer{cfg: cfg, rt: rt, img: img, log: log, images: map[string]*imageSeen{}}
 }
-
-var _ manager.Reclaimer = (*Reclaimer)(nil)
 
 // Plan returns the kinds of reclaim to run, in order, for a disk signal under
 // a layout, and the error for a signal that is not a disk signal:
@@ -215,7 +224,7 @@ func (r *Reclaimer) measurePath(kind string, sig signals.Signal, layout signals.
 // kind. A kind that fails (wholly or in part) carries its error in its
 // action and the next kind still runs. The error is for a signal or layout
 // reclaim does not handle.
-func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]decide.ReclaimAction, error) {
+func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]Action, error) {
 	kinds, err := Plan(sig, layout)
 	if err != nil {
 		return nil, err
@@ -223,15 +232,15 @@ func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout sign
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	log := r.log.With("signal", sig, "layout", layout)
-	var actions []decide.ReclaimAction
+	var actions []Action
 	for _, kind := range kinds {
 		if err := ctx.Err(); err != nil {
-			actions = append(actions, decide.ReclaimAction{Kind: kind, Err: fmt.Errorf("reclaim %s: %w", kind, err)})
+			actions = append(actions, Action{Kind: kind, Err: fmt.Errorf("reclaim %s: %w", kind, err)})
 			continue
 		}
 		path := r.measurePath(kind, sig, layout)
 		before, errBefore := r.cfg.Measure(path)
-		var a decide.ReclaimAction
+		var a Action
 		switch kind {
 		case KindContainers:
 			a = r.removeDeadContainers(ctx, log)

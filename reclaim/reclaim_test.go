@@ -14,7 +14,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -271,7 +270,7 @@ func TestReclaimFaults(t *testing.T) {
 			if err != nil || len(actions) != 2 {
 				t.Fatalf("Reclaim = %+v, %v; want two actions", actions, err)
 			}
-			check := func(a decide.ReclaimAction, kind string, removed int, wantErr string) {
+			check := func(a Action, kind string, removed int, wantErr string) {
 				t.Helper()
 				if a.Kind != kind || a.Removed != removed {
 					t.Errorf("action %s removed %d, want %s removed %d", a.Kind, a.Removed, kind, removed)
@@ -437,7 +436,7 @@ func TestReclaimSettles(t *testing.T) {
 			}
 			cri := &fakeCRI{containers: []*runtimeapi.Container{container("c0", "gone", "app", 0, exited, "i")}}
 			r := New(Config{NodeFsPath: "/node", Clock: clk, Measure: measure, Settle: tt.settle}, cri, cri, quiet())
-			done := make(chan []decide.ReclaimAction)
+			done := make(chan []Action)
 			go func() {
 				actions, _ := r.Reclaim(t.Context(), signals.NodeFsAvailable, signals.SplitImageFs)
 				done <- actions

@@ -16,7 +16,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/cri"
-	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/testing/testruntime"
 	"github.com/evictd/evictd/signals"
 )
@@ -179,7 +178,7 @@ func TestContainersOnContainerd(t *testing.T) {
 	wantTags(t, is, []string{testruntime.PauseImage, usedImage}, nil)
 }
 
-func reclaim(t *testing.T, r *Reclaimer, sig signals.Signal, layout signals.FsLayout) []decide.ReclaimAction {
+func reclaim(t *testing.T, r *Reclaimer, sig signals.Signal, layout signals.FsLayout) []Action {
 	t.Helper()
 	actions, err := r.Reclaim(t.Context(), sig, layout)
 	if err != nil {
@@ -193,7 +192,7 @@ func reclaim(t *testing.T, r *Reclaimer, sig signals.Signal, layout signals.FsLa
 	return actions
 }
 
-func removed(actions []decide.ReclaimAction) map[string]int {
+func removed(actions []Action) map[string]int {
 	m := map[string]int{}
 	for _, a := range actions {
 		m[a.Kind] += a.Removed

@@ -231,7 +231,12 @@ func (rr runtimeReclaimer) Reclaim(ctx context.Context, sig signals.Signal, layo
 	if p.reclaimer == nil {
 		return nil, fmt.Errorf("node-level reclaim is disabled: the runtime at %s did not name its sandbox image", rr.r.cfg.ContainerRuntimeEndpoint)
 	}
-	return p.reclaimer.Reclaim(ctx, sig, layout)
+	actions, err := p.reclaimer.Reclaim(ctx, sig, layout)
+	out := make([]decide.ReclaimAction, len(actions))
+	for i, a := range actions {
+		out[i] = decide.ReclaimAction{Kind: a.Kind, Removed: a.Removed, FreedBytes: a.FreedBytes, Err: a.Err}
+	}
+	return out, err
 }
 
 // stopPodContainers stops a pod's running containers through the CRI, for

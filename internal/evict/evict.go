@@ -21,7 +21,6 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -109,7 +108,7 @@ type Config struct {
 }
 
 // Evicter evicts pods through the API server. It implements
-// manager.Evicter; its zero value is not usable, build it with New.
+// the loop's Evicter; its zero value is not usable, build it with New.
 type Evicter struct {
 	cfg      Config
 	client   *kubeclient.Client
@@ -117,8 +116,6 @@ type Evicter struct {
 	log      *slog.Logger
 	owed     *owedSet
 }
-
-var _ manager.Evicter = (*Evicter)(nil)
 
 // New returns an Evicter that acts with client (evictd's own identity) and
 // records events with recorder. A nil recorder records no events; a nil
@@ -141,7 +138,7 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 
 // CleanupTimeout is the bound on Evict's wait for a pod to go, for the
 // loop's bound on its wait for an eviction in flight
-// (manager.Config.CleanupTimeout).
+// (the loop's cleanup timeout).
 func (e *Evicter) CleanupTimeout() time.Duration { return e.cfg.CleanupTimeout }
 
 // Evict evicts one pod and waits, bounded by Config.CleanupTimeout, until it

@@ -19,7 +19,6 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -35,7 +34,7 @@ const maxPending = 64
 const retryBase = 200 * time.Millisecond
 
 // Publisher writes evictd's conditions, taints and events for one node. It
-// implements manager.StatusPublisher; Run does the writing.
+// implements the loop's StatusPublisher; Run does the writing.
 type Publisher struct {
 	cfg      Config
 	client   *kubeclient.Client
@@ -56,8 +55,6 @@ type Publisher struct {
 	written   map[signals.Pressure]decide.PressureReport
 	lastWrite time.Time
 }
-
-var _ manager.StatusPublisher = (*Publisher)(nil)
 
 // New checks cfg, fills in its defaults and returns a Publisher ready to
 // Run. client and recorder act under evictd's identity; the recorder

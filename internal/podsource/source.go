@@ -26,7 +26,6 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -53,8 +52,6 @@ type Source struct {
 	mu       sync.Mutex
 	watchErr map[string]string // last watch error logged, by resource
 }
-
-var _ manager.PodSource = (*Source)(nil)
 
 // New returns a Source for the pods bound to nodeName (field selector
 // spec.nodeName=<nodeName>) and the PodDisruptionBudgets of all
