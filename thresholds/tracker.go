@@ -60,8 +60,6 @@ type Evaluation struct {
 	Pressure map[signals.Pressure]PressureState
 }
 
-// UnderPressure reports whether the pressure p is active.
-func (e Evaluation) UnderPressure(p signals.Pressure) bool { return e.Pressure[p].Active }
 
 // GraceEnds returns when th (a threshold in Met) satisfies its grace period,
 // and false when th is not in Met.

@@ -442,8 +442,8 @@ func TestTrackerPressure(t *testing.T) {
 					if got != want {
 						t.Errorf("pass %d: %s: got %+v, want %+v", i, kind, got, want)
 					}
-					if ev.UnderPressure(kind) != w.active {
-						t.Errorf("pass %d: UnderPressure(%s): got %v, want %v", i, kind, !w.active, w.active)
+					if ev.Pressure[kind].Active != w.active {
+						t.Errorf("pass %d: Pressure[%s].Active: got %v, want %v", i, kind, !w.active, w.active)
 					}
 				}
 			}

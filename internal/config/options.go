@@ -2,9 +2,13 @@ package config
 
 import (
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
 )
 
 // Defaults that differ from the type's zero value. The kubelet's defaults
@@ -123,7 +127,7 @@ func (o *Options) addKubeletFlags(fs *pflag.FlagSet) {
 		"Hard eviction thresholds: comma-separated signal<quantity pairs, the quantity a byte or inode or PID count (100Mi, 5k) or a percentage of capacity (10%), e.g. memory.available<1Gi,nodefs.available<10%. "+
 			"A map that leaves out a default signal drops that default unless --merge-default-eviction-settings is set; 0% or 100% disables a signal. "+
 			"The memory stall signals take > and a percentage of time instead, e.g. memory.pressure.full.avg10>20. "+
-			"(default memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%,imagefs.inodesFree<5%)")
+			"(default "+defaultHardHelp()+")")
 	fs.Var(newPairMap(&o.evictionSoft, "<", "signal<quantity"), "eviction-soft",
 		"Soft eviction thresholds: comma-separated signal<quantity pairs as for --eviction-hard; each needs a grace period in --eviction-soft-grace-period. (default none)")
 	fs.Var(newPairMap(&o.softGracePeriod, "=", "signal=duration"), "eviction-soft-grace-period",
@@ -215,4 +219,17 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Most pods over their own local-storage limits evicted at once, before --local-storage-eviction-qps paces the rest; at least 1 when the rate is set.")
 	fs.StringVar(&o.taintEffect, "pressure-taint-effect", defaultTaintEffect,
 		"Effect of the evictd.io/*-pressure taints evictd puts on its node while under pressure: NoSchedule, PreferNoSchedule or NoExecute.")
+}
+
+// defaultHardHelp writes the kubelet's default hard thresholds as the
+// flag takes them, in signal order.
+func defaultHardHelp() string {
+	def := thresholds.DefaultHard()
+	var pairs []string
+	for _, sig := range signals.All() {
+		if v, ok := def[string(sig)]; ok {
+			pairs = append(pairs, string(sig)+"<"+v)
+		}
+	}
+	return strings.Join(pairs, ",")
 }

@@ -49,8 +49,6 @@ type Client struct {
 	rs    *RuntimeService
 	is    *ImageService
 	log   *slog.Logger
-	// du caches PodDiskStats' directory walks.
-	du *dirUsage
 }
 
 // Dial connects to the runtime service at endpoint ("unix:///run/containerd/
@@ -72,8 +70,7 @@ func Dial(ctx context.Context, endpoint, imageEndpoint string, timeout time.Dura
 		imageEndpoint = endpoint
 	}
 	imageEndpoint = normalize(imageEndpoint)
-	c := &Client{endpoint: endpoint, imageEndpoint: imageEndpoint, timeout: timeout, log: log.With("endpoint", endpoint),
-		du: newDirUsage(DefaultMaxAge, DefaultMaxEntries)}
+	c := &Client{endpoint: endpoint, imageEndpoint: imageEndpoint, timeout: timeout, log: log.With("endpoint", endpoint)}
 
 	// A gRPC connection to a socket with nothing behind it keeps trying
 	// in the background: find a runtime that is not there before making one.
@@ -176,9 +173,6 @@ func normalize(endpoint string) string {
 	}
 	return "unix://" + endpoint
 }
-
-// Endpoint returns the runtime service endpoint.
-func (c *Client) Endpoint() string { return c.endpoint }
 
 // RuntimeService is the CRI runtime client, for reclaim.Runtime. Each of its
 // calls is bounded by the Dial timeout.

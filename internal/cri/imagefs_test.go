@@ -183,9 +183,12 @@ func TestRuntimeDown(t *testing.T) {
 	if took > callTimeout+time.Second {
 		t.Errorf("Observe took %s with containerd stopped, want at most the call timeout %s", took, callTimeout)
 	}
-	_, perr := c.PodDiskStats(t.Context(), time.Now(), nil, t.TempDir(), t.TempDir())
-	if perr == nil || !strings.Contains(perr.Error(), rt.Endpoint()) {
-		t.Errorf("PodDiskStats with containerd stopped: %v, want an error naming %s", perr, rt.Endpoint())
+	ds, err := NewDiskStats(c, DiskStatsConfig{KubeletRootDir: t.TempDir(), PodLogsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, perr := ds.PodStats(t.Context(), time.Now(), nil); perr == nil || !strings.Contains(perr.Error(), rt.Endpoint()) {
+		t.Errorf("DiskStats.PodStats with containerd stopped: %v, want an error naming %s", perr, rt.Endpoint())
 	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -41,7 +41,7 @@ type DiskStatsConfig struct {
 	MaxEntries int
 }
 
-// DiskStats measures the pods' disk usage: it is a manager.PodStatsSource.
+// DiskStats measures the pods' disk usage: it is the loop's PodStatsSource for disk.
 // It is safe for concurrent use.
 type DiskStats struct {
 	c                    *Client
@@ -68,27 +68,19 @@ func NewDiskStats(c *Client, cfg DiskStatsConfig) (*DiskStats, error) {
 	return &DiskStats{c: c, kubeletRoot: cfg.KubeletRootDir, logsDir: cfg.PodLogsDir, du: newDirUsage(cfg.MaxAge, cfg.MaxEntries)}, nil
 }
 
-// PodStats is PodDiskStats with the configured directories and cache.
-func (d *DiskStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
-	return podDiskStats(ctx, d.c, d.du, now, pods, d.kubeletRoot, d.logsDir)
-}
-
-// PodDiskStats returns, by pod UID, the disk usage of pods stamped with now:
+// PodStats returns, by pod UID, the disk usage of pods stamped with now:
 // per container (by name) the writable layer from the runtime's stats
-// (Rootfs) and the container's log directory, <podLogsDir>/<namespace>_
+// (Rootfs) and the container's log directory, <PodLogsDir>/<namespace>_
 // <name>_<uid>/<container>/ (Logs); per local volume named in
-// pod.LocalVolumes, its directory below <kubeletRootDir>/pods/<uid>/volumes/
+// pod.LocalVolumes, its directory below <KubeletRootDir>/pods/<uid>/volumes/
 // (emptyDir, configMap, gitRepo). Directories are measured like du -x and
-// reused for DefaultMaxAge. A piece that cannot be measured stays nil (a
+// reused for MaxAge. A piece that cannot be measured stays nil (a
 // volume: absent), so the pod ranks as having no stats for what needs it;
 // the error joins what failed, and names the endpoint when the runtime
 // cannot be reached (the Rootfs of every container is then nil, the logs and
 // volumes are still measured).
-func (c *Client) PodDiskStats(ctx context.Context, now time.Time, pods []signals.Pod, kubeletRootDir, podLogsDir string) (map[string]signals.PodStats, error) {
-	if podLogsDir == "" {
-		podLogsDir = DefaultPodLogsDir
-	}
-	return podDiskStats(ctx, c, c.du, now, pods, kubeletRootDir, podLogsDir)
+func (d *DiskStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
+	return podDiskStats(ctx, d.c, d.du, now, pods, d.kubeletRoot, d.logsDir)
 }
 
 // runtimeContainer is one container of a pod as the runtime knows it.

@@ -17,10 +17,10 @@ import (
 
 const mib = 1 << 20
 
-// TestPodDiskStats runs a pod whose container writes 20 MiB into its
+// TestDiskStats runs a pod whose container writes 20 MiB into its
 // writable layer, logs under podLogsDir, and has an emptyDir and a configMap
-// volume under the kubelet root dir; PodDiskStats reports each piece.
-func TestPodDiskStats(t *testing.T) {
+// volume under the kubelet root dir; DiskStats reports each piece.
+func TestDiskStats(t *testing.T) {
 	// Removed after the runtime stops (cleanups run last first).
 	cgroupParent := fmt.Sprintf("/evictd-cri-test-%d", os.Getpid())
 	t.Cleanup(func() { removeCgroup(t, cgroupParent) })
@@ -52,16 +52,20 @@ func TestPodDiskStats(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	ds, err := NewDiskStats(c, DiskStatsConfig{KubeletRootDir: kubeletRoot, PodLogsDir: logsDir})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var st signals.PodStats
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got, err := c.PodDiskStats(ctx, time.Now(), []signals.Pod{pod}, kubeletRoot, logsDir)
+		got, err := ds.PodStats(ctx, time.Now(), []signals.Pod{pod})
 		st = got[pod.UID]
 		if err == nil && len(st.Containers) == 1 && st.Containers[0].Rootfs != nil && st.Containers[0].Rootfs.Bytes >= 20*mib {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("PodDiskStats: %+v, %v; want a writable layer of at least 20 MiB", st, err)
+			t.Fatalf("DiskStats.PodStats: %+v, %v; want a writable layer of at least 20 MiB", st, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -95,9 +99,9 @@ func TestPodDiskStats(t *testing.T) {
 	// A pod the runtime does not know: logs and volumes absent or nil,
 	// the writable layer nil.
 	ghost := signals.Pod{Namespace: "default", Name: "ghost", UID: "ghost-uid", Containers: []signals.Container{{Name: "app"}}}
-	got, err := c.PodDiskStats(ctx, time.Now(), []signals.Pod{ghost}, kubeletRoot, logsDir)
+	got, err := ds.PodStats(ctx, time.Now(), []signals.Pod{ghost})
 	if err == nil {
-		t.Errorf("PodDiskStats of a pod without a log directory: no error")
+		t.Errorf("DiskStats.PodStats of a pod without a log directory: no error")
 	}
 	if g := got[ghost.UID]; len(g.Containers) != 1 || g.Containers[0].Rootfs != nil || g.Containers[0].Logs != nil {
 		t.Errorf("ghost pod: %+v, want one container with nil Rootfs and Logs", g)

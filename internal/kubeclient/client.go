@@ -95,15 +95,6 @@ func (c *Client) Nodes() *gentype.ClientWithList[*v1.Node, *v1.NodeList] {
 		gentype.PrefersProtobuf[*v1.Node]())
 }
 
-// PodDisruptionBudgets returns a client of the PodDisruptionBudgets of
-// namespace ("": all namespaces).
-func (c *Client) PodDisruptionBudgets(namespace string) *gentype.ClientWithList[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList] {
-	return gentype.NewClientWithList("poddisruptionbudgets", c.policy, c.params, namespace,
-		func() *policyv1.PodDisruptionBudget { return &policyv1.PodDisruptionBudget{} },
-		func() *policyv1.PodDisruptionBudgetList { return &policyv1.PodDisruptionBudgetList{} },
-		gentype.PrefersProtobuf[*policyv1.PodDisruptionBudget]())
-}
-
 // EventSink returns a record.EventSink that writes each event in its own
 // namespace, as client-go's EventSinkImpl does (in JSON, as it does).
 func (c *Client) EventSink() record.EventSink { return eventSink{c.core} }

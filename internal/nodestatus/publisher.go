@@ -79,12 +79,9 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 	}, nil
 }
 
-// Config returns the configuration in force, defaults filled in.
-func (p *Publisher) Config() Config { return p.cfg }
-
-// LastWritten returns when the conditions were last written successfully
+// lastWritten returns when the conditions were last written successfully
 // (by the publisher's clock), or the zero time if never.
-func (p *Publisher) LastWritten() time.Time {
+func (p *Publisher) lastWritten() time.Time {
 	if ns := p.lastSent.Load(); ns != 0 {
 		return time.Unix(0, ns)
 	}

@@ -126,7 +126,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 		return wantCondition(n, memCond, v1.ConditionFalse, "EvictdHasNoMemoryPressure", off, t2, t2.Add(interval))
 	})
 	eventually(t, 10*time.Second, func() error {
-		if got := p.LastWritten(); !got.Equal(t2.Add(interval)) {
+		if got := nodestatus.LastWritten(p); !got.Equal(t2.Add(interval)) {
 			return fmt.Errorf("LastWritten() = %s, want %s", got, t2.Add(interval))
 		}
 		return nil
@@ -210,12 +210,12 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	t0 := fc.Now()
 	p.Publish(t0, []decide.PressureReport{report(memory, false, time.Time{}, "mem clear"), report(disk, false, time.Time{}, "disk clear")})
 	eventually(t, 10*time.Second, func() error {
-		if p.LastWritten().IsZero() {
+		if nodestatus.LastWritten(p).IsZero() {
 			return errors.New("nothing written yet")
 		}
 		return nil
 	})
-	before := p.LastWritten()
+	before := nodestatus.LastWritten(p)
 
 	if err := e.cluster.StopAPIServer(); err != nil {
 		t.Fatalf("stop kube-apiserver: %v", err)
@@ -245,7 +245,7 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	waitIdle(t, fc)
 	fc.Step(interval)
 	waitIdle(t, fc)
-	if got := p.LastWritten(); !got.Equal(before) {
+	if got := nodestatus.LastWritten(p); !got.Equal(before) {
 		t.Fatalf("LastWritten() = %s during the outage, want %s", got, before)
 	}
 	failed := errs.count("get")
@@ -270,11 +270,11 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	// Advance the publisher's clock a second at a time until it has
 	// written: no more than one heartbeat interval.
 	back := fc.Now()
-	for p.LastWritten().Equal(before) && fc.Since(back) < interval {
+	for nodestatus.LastWritten(p).Equal(before) && fc.Since(back) < interval {
 		fc.Step(time.Second)
 		waitIdle(t, fc)
 	}
-	caughtUp := p.LastWritten()
+	caughtUp := nodestatus.LastWritten(p)
 	if caughtUp.Equal(before) {
 		t.Fatalf("nothing written within %s of the API server's return", interval)
 	}

@@ -12,11 +12,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -99,7 +97,6 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	}
 	checkPods(t, ctx, admin, pods)
 	checkDefaultsAsAPIServer(t, ctx, admin, submitted)
-	checkPDBs(t, src, pods)
 	inFlight := src.InFlight()
 	checkInFlight(t, ctx, admin, inFlight, "shop/evicted")
 	checkInFlightByWatch(t, ctx, admin, src)
@@ -119,9 +116,6 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	}
 	if !reflect.DeepEqual(during, pods) {
 		t.Errorf("Pods while the API server is down =\n%+v\nwant what it said before\n%+v", during, pods)
-	}
-	if got := src.PDBs("shop", "web"); !reflect.DeepEqual(got, []string{"all", "web"}) {
-		t.Errorf("PDBs(shop/web) while the API server is down = %q", got)
 	}
 	if got := src.InFlight(); !reflect.DeepEqual(got, inFlight) {
 		t.Errorf("InFlight while the API server is down = %+v, want what it said before %+v", got, inFlight)
@@ -156,9 +150,6 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	if got := after[i]; got.MemoryRequest != 32*mi || got.QOS != signals.Burstable {
 		t.Errorf("shop/late = %+v, want a 32Mi Burstable pod", got)
 	}
-	if got := src.PDBs("shop", "late"); !reflect.DeepEqual(got, []string{"all"}) {
-		t.Errorf("PDBs(shop/late) = %q, want [all]", got)
-	}
 }
 
 // newPod is a pod bound to node, with one container "app" and no
@@ -188,7 +179,7 @@ func create(t *testing.T, ctx context.Context, client kubernetes.Interface, pod 
 	return got
 }
 
-// createWorld makes the nodes, namespaces, RuntimeClass, PDBs and pods the
+// createWorld makes the nodes, namespaces, RuntimeClass and pods the
 // test lists, and returns the pods as submitted (before the API server's
 // defaults), by namespace/name.
 func createWorld(t *testing.T, ctx context.Context, admin kubernetes.Interface) map[string]*v1.Pod {
@@ -215,19 +206,6 @@ func createWorld(t *testing.T, ctx context.Context, admin kubernetes.Interface) 
 		Overhead:   &nodev1.Overhead{PodFixed: rl("cpu", "100m", "memory", "64Mi")},
 	}, metav1.CreateOptions{})
 	must("RuntimeClass sandboxed", err)
-
-	one := intstr.FromInt32(1)
-	for _, pdb := range []*policyv1.PodDisruptionBudget{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
-			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "all"},
-			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{}}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nothing"},
-			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one}},
-	} {
-		_, err := admin.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Create(ctx, pdb, metav1.CreateOptions{})
-		must("PodDisruptionBudget "+pdb.Name, err)
-	}
 
 	always := v1.ContainerRestartPolicyAlways
 	grace := int64(45)
@@ -502,27 +480,6 @@ func checkDefaultsAsAPIServer(t *testing.T, ctx context.Context, admin kubernete
 		if !reflect.DeepEqual(fromSub, fromServer) {
 			t.Errorf("%s: converted as submitted\n%s\nas stored\n%s", ref, show(fromSub), show(fromServer))
 		}
-	}
-}
-
-func checkPDBs(t *testing.T, src *Source, pods []signals.Pod) {
-	t.Helper()
-	for _, p := range pods {
-		var want []string
-		switch p.Ref() {
-		case "shop/web":
-			want = []string{"all", "web"}
-		case "other/web":
-			want = nil // same labels, other namespace
-		default:
-			want = []string{"all"}
-		}
-		if got := src.Covered(p); !reflect.DeepEqual(got, want) {
-			t.Errorf("Covered(%s) = %q, want %q", p.Ref(), got, want)
-		}
-	}
-	if got := src.PDBs("shop", "elsewhere"); got != nil {
-		t.Errorf("PDBs of a pod on another node = %q, want nil", got)
 	}
 }
 

@@ -12,15 +12,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -42,9 +39,7 @@ type Source struct {
 	log      *slog.Logger
 
 	podInf    cache.SharedIndexInformer
-	pdbInf    cache.SharedIndexInformer
 	podLister corelisters.PodLister
-	pdbLister policylisters.PodDisruptionBudgetLister
 	setupErr  error
 
 	started atomic.Bool
@@ -54,8 +49,8 @@ type Source struct {
 }
 
 // New returns a Source for the pods bound to nodeName (field selector
-// spec.nodeName=<nodeName>) and the PodDisruptionBudgets of all
-// namespaces, read through client. resync is the informers' resync period
+// spec.nodeName=<nodeName>), read through client. It watches nothing else:
+// the Eviction API enforces PodDisruptionBudgets itself. resync is the informers' resync period
 // (0 or less: none). A nil log discards. Errors in the arguments are
 // reported by Run.
 func New(client *kubeclient.Client, nodeName string, resync time.Duration, log *slog.Logger) *Source {
@@ -79,16 +74,12 @@ func New(client *kubeclient.Client, nodeName string, resync time.Duration, log *
 	resync = max(resync, 0)
 	onNode := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
 	s.podInf = newInformer(client.Pods(""), &v1.Pod{}, resync, func(o *metav1.ListOptions) { o.FieldSelector = onNode })
-	s.pdbInf = newInformer(client.PodDisruptionBudgets(""), &policyv1.PodDisruptionBudget{}, resync, nil)
 	s.podLister = corelisters.NewPodLister(s.podInf.GetIndexer())
-	s.pdbLister = policylisters.NewPodDisruptionBudgetLister(s.pdbInf.GetIndexer())
 
-	// These calls fail only on an informer already started; these are new.
-	for name, inf := range map[string]cache.SharedIndexInformer{"pods": s.podInf, "poddisruptionbudgets": s.pdbInf} {
-		s.setupErr = errors.Join(s.setupErr,
-			inf.SetTransform(slim),
-			inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { s.watchFailed(name, err) }))
-	}
+	// These calls fail only on an informer already started; this one is new.
+	s.setupErr = errors.Join(s.setupErr,
+		s.podInf.SetTransform(slim),
+		s.podInf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { s.watchFailed("pods", err) }))
 	_, err := s.podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { s.noteOddities(obj) },
 		UpdateFunc: func(old, cur any) {
@@ -112,12 +103,8 @@ func (s *Source) Run(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("podsource: Run called twice")
 	}
-	s.log.Info("watching the node's pods and all PodDisruptionBudgets")
-	var wg sync.WaitGroup
-	for _, inf := range []cache.SharedIndexInformer{s.podInf, s.pdbInf} {
-		wg.Go(func() { inf.RunWithContext(ctx) })
-	}
-	wg.Wait()
+	s.log.Info("watching the node's pods")
+	s.podInf.RunWithContext(ctx)
 	return nil
 }
 
@@ -149,14 +136,8 @@ func newInformer[T, L runtime.Object](l lister[T, L], obj T, resync time.Duratio
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 
-// HasSynced reports whether both caches, pods and PodDisruptionBudgets,
-// have received their first full list.
-func (s *Source) HasSynced() bool {
-	return s.podsSynced() && s.pdbInf.HasSynced()
-}
-
-// podsSynced reports whether the node's pods have been listed.
-func (s *Source) podsSynced() bool { return s.setupErr == nil && s.podInf.HasSynced() }
+// HasSynced reports whether the node's pods have been listed.
+func (s *Source) HasSynced() bool { return s.setupErr == nil && s.podInf.HasSynced() }
 
 // WaitForSync blocks until HasSynced or ctx is done; then it says which
 // cache had not synced.
@@ -164,17 +145,10 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 	if s.setupErr != nil {
 		return s.setupErr
 	}
-	if cache.WaitForCacheSync(ctx.Done(), s.podInf.HasSynced, s.pdbInf.HasSynced) {
+	if cache.WaitForCacheSync(ctx.Done(), s.podInf.HasSynced) {
 		return nil
 	}
-	var missing []string
-	if !s.podInf.HasSynced() {
-		missing = append(missing, "pods of node "+s.nodeName)
-	}
-	if !s.pdbInf.HasSynced() {
-		missing = append(missing, "PodDisruptionBudgets")
-	}
-	return fmt.Errorf("podsource: %s not listed yet: %w", strings.Join(missing, " and "), context.Cause(ctx))
+	return fmt.Errorf("podsource: pods of node %s not listed yet: %w", s.nodeName, context.Cause(ctx))
 }
 
 // Pods returns the node's active pods, converted, sorted by namespace and
@@ -187,7 +161,7 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 // evicting them frees nothing more. The kubelet's eviction manager ranks
 // the same set, its active pods (not terminal, termination not requested).
 func (s *Source) Pods(_ context.Context) ([]signals.Pod, error) {
-	if !s.podsSynced() {
+	if !s.HasSynced() {
 		if s.setupErr != nil {
 			return nil, s.setupErr
 		}
@@ -219,7 +193,7 @@ func (s *Source) Pods(_ context.Context) ([]signals.Pod, error) {
 // free. It answers from the cache, nil before the first list of the node's
 // pods.
 func (s *Source) InFlight() []decide.InFlight {
-	if !s.podsSynced() {
+	if !s.HasSynced() {
 		return nil
 	}
 	all, err := s.podLister.List(labels.Everything())
@@ -240,53 +214,6 @@ func (s *Source) InFlight() []decide.InFlight {
 		return cmpStrings(a.Namespace, b.Namespace, a.Name, b.Name)
 	})
 	return out
-}
-
-// PDBs returns the names, sorted, of the PodDisruptionBudgets whose
-// selector matches the cached pod namespace/name, as the API server's
-// Eviction subresource matches them. It returns nil for a pod not in the
-// cache, and before the PodDisruptionBudgets have been listed.
-func (s *Source) PDBs(namespace, name string) []string {
-	if s.setupErr != nil {
-		return nil
-	}
-	pod, err := s.podLister.Pods(namespace).Get(name)
-	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			s.log.Debug("look up cached pod", "pod", namespace+"/"+name, "err", err)
-		}
-		return nil
-	}
-	pdbs, err := s.pdbLister.PodDisruptionBudgets(namespace).List(labels.Everything())
-	if err != nil {
-		s.log.Debug("list cached PodDisruptionBudgets", "namespace", namespace, "err", err)
-		return nil
-	}
-	return coveringPDBs(pod, pdbs)
-}
-
-// Covered is PDBs for a pod returned by Pods.
-func (s *Source) Covered(pod signals.Pod) []string { return s.PDBs(pod.Namespace, pod.Name) }
-
-// coveringPDBs returns the sorted names of the budgets in pod's namespace
-// whose selector matches its labels, as the Eviction subresource decides
-// (k8s.io/kubernetes/pkg/registry/core/pod/storage getPodDisruptionBudgets):
-// policy/v1 semantics, a nil selector matches nothing, an empty one every
-// pod; an invalid selector matches nothing.
-func coveringPDBs(pod *v1.Pod, pdbs []*policyv1.PodDisruptionBudget) []string {
-	var names []string
-	for _, pdb := range pdbs {
-		if pdb == nil || pdb.Namespace != pod.Namespace {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		names = append(names, pdb.Name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // active reports a pod that still holds its resources: not terminal, not
@@ -353,7 +280,7 @@ func (s *Source) watchFailed(resource string, err error) {
 // slim drops from a cached object what evictd never reads, to keep the
 // cache small: managedFields (often the largest part of an object), the
 // last-applied-configuration kubectl keeps in an annotation and, of a pod,
-// everything Convert, active, inFlight and coveringPDBs do not look at: a
+// everything Convert, active and inFlight do not look at: a
 // container keeps only its name, resources and restart policy, the status
 // only its phase, QoS class and the type, status and reason of its
 // DisruptionTarget condition.

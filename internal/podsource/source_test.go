@@ -8,7 +8,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -17,49 +16,6 @@ import (
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
 )
-
-func TestCoveringPDBs(t *testing.T) {
-	pdb := func(ns, name string, sel *metav1.LabelSelector) *policyv1.PodDisruptionBudget {
-		return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: policyv1.PodDisruptionBudgetSpec{Selector: sel}}
-	}
-	labels := func(kv ...string) *metav1.LabelSelector {
-		m := map[string]string{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return &metav1.LabelSelector{MatchLabels: m}
-	}
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-1", Labels: map[string]string{"app": "web", "tier": "front"}}}
-	tests := []struct {
-		name string
-		pdbs []*policyv1.PodDisruptionBudget
-		want []string
-	}{
-		{name: "none", want: nil},
-		{name: "matchLabels", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "web", labels("app", "web"))}, want: []string{"web"}},
-		{name: "matchLabels mismatch", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "db", labels("app", "db"))}, want: nil},
-		{name: "all labels must match", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "x", labels("app", "web", "tier", "back"))}, want: nil},
-		{name: "matchExpressions", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "in", &metav1.LabelSelector{
-			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"front", "edge"}}},
-		})}, want: []string{"in"}},
-		{name: "empty selector matches every pod of its namespace", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "all", &metav1.LabelSelector{})}, want: []string{"all"}},
-		{name: "nil selector matches nothing", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "nil", nil)}, want: nil},
-		{name: "other namespace", pdbs: []*policyv1.PodDisruptionBudget{pdb("other", "web", labels("app", "web"))}, want: nil},
-		{name: "invalid selector matches nothing", pdbs: []*policyv1.PodDisruptionBudget{pdb("shop", "bad", &metav1.LabelSelector{
-			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near", Values: []string{"web"}}},
-		})}, want: nil},
-		{name: "several, sorted, nil entries skipped", pdbs: []*policyv1.PodDisruptionBudget{
-			pdb("shop", "zeta", labels("app", "web")), nil, pdb("shop", "alpha", &metav1.LabelSelector{}), pdb("shop", "db", labels("app", "db")),
-		}, want: []string{"alpha", "zeta"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := coveringPDBs(pod, tt.pdbs); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("coveringPDBs = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
 
 func TestActive(t *testing.T) {
 	now := metav1.Now()
@@ -172,9 +128,6 @@ func TestSourceBadArguments(t *testing.T) {
 			if s.HasSynced() {
 				t.Errorf("HasSynced = true")
 			}
-			if got := s.PDBs("ns", "p"); got != nil {
-				t.Errorf("PDBs = %q, want nil", got)
-			}
 			if got := s.InFlight(); got != nil {
 				t.Errorf("InFlight = %v, want nil", got)
 			}
@@ -196,8 +149,8 @@ func TestSourceBeforeFirstList(t *testing.T) {
 	expired, cancelWait := context.WithCancel(t.Context())
 	cancelWait()
 	err := s.WaitForSync(expired)
-	if err == nil || !strings.Contains(err.Error(), "pods of node node-a and PodDisruptionBudgets not listed yet") {
-		t.Errorf("WaitForSync = %v, want both caches named", err)
+	if err == nil || !strings.Contains(err.Error(), "pods of node node-a not listed yet") {
+		t.Errorf("WaitForSync = %v, want the pods named", err)
 	}
 	if _, err := s.Pods(t.Context()); err == nil {
 		t.Errorf("Pods without a list = nil error")
@@ -270,11 +223,6 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 			ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true, ImageID: "sha256:1"}},
 		},
 	}
-	pdbs := []*policyv1.PodDisruptionBudget{{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
-	}}
-
 	whole := pod.DeepCopy()
 	got, err := slim(pod)
 	if err != nil {
@@ -293,9 +241,6 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 	wantConds := []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: decide.DisruptionTargetReason}}
 	if got := slimmed.Status.Conditions; !reflect.DeepEqual(got, wantConds) {
 		t.Errorf("conditions after slim = %+v, want only DisruptionTarget's type, status and reason %+v", got, wantConds)
-	}
-	if c, w := coveringPDBs(slimmed, pdbs), coveringPDBs(whole, pdbs); !reflect.DeepEqual(c, w) || len(w) != 1 {
-		t.Errorf("coveringPDBs(slim(pod)) = %q, want %q (one)", c, w)
 	}
 	if slimmed.ResourceVersion != "7" {
 		t.Errorf("resourceVersion = %q, want 7", slimmed.ResourceVersion)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/evictd/evictd/internal/childproc"
+	"github.com/evictd/evictd/internal/testing/childproc"
 )
 
 // AdminUser is the identity of AdminConfig, in the group system:masters.

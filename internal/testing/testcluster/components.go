@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evictd/evictd/internal/childproc"
+	"github.com/evictd/evictd/internal/testing/childproc"
 )
 
 // How many times a component is started on fresh ports when another process

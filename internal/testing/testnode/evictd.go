@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/evictd/evictd/internal/childproc"
+	"github.com/evictd/evictd/internal/testing/childproc"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/evictd/evictd/internal/childproc"
+	"github.com/evictd/evictd/internal/testing/childproc"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/evictd/evictd/internal/childproc"
+	"github.com/evictd/evictd/internal/testing/childproc"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/internal/testing/testruntime"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evictd/evictd/internal/childproc"
+	"github.com/evictd/evictd/internal/testing/childproc"
 )
 
 // How long containerd gets to exit after SIGTERM, and how long the

@@ -16,7 +16,7 @@ import (
 	remote "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
 
-	"github.com/evictd/evictd/internal/childproc"
+	"github.com/evictd/evictd/internal/testing/childproc"
 )
 
 // PauseImage is the sandbox image of every runtime (the workload binary

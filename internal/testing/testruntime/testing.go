@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/internal/childproc"
+	"github.com/evictd/evictd/internal/testing/childproc"
 )
 
 // skipOrFail skips t, or fails it under CI=true, where `make test` installs

@@ -1,0 +1,6 @@
+package nodestatus
+
+import "time"
+
+// LastWritten lets the external tests see when the publisher last wrote.
+func LastWritten(p *Publisher) time.Time { return p.lastWritten() }
