@@ -60,7 +60,6 @@ type Evaluation struct {
 	Pressure map[signals.Pressure]PressureState
 }
 
-
 // GraceEnds returns when th (a threshold in Met) satisfies its grace period,
 // and false when th is not in Met.
 func (e Evaluation) GraceEnds(th Threshold) (time.Time, bool) {

@@ -459,10 +459,10 @@ func TestTrackerZeroTransitionPeriod(t *testing.T) {
 		ths := []Threshold{hardTh(mem, 100)}
 		p1 := pass{at: 0, avail: map[signals.Signal]int64{mem: 50}}
 		p2 := pass{at: time.Nanosecond, avail: map[signals.Signal]int64{mem: 500}}
-		if ev := tr.Evaluate(p1.now(), ths, p1.observations()); !ev.UnderPressure(signals.MemoryPressure) {
+		if ev := tr.Evaluate(p1.now(), ths, p1.observations()); !ev.Pressure[signals.MemoryPressure].Active {
 			t.Errorf("period %v, met: got no pressure, want memory pressure", period)
 		}
-		if ev := tr.Evaluate(p2.now(), ths, p2.observations()); ev.UnderPressure(signals.MemoryPressure) {
+		if ev := tr.Evaluate(p2.now(), ths, p2.observations()); ev.Pressure[signals.MemoryPressure].Active {
 			t.Errorf("period %v, no longer met: got memory pressure, want none", period)
 		}
 	}
