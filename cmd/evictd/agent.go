@@ -208,6 +208,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	}
 	m, err := manager.New(manager.Config{
 		HousekeepingInterval:      cfg.HousekeepingInterval,
+		StuckAfter:                cfg.StuckAfter,
 		DryRun:                    cfg.DryRun,
 		Decider:                   deciderConfig(cfg, layout),
 		MaxEvictionsPerHour:       cfg.MaxEvictionsPerHour,
