@@ -100,19 +100,15 @@ type Config struct {
 	Settle time.Duration
 }
 
-// Validate rejects a configuration that cannot work, in the kubelet's words.
+// Validate rejects a configuration that cannot work: one without the
+// nodefs path. The durations come from internal/config, which has
+// checked them; here a negative MinImageAge counts as 0 and a Timeout of
+// 0 or less takes the default.
 func (c Config) Validate() error {
-	var errs []error
 	if c.NodeFsPath == "" {
-		errs = append(errs, errors.New("reclaim: the kubelet root directory (nodefs path) must be set"))
+		return errors.New("reclaim: the kubelet root directory (nodefs path) must be set")
 	}
-	if c.MinImageAge < 0 {
-		errs = append(errs, fmt.Errorf("invalid configuration: imageMinimumGCAge (--minimum-image-ttl-duration) %v must not be negative", c.MinImageAge))
-	}
-	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("invalid configuration: runtime request timeout %v must not be negative", c.Timeout))
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // Reclaimer removes dead containers, dead sandboxes and unused images for a

@@ -75,7 +75,7 @@ func deciderConfig(cfg *config.Config, layout signals.FsLayout) decide.DeciderCo
 	return decide.DeciderConfig{
 		Thresholds:               cfg.Thresholds,
 		TransitionPeriod:         cfg.PressureTransitionPeriod,
-		MaxObservationAge:        2 * cfg.HousekeepingInterval,
+		MaxObservationAge:        cfg.MaxObservationAge,
 		MaxPodGracePeriodSeconds: int64(cfg.MaxPodGracePeriodSeconds),
 		Layout:                   layout,
 	}
@@ -146,7 +146,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		}
 		log.Warn("cannot reach the container runtime; retrying in the background. Until then imagefs is not observed (unless --imagefs-path), pods have no disk stats and nothing is reclaimed",
 			"endpoint", cfg.ContainerRuntimeEndpoint, "assumedLayout", layout.String(), "err", dialErr)
-		go func() { errc <- rc.retry(ctx, cfg.HousekeepingInterval) }()
+		go func() { errc <- rc.retry(ctx, cfg.RuntimeRetry, cfg.RuntimeRetryMax) }()
 		running++
 	}
 
@@ -163,15 +163,11 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		Clock:     clock.RealClock{},
 		Sources:   sources,
 		Pods:      cgroupPods{hc},
-		Stats:     newPodStats(hs, rc, cfg.HousekeepingInterval),
+		Stats:     newPodStats(hs, rc, cfg.DiskStatsMaxAge),
 		Reclaimer: runtimeReclaimer{rc},
 		Metrics:   met,
 		Log:       log,
 	}
-	// The loop waits for an eviction in flight, after the pod's grace
-	// period, as long as the Evicter waits for its pod to go (standalone:
-	// the loop's default; nothing is ever in flight).
-	var cleanupTimeout time.Duration
 	if cfg.Kubeconfig == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
 	} else {
@@ -188,7 +184,6 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "node", cfg.NodeName)
 		running += k.start(ctx, log, errc)
 		deps.Pods, deps.Evicter, deps.Status, deps.Events = k.pods, k.evicter, k.status, k.events
-		cleanupTimeout = k.evicter.CleanupTimeout()
 	}
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")
@@ -208,12 +203,13 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	}
 	m, err := manager.New(manager.Config{
 		HousekeepingInterval:      cfg.HousekeepingInterval,
+		StuckAfter:                cfg.StuckAfter,
 		DryRun:                    cfg.DryRun,
 		Decider:                   deciderConfig(cfg, layout),
 		MaxEvictionsPerHour:       cfg.MaxEvictionsPerHour,
 		LocalStorageEvictionQPS:   cfg.LocalStorageEvictionQPS,
 		LocalStorageEvictionBurst: cfg.LocalStorageEvictionBurst,
-		CleanupTimeout:            cleanupTimeout,
+		CleanupTimeout:            cfg.CleanupTimeout,
 	}, deps)
 	if err != nil {
 		log.Error("cannot start the loop", "err", err)

@@ -72,6 +72,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 			OnIssued: func(r decide.Request, d time.Duration) {
 				met.ObserveIssueLatency(r.Signal, d)
 			},
+			CleanupTimeout: cfg.CleanupTimeout,
 			StopLocally:    stopLocally,
 			StopWhenIssued: cfg.HardEvictionLocalStop,
 			LocalKillAfter: cfg.LocalKillAfter,

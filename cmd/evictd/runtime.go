@@ -104,11 +104,12 @@ func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
 	return layout, nil
 }
 
-// retry dials until it succeeds or ctx is done: first after every, then
-// backing off to at most maxRuntimeRetry, so a node with no runtime (or a
-// socket that does not speak the CRI) costs next to nothing.
-func (r *runtimeConn) retry(ctx context.Context, every time.Duration) error {
-	wait := every
+// retry dials until it succeeds or ctx is done: first after first, then
+// after twice as long each time, up to most (config.Durations.RuntimeRetry
+// and RuntimeRetryMax), so a node with no runtime (or a socket that does
+// not speak the CRI) costs next to nothing.
+func (r *runtimeConn) retry(ctx context.Context, first, most time.Duration) error {
+	wait := first
 	for r.parts.Load() == nil {
 		select {
 		case <-ctx.Done():
@@ -117,14 +118,11 @@ func (r *runtimeConn) retry(ctx context.Context, every time.Duration) error {
 		}
 		if _, err := r.connect(ctx); err != nil {
 			r.log.Debug("container runtime still unreachable", "err", err, "nextTry", wait)
-			wait = min(2*wait, max(every, maxRuntimeRetry))
+			wait = min(2*wait, most)
 		}
 	}
 	return nil
 }
-
-// maxRuntimeRetry bounds the time between two attempts to reach the runtime.
-const maxRuntimeRetry = time.Minute
 
 func (r *runtimeConn) close() {
 	if p := r.parts.Load(); p != nil {
@@ -156,8 +154,10 @@ type podStats struct {
 	disk    *diskCache
 }
 
-func newPodStats(cgroups *host.PodStatsReader, r *runtimeConn, interval time.Duration) podStats {
-	return podStats{cgroups: cgroups, r: r, disk: &diskCache{maxAge: interval * 9 / 10}}
+// newPodStats reuses the disk stats for diskMaxAge
+// (config.Durations.DiskStatsMaxAge).
+func newPodStats(cgroups *host.PodStatsReader, r *runtimeConn, diskMaxAge time.Duration) podStats {
+	return podStats{cgroups: cgroups, r: r, disk: &diskCache{maxAge: diskMaxAge}}
 }
 
 func (s podStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
@@ -178,9 +178,10 @@ func (s podStats) PodStats(ctx context.Context, now time.Time, pods []signals.Po
 // a call to every container's shim (containerd's ListContainerStats): at a
 // hundred pods, hundreds of milliseconds, which a pass woken by memory
 // pressure must not wait for. The stats are reused while younger than
-// maxAge (nine tenths of the housekeeping interval, so every tick
-// refreshes them), unless a pod is new to them or the last read failed;
-// the directories behind them are cached for as long by internal/cri.
+// maxAge (config.Durations.DiskStatsMaxAge: nine tenths of the
+// housekeeping interval, so every tick refreshes them), unless a pod is
+// new to them or the last read failed; the directories behind them are
+// cached for as long by internal/cri.
 type diskCache struct {
 	maxAge time.Duration
 

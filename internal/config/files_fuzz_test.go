@@ -70,7 +70,9 @@ func checkCompleted(t *testing.T, flag, path string, c *Config, err error) {
 		t.Fatalf("reserved memory system %d, kube %d: negative", c.SystemReservedMemory, c.KubeReservedMemory)
 	}
 	if c.PressureTransitionPeriod < 0 || c.MinimumImageTTL < 0 || c.NodeStatusUpdateFrequency <= 0 ||
-		c.HousekeepingInterval <= 0 || c.RuntimeRequestTimeout <= 0 || c.VolumeStatsAggPeriod < 0 || c.FastPollInterval < 0 {
+		c.HousekeepingInterval <= 0 || c.RuntimeRequestTimeout <= 0 || c.VolumeStatsAggPeriod <= 0 || c.FastPollInterval < 0 ||
+		c.LocalKillAfter < 0 || c.MaxObservationAge <= 0 || c.StuckAfter <= 0 || c.RuntimeRetry <= 0 ||
+		c.RuntimeRetryMax < c.RuntimeRetry || c.CleanupTimeout <= 0 {
 		t.Fatalf("a duration out of range: %+v", c)
 	}
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {

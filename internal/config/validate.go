@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -31,9 +30,6 @@ type Config struct {
 	// seconds; negative defers to the pod's terminationGracePeriodSeconds.
 	// Default 0.
 	MaxPodGracePeriodSeconds int32
-	// PressureTransitionPeriod is how long a pressure condition stays after
-	// its thresholds clear. Default 5m.
-	PressureTransitionPeriod time.Duration
 	// KernelMemcgNotification wakes a pass on memcg threshold events.
 	// Default true (the kubelet's is false).
 	KernelMemcgNotification bool
@@ -62,26 +58,19 @@ type Config struct {
 	// ImageServiceEndpoint is the CRI image socket URL; the runtime
 	// endpoint unless set.
 	ImageServiceEndpoint string
-	// MinimumImageTTL is the minimum age of an image reclaim may delete.
-	// Default 2m.
-	MinimumImageTTL time.Duration
 	// Kubeconfig is evictd's own kubeconfig path; "" means in-cluster.
 	Kubeconfig string
-	// NodeStatusUpdateFrequency is how often conditions are posted.
-	// Default 10s.
-	NodeStatusUpdateFrequency time.Duration
 
-	// HousekeepingInterval is the time between passes. Default 10s.
-	HousekeepingInterval time.Duration
+	// Durations are the duration flags, validated, and every duration
+	// derived from them, one field each (cfg.HousekeepingInterval,
+	// cfg.MaxObservationAge...).
+	Durations
+
 	// DryRun decides and reports but acts on nothing.
 	DryRun bool
 	// HardEvictionLocalStop also stops a hard eviction's pod's containers
 	// through the CRI once the API server accepted it. Default true.
 	HardEvictionLocalStop bool
-	// LocalKillAfter is how long a hard eviction retries an API server
-	// that does not answer before it stops the pod's containers through
-	// the CRI and owes the eviction; 0 disables. Default 5s.
-	LocalKillAfter time.Duration
 	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
 	MetricsBindAddress string
 	// MetricsTLSCertFile and MetricsTLSPrivateKeyFile, both or neither,
@@ -101,18 +90,12 @@ type Config struct {
 	// TaintEffect is the effect of evictd's pressure taints: NoSchedule
 	// (default), PreferNoSchedule or NoExecute.
 	TaintEffect string
-	// RuntimeRequestTimeout bounds each CRI request. Default 5s.
-	RuntimeRequestTimeout time.Duration
 	// PodLogsDir holds the containers' logs. Default /var/log/pods.
 	PodLogsDir string
-	// VolumeStatsAggPeriod is how long a directory measurement is reused.
-	// Default 10s.
-	VolumeStatsAggPeriod time.Duration
-	// FastPollInterval is how often the memory working set is read while
-	// a memory threshold is within FastPollMargin; 0 disables. Default 250ms.
-	FastPollInterval time.Duration
-	// FastPollMargin is that distance: a quantity in bytes, or a fraction
-	// of the signal's capacity. Default 10%.
+	// FastPollMargin is how close to a memory threshold the available
+	// memory must come for the fast poll (Durations.FastPollInterval) to
+	// run: a quantity in bytes, or a fraction of the signal's capacity.
+	// Default 10%.
 	FastPollMargin thresholds.Value
 	// MaxEvictionsPerHour caps the evictions issued in a sliding hour; 0
 	// means no cap. Default 60.
@@ -154,25 +137,17 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	}
 	c := &Config{
 		MaxPodGracePeriodSeconds:  o.maxPodGracePeriod,
-		PressureTransitionPeriod:  o.pressureTransitionPeriod,
 		KernelMemcgNotification:   o.kernelMemcgNotification,
 		EnforceNodeAllocatable:    slices.Clone(o.enforceNodeAllocatable),
 		RootDir:                   o.rootDir,
 		CgroupRoot:                o.cgroupRoot,
 		CgroupDriver:              o.cgroupDriver,
-		MinimumImageTTL:           o.minimumImageTTL,
 		Kubeconfig:                o.kubeconfig,
-		NodeStatusUpdateFrequency: o.nodeStatusUpdateFrequency,
-		HousekeepingInterval:      o.housekeepingInterval,
 		DryRun:                    o.dryRun,
 		HardEvictionLocalStop:     o.localStop,
-		LocalKillAfter:            o.localKillAfter,
 		MetricsBindAddress:        o.metricsBindAddress,
 		ImageFSPath:               o.imageFSPath,
-		RuntimeRequestTimeout:     o.runtimeTimeout,
 		PodLogsDir:                o.podLogsDir,
-		VolumeStatsAggPeriod:      o.volumeStatsAgg,
-		FastPollInterval:          o.fastPollInterval,
 		MaxEvictionsPerHour:       o.maxEvictionsPerHour,
 		LocalStorageEvictionQPS:   o.localStorageQPS,
 		LocalStorageEvictionBurst: o.localStorageBurst,
@@ -183,28 +158,8 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		Sources:                   sources,
 		Notes:                     notes,
 	}
-
-	for _, d := range []struct {
-		flag     string
-		v        time.Duration
-		positive bool
-	}{
-		{"eviction-pressure-transition-period", o.pressureTransitionPeriod, false},
-		{"minimum-image-ttl-duration", o.minimumImageTTL, false},
-		{"node-status-update-frequency", o.nodeStatusUpdateFrequency, true},
-		{"housekeeping-interval", o.housekeepingInterval, true},
-		{"runtime-request-timeout", o.runtimeTimeout, true},
-		{"volume-stats-agg-period", o.volumeStatsAgg, false},
-		{"fast-poll-interval", o.fastPollInterval, false},
-		{"local-kill-after", o.localKillAfter, false},
-	} {
-		switch {
-		case d.v < 0:
-			bad(d.flag, d.v.String(), "must not be negative")
-		case d.v == 0 && d.positive:
-			bad(d.flag, d.v.String(), "must be positive")
-		}
-	}
+	// Every duration is checked and derived in durations.go.
+	c.Durations = o.durations(bad)
 
 	if o.maxEvictionsPerHour < 0 {
 		bad("max-evictions-per-hour", strconv.Itoa(o.maxEvictionsPerHour), "must not be negative (0 means no cap)")

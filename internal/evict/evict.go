@@ -68,7 +68,9 @@ var (
 // Config holds the Evicter's settings. Zero values take the defaults.
 type Config struct {
 	// CleanupTimeout bounds the wait, after the eviction is issued, until
-	// the pod is gone (default 30s, the kubelet's podCleanupTimeout).
+	// the pod is gone (default 30s, the kubelet's podCleanupTimeout). The
+	// loop waits as long for an eviction in flight: cmd/evictd gives both
+	// config.Durations.CleanupTimeout.
 	CleanupTimeout time.Duration
 	// PollInterval is the time between two looks at the pod while waiting
 	// (default 1s).
@@ -135,11 +137,6 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 	}
 	return &Evicter{cfg: cfg, client: client, recorder: recorder, log: log, owed: newOwedSet(cfg.OnOwed)}
 }
-
-// CleanupTimeout is the bound on Evict's wait for a pod to go, for the
-// loop's bound on its wait for an eviction in flight
-// (the loop's cleanup timeout).
-func (e *Evicter) CleanupTimeout() time.Duration { return e.cfg.CleanupTimeout }
 
 // Evict evicts one pod and waits, bounded by Config.CleanupTimeout, until it
 // is gone:

@@ -187,7 +187,7 @@ func newBenchManager(tb testing.TB, node benchNode) (*Manager, *clocktesting.Fak
 		tb.Fatalf("pod stats reader: %v", err)
 	}
 	clk := clocktesting.NewFakeClock(t0)
-	m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: benchDeciderConfig(tb)}, Deps{
+	m, err := New(Config{HousekeepingInterval: 10 * time.Second, StuckAfter: 30 * time.Second, Decider: benchDeciderConfig(tb)}, Deps{
 		Clock:   clk,
 		Sources: sources,
 		Pods:    discoveredPods{node.cfg},

@@ -53,14 +53,18 @@ type StatusPublisher interface {
 type Config struct {
 	// HousekeepingInterval is the time between two passes when nothing
 	// wakes the loop earlier (--housekeeping-interval, 10s by default).
+	// Required.
 	HousekeepingInterval time.Duration
+	// StuckAfter is how long after the last pass ended the loop counts as
+	// stuck, and Ready fails (config.Durations.StuckAfter: three
+	// housekeeping intervals, 30s by default). Required.
+	StuckAfter time.Duration
 	// DryRun decides and reports but acts on nothing.
 	DryRun  bool
 	Decider decide.DeciderConfig
 	// MaxEvictionWait is the longest an Evicter may take to return (its
 	// bounded wait for the pod to go, plus its requests); a pass that runs
-	// longer than three housekeeping intervals plus this makes the loop
-	// unready. Default 60s.
+	// longer than StuckAfter plus this makes the loop unready. Default 60s.
 	MaxEvictionWait time.Duration
 	// MaxEvictionsPerHour caps the evictions issued (evicted, or stopped
 	// locally) in any sliding hour (--max-evictions-per-hour); once
@@ -78,7 +82,8 @@ type Config struct {
 	// evictd evicted holds back the next eviction until it has gone, or
 	// until this long after its deletionTimestamp (the deletion plus its
 	// grace period). Set it to the Evicter's bound on its own wait
-	// (evict.Config.CleanupTimeout). Default 30s, the kubelet's
+	// (evict.Config.CleanupTimeout; cmd/evictd gives both
+	// config.Durations.CleanupTimeout). Default 30s, the kubelet's
 	// podCleanupTimeout.
 	CleanupTimeout time.Duration
 }
@@ -156,6 +161,8 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	switch {
 	case cfg.HousekeepingInterval <= 0:
 		return nil, fmt.Errorf("housekeeping interval %s must be positive", cfg.HousekeepingInterval)
+	case cfg.StuckAfter <= 0:
+		return nil, fmt.Errorf("manager: StuckAfter %s must be positive", cfg.StuckAfter)
 	case deps.Clock == nil || deps.Pods == nil || deps.Stats == nil || deps.Metrics == nil || deps.Log == nil:
 		return nil, errors.New("manager: clock, pod source, pod stats source, metrics and logger are required")
 	case cfg.MaxEvictionsPerHour < 0:
@@ -203,15 +210,15 @@ func (m *Manager) Thresholds() []thresholds.Threshold { return m.decider.Thresho
 func (m *Manager) Status() *Status { return m.status.Load() }
 
 // Ready reports an error until a pass has completed, and when the loop
-// looks stuck: the last pass ended more than three housekeeping intervals
-// ago, or the pass under way (which may wait for an evicted pod to go) has
-// run longer than that plus the longest wait an eviction may take.
+// looks stuck: the last pass ended more than StuckAfter ago, or the pass
+// under way (which may wait for an evicted pod to go) has run longer than
+// that plus the longest wait an eviction may take.
 func (m *Manager) Ready() error {
 	st := m.status.Load()
 	if st == nil {
 		return errors.New("no pass has completed yet")
 	}
-	limit := 3 * m.cfg.HousekeepingInterval
+	limit := m.cfg.StuckAfter
 	if started := m.passStarted.Load(); started != 0 {
 		age := m.deps.Clock.Since(time.Unix(0, started))
 		if age > limit+m.cfg.MaxEvictionWait {

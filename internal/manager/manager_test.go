@@ -136,6 +136,7 @@ func newHarnessTuned(t *testing.T, dryRun bool, ths []thresholds.Threshold, pods
 	}
 	cfg := Config{
 		HousekeepingInterval: 10 * time.Second,
+		StuckAfter:           30 * time.Second,
 		DryRun:               dryRun,
 		Decider:              decide.DeciderConfig{Thresholds: ths, TransitionPeriod: 5 * time.Minute, MaxPodGracePeriodSeconds: 20},
 	}
@@ -496,7 +497,32 @@ func TestReady(t *testing.T) {
 	h.stop()
 	h.clock.Step(31 * time.Second)
 	if err := h.m.Ready(); err == nil {
-		t.Fatal("31s after the last pass with a 10s interval: Ready() = nil, want an error")
+		t.Fatal("31s after the last pass with StuckAfter 30s: Ready() = nil, want an error")
+	}
+}
+
+// TestNewRefusesZeroPeriods: internal/config guarantees both; a caller that
+// leaves one out gets an error, not a ticker that panics or a loop that is
+// never ready.
+func TestNewRefusesZeroPeriods(t *testing.T) {
+	deps := Deps{
+		Clock: clocktesting.NewFakeClock(t0), Pods: fixedPods{}, Stats: fixedStats{},
+		Metrics: metrics.New(nil), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"no housekeeping interval", Config{StuckAfter: time.Second}, "housekeeping interval 0s must be positive"},
+		{"no StuckAfter", Config{HousekeepingInterval: time.Second}, "manager: StuckAfter 0s must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg, deps)
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("got error %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }
 

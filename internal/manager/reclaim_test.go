@@ -88,7 +88,7 @@ func TestReclaimBeforeEvicting(t *testing.T) {
 			stats := fixedStats{"u1": {UID: "u1", Containers: []signals.ContainerStats{{Name: "app",
 				Rootfs: &signals.FsUsage{Bytes: 40 * mi, Inodes: 10}, Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}}}
 			clk := clocktesting.NewFakeClock(t0)
-			m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: decide.DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
+			m, err := New(Config{HousekeepingInterval: 10 * time.Second, StuckAfter: 30 * time.Second, Decider: decide.DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
 				Deps{
 					Clock: clk, Sources: []signals.Source{disk},
 					Pods: fixedPods{pod}, Stats: stats, Evicter: ev, Reclaimer: rec,
@@ -149,7 +149,7 @@ func TestReclaimSettlingHoldsOnlyItsWindow(t *testing.T) {
 	stats := fixedStats{"u1": {UID: "u1", Containers: []signals.ContainerStats{{Name: "app",
 		Rootfs: &signals.FsUsage{Bytes: 40 * mi, Inodes: 10}, Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}}}
 	clk := clocktesting.NewFakeClock(t0)
-	m, err := New(Config{HousekeepingInterval: 10 * time.Second, Decider: decide.DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
+	m, err := New(Config{HousekeepingInterval: 10 * time.Second, StuckAfter: 30 * time.Second, Decider: decide.DeciderConfig{Thresholds: ths, TransitionPeriod: time.Minute}},
 		Deps{
 			Clock: clk, Sources: []signals.Source{disk},
 			Pods: fixedPods{pod}, Stats: stats, Evicter: ev, Reclaimer: rec,
@@ -186,7 +186,7 @@ func TestReclaimSettlingHoldsOnlyItsWindow(t *testing.T) {
 
 func TestNoReclaimForMemory(t *testing.T) {
 	rec := &freeing{disk: &diskScript{}}
-	m, err := New(Config{HousekeepingInterval: time.Second}, Deps{
+	m, err := New(Config{HousekeepingInterval: time.Second, StuckAfter: 3 * time.Second}, Deps{
 		Clock: clocktesting.NewFakeClock(t0), Pods: fixedPods{}, Stats: fixedStats{}, Evicter: &recorder{},
 		Reclaimer: rec, Metrics: metrics.New(nil), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
