@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/evictd/evictd/internal/testing/testalloc"
 	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
 	"github.com/evictd/evictd/thresholds"
 )
 
@@ -36,9 +38,9 @@ func readUsage(t *testing.T, dir string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := singleValue(p, data)
+	v, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", p, err)
 	}
 	return v
 }
@@ -140,11 +142,12 @@ func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 	if got := m.Sources(); len(got) != 1 {
 		t.Fatalf("got sources %q, want one memcg notifier", got)
 	}
-	ws, err := workingSet(dir, true, false)
+	cg := host.MemoryCgroup{Dir: dir, Root: true}
+	ws, err := cg.WorkingSet()
 	if err != nil {
 		t.Fatal(err)
 	}
-	inactive, err := inactiveFile(dir, false)
+	inactive, err := cg.InactiveFile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +190,7 @@ func TestMemoryFastPollReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := workingSet(dir, true, false)
+	ws, err := host.MemoryCgroup{Dir: dir, Root: true}.WorkingSet()
 	if err != nil {
 		t.Fatal(err)
 	}
