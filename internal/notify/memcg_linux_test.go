@@ -71,7 +71,7 @@ func TestMemcgThresholdReal(t *testing.T) {
 	if err := n.Set(want); err != nil {
 		t.Fatalf("re-arm: %v", err)
 	}
-	if got := n.Level(); got != want {
+	if got := n.armedLevel(); got != want {
 		t.Errorf("Level: got %d, want %d", got, want)
 	}
 	if err := n.Set(want); err != nil { // same level: nothing to do
@@ -97,8 +97,8 @@ func TestMemcgThresholdCloseStopsRun(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- n.Run(context.Background(), func() {}) }()
-	if err := n.Set(0); err != nil || n.Level() != 0 {
-		t.Errorf("Set(0): got %v, level %d; want disarmed", err, n.Level())
+	if err := n.Set(0); err != nil || n.armedLevel() != 0 {
+		t.Errorf("Set(0): got %v, level %d; want disarmed", err, n.armedLevel())
 	}
 	if err := n.Set(1 << 61); err != nil {
 		t.Fatalf("Set: %v", err)
@@ -139,7 +139,7 @@ func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Sources(); len(got) != 1 {
+	if got := m.group.names(); len(got) != 1 {
 		t.Fatalf("got sources %q, want one memcg notifier", got)
 	}
 	cg := host.MemoryCgroup{Dir: dir, Root: true}
@@ -156,7 +156,7 @@ func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 	capacity := ws + 200<<20
 	m.Update(signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 200 << 20, Capacity: capacity, Time: time.Now()}})
 	want := UsageLevel(capacity, 100<<20, inactive)
-	if got := m.Levels()["memory.available hard"]; got != want {
+	if got := m.watches[0].memcg.armedLevel(); got != want {
 		t.Errorf("armed at %d, want %d", got, want)
 	}
 
@@ -197,7 +197,7 @@ func TestMemoryFastPollReal(t *testing.T) {
 	capacity := ws + 200<<20
 	obs := signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 200 << 20, Capacity: capacity, Time: time.Now()}}
 	m.Update(obs)
-	if !m.FastPollActive() {
+	if !m.fast.active.Load() {
 		t.Fatalf("100Mi above the threshold, within a margin of half the capacity: fast poll inactive")
 	}
 	wakes := make(chan struct{}, 16)
@@ -206,15 +206,15 @@ func TestMemoryFastPollReal(t *testing.T) {
 	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
 	child.Allocate(t)
 	waitWake(t, wakes, "the fast poll saw the threshold met")
-	name := m.Sources()[0]
-	if got := m.Count(name); got == 0 {
+	name := m.group.names()[0]
+	if got := m.group.count(name); got == 0 {
 		t.Errorf("%s: got %d wake-ups counted, want some", name, got)
 	}
 	// Far from the threshold the poll stops.
 	obs[signals.MemoryAvailable] = signals.Observation{Signal: signals.MemoryAvailable, Available: capacity, Capacity: capacity, Time: time.Now()}
 	m.cfg.FastPollMargin = thresholds.Value{Percentage: 0.1}
 	m.Update(obs)
-	if m.FastPollActive() {
+	if m.fast.active.Load() {
 		t.Error("far from the threshold: fast poll still active")
 	}
 	cancel()

@@ -163,15 +163,6 @@ func kindName(soft bool) string {
 	return "hard"
 }
 
-// Sources names the sources set up, in order.
-func (m *Memory) Sources() []string { return m.group.Names() }
-
-// Count is how many wake-ups the named source has given.
-func (m *Memory) Count(name string) uint64 { return m.group.Count(name) }
-
-// FastPollActive reports whether the fast poll is polling.
-func (m *Memory) FastPollActive() bool { return m.fast != nil && m.fast.Active() }
-
 // Run runs the sources until ctx is done, calling wake at each event.
 func (m *Memory) Run(ctx context.Context, wake func()) error {
 	defer func() {
@@ -240,18 +231,6 @@ func (m *Memory) Update(obs signals.Observations) {
 		m.cfg.Log.Warn("cannot arm some memory threshold notifiers; passes still run every housekeeping interval", "err", err)
 	}
 	m.lastErr = msg
-}
-
-// Levels returns each memcg notifier's armed usage level by watch name
-// ("memory.available hard"), 0 when disarmed.
-func (m *Memory) Levels() map[string]int64 {
-	out := map[string]int64{}
-	for _, w := range m.watches {
-		if w.memcg != nil {
-			out[w.name] = w.memcg.Level()
-		}
-	}
-	return out
 }
 
 // check is the fast poll's: it reads each watched cgroup's working set
