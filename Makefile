@@ -83,7 +83,7 @@ FUZZ_TARGETS := \
 	./signals/host/:FuzzLoadavg \
 	./signals/host/:FuzzCgroupFiles \
 	./signals/host/:FuzzPSI \
-	./internal/notify/:FuzzMemcgFiles
+	./internal/notify/:FuzzMemoryEvents
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -64,18 +64,42 @@ func addSat(a, b int64) int64 {
 	return s
 }
 
+// subSat subtracts without wrapping around.
+func subSat(a, b int64) int64 {
+	s := a - b
+	switch {
+	case a >= 0 && b < 0 && s < 0:
+		return maxInt64
+	case a < 0 && b > 0 && s >= 0:
+		return minInt64
+	}
+	return s
+}
+
+// Headroom is how far o is from meeting t, in the unit of t's signal: the
+// available amount minus the threshold for a LessThan threshold, the
+// threshold minus the stall for a GreaterThan one, saturated at the int64
+// bounds (which keeps its sign right). t is met exactly when the headroom is
+// negative, as Met decides without minimum reclaim; 0 is an observation at
+// the threshold, which is not pressure. The wake-up sources use it between
+// passes to tell whether a threshold is met and how close a signal is to one.
+func Headroom(t Threshold, o signals.Observation) int64 {
+	q := Quantity(t.Value, o.Capacity)
+	if t.Operator == GreaterThan {
+		return subSat(q, o.Available)
+	}
+	return subSat(o.Available, q)
+}
+
 // isMet is the kubelet's predicate: threshold (+ minimum reclaim when
 // enforceMinReclaim) > available, strictly. An observation exactly at the
 // threshold is not pressure. A GreaterThan (stall) threshold is met while
 // the stall is strictly above it; it has no minimum reclaim.
 func isMet(t Threshold, o signals.Observation, enforceMinReclaim bool) bool {
-	if t.Operator == GreaterThan {
-		return o.Available > Quantity(t.Value, o.Capacity)
+	if !enforceMinReclaim || t.MinReclaim == nil || t.Operator == GreaterThan {
+		return Headroom(t, o) < 0
 	}
-	want := Quantity(t.Value, o.Capacity)
-	if enforceMinReclaim && t.MinReclaim != nil {
-		want = addSat(want, Quantity(*t.MinReclaim, o.Capacity))
-	}
+	want := addSat(Quantity(t.Value, o.Capacity), Quantity(*t.MinReclaim, o.Capacity))
 	return want > o.Available
 }
 

@@ -109,6 +109,46 @@ func TestMet(t *testing.T) {
 	}
 }
 
+func TestHeadroom(t *testing.T) {
+	mem := Threshold{Signal: signals.MemoryAvailable, Value: Value{Quantity: qty("100")}}
+	tenPct := Threshold{Signal: signals.AllocatableMemoryAvailable, Value: pct(0.1)}
+	huge := Threshold{Signal: signals.MemoryAvailable, Value: Value{Quantity: qty("1e400")}}
+	negative := Threshold{Signal: signals.MemoryAvailable, Value: Value{Quantity: qty("-1e400")}}
+	full10 := stallTh(signals.MemoryPressureFullAvg10, 2050) // >20.5%
+	tests := []struct {
+		name                string
+		th                  Threshold
+		available, capacity int64
+		want                int64
+	}{
+		{"above the threshold", mem, 150, 1000, 50},
+		{"at the threshold, not met", mem, 100, 1000, 0},
+		{"one below, met", mem, 99, 1000, -1},
+		{"nothing available", mem, 0, 1000, -100},
+		{"a percentage of the capacity", tenPct, 150, 1000, 50},
+		{"the same percentage of another capacity", tenPct, 150, 2000, -50},
+		{"stall below the threshold", full10, 2000, signals.StallScale, 50},
+		{"stall at the threshold, not met", full10, 2050, signals.StallScale, 0},
+		{"stall above the threshold, met", full10, 2051, signals.StallScale, -1},
+		{"a saturated threshold does not wrap", huge, -2, 1000, minInt64},
+		{"a saturated negative threshold does not wrap", negative, maxInt64, 1000, maxInt64},
+		{"exactly the int64 range", huge, 0, 1000, -maxInt64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := obsOf(tt.th.Signal, tt.available, tt.capacity, t0)
+			got := Headroom(tt.th, o)
+			if got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+			met := len(Met([]Threshold{tt.th}, signals.Observations{o.Signal: o}, false)) == 1
+			if met != (got < 0) {
+				t.Errorf("Met says met %v, but the headroom is %d", met, got)
+			}
+		})
+	}
+}
+
 func TestSortByPriority(t *testing.T) {
 	ths := []Threshold{
 		{Signal: signals.PIDAvailable},

@@ -40,9 +40,6 @@ func (p *FastPoll) SetActive(on bool) {
 	}
 }
 
-// Active reports whether the polling runs.
-func (p *FastPoll) Active() bool { return p.active.Load() }
-
 // Run polls while active until ctx is done.
 func (p *FastPoll) Run(ctx context.Context, wake func()) error {
 	for {

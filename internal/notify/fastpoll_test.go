@@ -24,7 +24,7 @@ func TestFastPoll(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- fp.Run(ctx, func() { wakes <- struct{}{} }) }()
 
-	if fp.Active() || clk.HasWaiters() {
+	if fp.active.Load() || clk.HasWaiters() {
 		t.Fatal("a new fast poll is active or has a timer")
 	}
 	fp.SetActive(true)

@@ -29,50 +29,6 @@ func UsageLevel(capacity, quantity, inactiveFile int64) int64 {
 	return capacity - quantity + inactiveFile
 }
 
-// statValues reads the named keys of a memory.stat file's content ("key
-// value" lines). Every key must be present once with a non-negative integer
-// value; name is the file, for errors.
-func statValues(name string, data []byte, keys ...string) ([]int64, error) {
-	out := make([]int64, len(keys))
-	found := make([]bool, len(keys))
-	for line := range bytes.Lines(data) {
-		k, v, ok := strings.Cut(strings.TrimSpace(string(line)), " ")
-		if !ok {
-			continue
-		}
-		for i, want := range keys {
-			if k != want {
-				continue
-			}
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("%s: %s: invalid value %q", name, k, v)
-			}
-			if found[i] {
-				return nil, fmt.Errorf("%s: %s appears twice", name, k)
-			}
-			out[i], found[i] = n, true
-		}
-	}
-	for i, k := range keys {
-		if !found[i] {
-			return nil, fmt.Errorf("%s: no %s", name, k)
-		}
-	}
-	return out, nil
-}
-
-// singleValue parses a one-number cgroup file (memory.usage_in_bytes,
-// memory.current).
-func singleValue(name string, data []byte) (int64, error) {
-	s := strings.TrimSpace(string(data))
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s: invalid value %q", name, s)
-	}
-	return n, nil
-}
-
 // parseEvents parses a cgroup v2 memory.events (or any flat keyed file of
 // counters: "low 0\nhigh 3\nmax 0\noom 0\noom_kill 0\n").
 func parseEvents(name string, data []byte) (map[string]int64, error) {

@@ -27,40 +27,6 @@ func TestUsageLevel(t *testing.T) {
 	}
 }
 
-func TestStatValues(t *testing.T) {
-	const stat = "cache 100\nrss 200\ntotal_inactive_file 4096\ninactive_file 1\n"
-	tests := []struct {
-		name    string
-		data    string
-		keys    []string
-		want    []int64
-		wantErr string
-	}{
-		{"v1 total", stat, []string{"total_inactive_file"}, []int64{4096}, ""},
-		{"several", stat, []string{"rss", "cache"}, []int64{200, 100}, ""},
-		{"missing", stat, []string{"anon"}, nil, "memory.stat: no anon"},
-		{"garbled", "inactive_file x\n", []string{"inactive_file"}, nil, `memory.stat: inactive_file: invalid value "x"`},
-		{"negative", "inactive_file -5\n", []string{"inactive_file"}, nil, `memory.stat: inactive_file: invalid value "-5"`},
-		{"twice", "anon 1\nanon 2\n", []string{"anon"}, nil, "memory.stat: anon appears twice"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := statValues("memory.stat", []byte(tt.data), tt.keys...)
-			if errText(err) != tt.wantErr {
-				t.Fatalf("got error %q, want %q", errText(err), tt.wantErr)
-			}
-			for i := range tt.want {
-				if got[i] != tt.want[i] {
-					t.Errorf("got %v, want %v", got, tt.want)
-				}
-			}
-		})
-	}
-	if _, err := singleValue("memory.current", []byte("12x\n")); errText(err) != `memory.current: invalid value "12x"` {
-		t.Errorf("singleValue: got %q", errText(err))
-	}
-}
-
 func TestEventsChanged(t *testing.T) {
 	const base = "low 0\nhigh 3\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"
 	tests := []struct {

@@ -35,11 +35,8 @@ func NewMemcgThreshold(dir string) *MemcgThreshold {
 	return &MemcgThreshold{dir: dir, efd: -1}
 }
 
-// Dir is the cgroup directory watched.
-func (n *MemcgThreshold) Dir() string { return n.dir }
-
-// Level is the armed usage level in bytes, 0 when disarmed.
-func (n *MemcgThreshold) Level() int64 {
+// armedLevel is the armed usage level in bytes, 0 when disarmed.
+func (n *MemcgThreshold) armedLevel() int64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.efd < 0 {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/evictd/evictd/internal/testing/testalloc"
 	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
 	"github.com/evictd/evictd/thresholds"
 )
 
@@ -36,9 +38,9 @@ func readUsage(t *testing.T, dir string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := singleValue(p, data)
+	v, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", p, err)
 	}
 	return v
 }
@@ -69,7 +71,7 @@ func TestMemcgThresholdReal(t *testing.T) {
 	if err := n.Set(want); err != nil {
 		t.Fatalf("re-arm: %v", err)
 	}
-	if got := n.Level(); got != want {
+	if got := n.armedLevel(); got != want {
 		t.Errorf("Level: got %d, want %d", got, want)
 	}
 	if err := n.Set(want); err != nil { // same level: nothing to do
@@ -95,8 +97,8 @@ func TestMemcgThresholdCloseStopsRun(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- n.Run(context.Background(), func() {}) }()
-	if err := n.Set(0); err != nil || n.Level() != 0 {
-		t.Errorf("Set(0): got %v, level %d; want disarmed", err, n.Level())
+	if err := n.Set(0); err != nil || n.armedLevel() != 0 {
+		t.Errorf("Set(0): got %v, level %d; want disarmed", err, n.armedLevel())
 	}
 	if err := n.Set(1 << 61); err != nil {
 		t.Fatalf("Set: %v", err)
@@ -137,14 +139,15 @@ func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Sources(); len(got) != 1 {
+	if got := m.group.names(); len(got) != 1 {
 		t.Fatalf("got sources %q, want one memcg notifier", got)
 	}
-	ws, err := workingSet(dir, true, false)
+	cg := host.MemoryCgroup{Dir: dir, Root: true}
+	ws, err := cg.WorkingSet()
 	if err != nil {
 		t.Fatal(err)
 	}
-	inactive, err := inactiveFile(dir, false)
+	inactive, err := cg.InactiveFile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +156,7 @@ func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 	capacity := ws + 200<<20
 	m.Update(signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 200 << 20, Capacity: capacity, Time: time.Now()}})
 	want := UsageLevel(capacity, 100<<20, inactive)
-	if got := m.Levels()["memory.available hard"]; got != want {
+	if got := m.watches[0].memcg.armedLevel(); got != want {
 		t.Errorf("armed at %d, want %d", got, want)
 	}
 
@@ -187,14 +190,14 @@ func TestMemoryFastPollReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := workingSet(dir, true, false)
+	ws, err := host.MemoryCgroup{Dir: dir, Root: true}.WorkingSet()
 	if err != nil {
 		t.Fatal(err)
 	}
 	capacity := ws + 200<<20
 	obs := signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 200 << 20, Capacity: capacity, Time: time.Now()}}
 	m.Update(obs)
-	if !m.FastPollActive() {
+	if !m.fast.active.Load() {
 		t.Fatalf("100Mi above the threshold, within a margin of half the capacity: fast poll inactive")
 	}
 	wakes := make(chan struct{}, 16)
@@ -203,15 +206,15 @@ func TestMemoryFastPollReal(t *testing.T) {
 	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
 	child.Allocate(t)
 	waitWake(t, wakes, "the fast poll saw the threshold met")
-	name := m.Sources()[0]
-	if got := m.Count(name); got == 0 {
+	name := m.group.names()[0]
+	if got := m.group.count(name); got == 0 {
 		t.Errorf("%s: got %d wake-ups counted, want some", name, got)
 	}
 	// Far from the threshold the poll stops.
 	obs[signals.MemoryAvailable] = signals.Observation{Signal: signals.MemoryAvailable, Available: capacity, Capacity: capacity, Time: time.Now()}
 	m.cfg.FastPollMargin = thresholds.Value{Percentage: 0.1}
 	m.Update(obs)
-	if m.FastPollActive() {
+	if m.fast.active.Load() {
 		t.Error("far from the threshold: fast poll still active")
 	}
 	cancel()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
 	"github.com/evictd/evictd/thresholds"
 )
 
@@ -67,14 +68,13 @@ type Memory struct {
 type watch struct {
 	name  string
 	th    thresholds.Threshold
-	dir   string
-	root  bool
+	cg    host.MemoryCgroup
 	memcg *MemcgThreshold // nil without memcg notifications
 
 	// From the last Update; read by the fast poll.
-	known              bool
-	capacity, quantity int64
-	met                bool
+	known    bool
+	capacity int64
+	met      bool
 }
 
 // NewMemory sets up the sources; Run starts them.
@@ -87,16 +87,16 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	}
 	m := &Memory{cfg: cfg, group: NewGroup(cfg.Log, cfg.Counter)}
 	for _, th := range cfg.Thresholds {
-		w := &watch{th: th, name: fmt.Sprintf("%s %s", th.Signal, kindName(th.Soft))}
+		w := &watch{th: th, name: fmt.Sprintf("%s %s", th.Signal, kindName(th.Soft)), cg: host.MemoryCgroup{V2: cfg.V2}}
 		switch th.Signal {
 		case signals.MemoryAvailable:
-			w.dir, w.root = cfg.RootDir, true
+			w.cg.Dir, w.cg.Root = cfg.RootDir, true
 		case signals.AllocatableMemoryAvailable:
-			w.dir = cfg.KubepodsDir
+			w.cg.Dir = cfg.KubepodsDir
 		default:
 			continue
 		}
-		if w.dir == "" {
+		if w.cg.Dir == "" {
 			continue
 		}
 		m.watches = append(m.watches, w)
@@ -106,14 +106,14 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		for _, w := range m.watches {
 			// kubepods may not exist yet: the notifier is armed by
 			// the first Update that finds it.
-			if w.root {
-				if err := memcgAvailable(w.dir); err != nil {
+			if w.cg.Root {
+				if err := memcgAvailable(w.cg.Dir); err != nil {
 					cfg.Log.Info("no memcg threshold notifications on the root cgroup", "err", err)
 					continue
 				}
 			}
-			w.memcg = NewMemcgThreshold(w.dir)
-			m.group.Add("memcg "+w.name+" on "+w.dir, KindMemcg, w.memcg)
+			w.memcg = NewMemcgThreshold(w.cg.Dir)
+			m.group.Add("memcg "+w.name+" on "+w.cg.Dir, KindMemcg, w.memcg)
 		}
 	}
 	if cfg.PSIFile != "" {
@@ -163,15 +163,6 @@ func kindName(soft bool) string {
 	return "hard"
 }
 
-// Sources names the sources set up, in order.
-func (m *Memory) Sources() []string { return m.group.Names() }
-
-// Count is how many wake-ups the named source has given.
-func (m *Memory) Count(name string) uint64 { return m.group.Count(name) }
-
-// FastPollActive reports whether the fast poll is polling.
-func (m *Memory) FastPollActive() bool { return m.fast != nil && m.fast.Active() }
-
 // Run runs the sources until ctx is done, calling wake at each event.
 func (m *Memory) Run(ctx context.Context, wake func()) error {
 	defer func() {
@@ -185,10 +176,11 @@ func (m *Memory) Run(ctx context.Context, wake func()) error {
 }
 
 // Update re-arms the memcg notifiers from a pass's observations, at each
-// threshold's usage level (UsageLevel, with the cgroup's inactive_file read
-// now), and turns the fast poll on while an observed memory signal is
-// within the margin of a threshold. A signal not observed keeps its last
-// arming. Errors are logged when they change, not at every pass.
+// threshold's usage level (UsageLevel, with the cgroup's inactive page cache
+// read now), and turns the fast poll on while an observed memory signal's
+// headroom above a threshold (thresholds.Headroom) is within the margin. A
+// signal not observed keeps its last arming. Errors are logged when they
+// change, not at every pass.
 func (m *Memory) Update(obs signals.Observations) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -201,23 +193,24 @@ func (m *Memory) Update(obs signals.Observations) {
 			w.known = false
 			continue
 		}
-		q := thresholds.Quantity(w.th.Value, o.Capacity)
-		w.known, w.capacity, w.quantity, w.met = true, o.Capacity, q, o.Available < q
-		if o.Available-q <= thresholds.Quantity(m.cfg.FastPollMargin, o.Capacity) {
+		headroom := thresholds.Headroom(w.th, o)
+		w.known, w.capacity, w.met = true, o.Capacity, headroom < 0
+		if headroom <= thresholds.Quantity(m.cfg.FastPollMargin, o.Capacity) {
 			near = true
 		}
 		if w.memcg == nil {
 			continue
 		}
-		in, ok := inactive[w.dir]
+		in, ok := inactive[w.cg.Dir]
 		if !ok {
 			var err error
-			if in, err = inactiveFile(w.dir, m.cfg.V2); err != nil {
+			if in, err = w.cg.InactiveFile(); err != nil {
 				errs = append(errs, fmt.Errorf("memcg %s: %w", w.name, err))
 				continue
 			}
-			inactive[w.dir] = in
+			inactive[w.cg.Dir] = in
 		}
+		q := thresholds.Quantity(w.th.Value, o.Capacity)
 		if err := w.memcg.Set(UsageLevel(o.Capacity, q, in)); err != nil {
 			errs = append(errs, fmt.Errorf("memcg %s: %w", w.name, err))
 		}
@@ -240,21 +233,11 @@ func (m *Memory) Update(obs signals.Observations) {
 	m.lastErr = msg
 }
 
-// Levels returns each memcg notifier's armed usage level by watch name
-// ("memory.available hard"), 0 when disarmed.
-func (m *Memory) Levels() map[string]int64 {
-	out := map[string]int64{}
-	for _, w := range m.watches {
-		if w.memcg != nil {
-			out[w.name] = w.memcg.Level()
-		}
-	}
-	return out
-}
-
-// check is the fast poll's: it reads each watched cgroup's working set and
-// says to wake when a threshold's met state differs from what the last
-// pass (or check) saw: newly met, or newly relieved.
+// check is the fast poll's: it reads each watched cgroup's working set
+// (host.MemoryCgroup, as the pass's signal sources read it), and says to wake
+// when a threshold's met state differs from what the last pass (or check)
+// saw: newly met, or newly relieved. Available is the capacity of the last
+// pass minus that working set, clamped at 0 as the sources clamp it.
 func (m *Memory) check() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -263,81 +246,14 @@ func (m *Memory) check() bool {
 		if !w.known {
 			continue
 		}
-		ws, err := workingSet(w.dir, w.root, m.cfg.V2)
+		ws, err := w.cg.WorkingSet()
 		if err != nil {
 			continue // the next pass reports it
 		}
-		if met := w.capacity-ws < w.quantity; met != w.met {
+		o := signals.Observation{Signal: w.th.Signal, Available: max(w.capacity-ws, 0), Capacity: w.capacity}
+		if met := thresholds.Headroom(w.th, o) < 0; met != w.met {
 			w.met, wake = met, true
 		}
 	}
 	return wake
-}
-
-// inactiveFile reads the cgroup's inactive page cache from memory.stat:
-// total_inactive_file (the whole subtree) on v1, inactive_file on v2.
-func inactiveFile(dir string, v2 bool) (int64, error) {
-	key := "total_inactive_file"
-	if v2 {
-		key = "inactive_file"
-	}
-	p := filepath.Join(dir, "memory.stat")
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return 0, err
-	}
-	v, err := statValues(p, data, key)
-	if err != nil {
-		return 0, err
-	}
-	return v[0], nil
-}
-
-// workingSet is usage − inactive_file as signals/host computes it:
-// memory.usage_in_bytes on v1, memory.current on v2, and on the v2 root
-// (which has no memory.current) anon + file from memory.stat.
-func workingSet(dir string, root, v2 bool) (int64, error) {
-	statPath := filepath.Join(dir, "memory.stat")
-	stat, err := os.ReadFile(statPath)
-	if err != nil {
-		return 0, err
-	}
-	var usage, inactive int64
-	switch {
-	case !v2:
-		p := filepath.Join(dir, "memory.usage_in_bytes")
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return 0, err
-		}
-		if usage, err = singleValue(p, data); err != nil {
-			return 0, err
-		}
-		v, err := statValues(statPath, stat, "total_inactive_file")
-		if err != nil {
-			return 0, err
-		}
-		inactive = v[0]
-	case root:
-		v, err := statValues(statPath, stat, "anon", "file", "inactive_file")
-		if err != nil {
-			return 0, err
-		}
-		usage, inactive = v[0]+v[1], v[2]
-	default:
-		p := filepath.Join(dir, "memory.current")
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return 0, err
-		}
-		if usage, err = singleValue(p, data); err != nil {
-			return 0, err
-		}
-		v, err := statValues(statPath, stat, "inactive_file")
-		if err != nil {
-			return 0, err
-		}
-		inactive = v[0]
-	}
-	return max(usage-inactive, 0), nil
 }

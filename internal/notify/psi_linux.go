@@ -26,9 +26,6 @@ func NewPSITrigger(path string, spec PSISpec) (*PSITrigger, error) {
 	return &PSITrigger{path: path, spec: spec}, nil
 }
 
-// Path is the pressure file.
-func (p *PSITrigger) Path() string { return p.path }
-
 // Run writes the trigger to the pressure file and calls wake each time the
 // kernel signals it, until ctx is done; closing the file removes the
 // trigger. The kernel accepts a window that is not a multiple of 2s only

@@ -29,9 +29,6 @@ const (
 	KindFastPoll     = "fast-poll"
 )
 
-// Kinds lists every source kind, for counters created at zero.
-func Kinds() []string { return []string{KindMemcg, KindPSI, KindMemoryEvents, KindFastPoll} }
-
 // Group runs sources side by side and passes their wake-ups on, counted.
 type Group struct {
 	log     *slog.Logger
@@ -57,8 +54,8 @@ func (g *Group) Add(name, kind string, src Source) {
 	g.members = append(g.members, member{name: name, kind: kind, src: src, n: new(atomic.Uint64)})
 }
 
-// Names lists the sources added, in order.
-func (g *Group) Names() []string {
+// names lists the sources added, in order.
+func (g *Group) names() []string {
 	out := make([]string, len(g.members))
 	for i, m := range g.members {
 		out[i] = m.name
@@ -66,8 +63,8 @@ func (g *Group) Names() []string {
 	return out
 }
 
-// Count is how many wake-ups the named source has given.
-func (g *Group) Count(name string) uint64 {
+// count is how many wake-ups the named source has given.
+func (g *Group) count(name string) uint64 {
 	for _, m := range g.members {
 		if m.name == name {
 			return m.n.Load()

@@ -52,8 +52,8 @@ func (s *AllocatableSource) Observe(ctx context.Context, now time.Time) ([]signa
 	if err != nil {
 		return fail(err)
 	}
-	dir := s.cgroups.memoryDir(v, s.cgroups.kubepods)
-	capacity, limited, err := memoryLimit(v, dir)
+	kubepods := s.cgroups.memoryCgroup(v, s.cgroups.kubepods)
+	capacity, limited, err := memoryLimit(v, kubepods.Dir)
 	if err != nil {
 		return fail(fmt.Errorf("kubepods cgroup: %w", err))
 	}
@@ -64,10 +64,10 @@ func (s *AllocatableSource) Observe(ctx context.Context, now time.Time) ([]signa
 		}
 		capacity = total - s.reserved
 		if capacity <= 0 {
-			return fail(fmt.Errorf("kubepods cgroup %s has no memory limit and reserved memory %d leaves nothing of MemTotal %d", dir, s.reserved, total))
+			return fail(fmt.Errorf("kubepods cgroup %s has no memory limit and reserved memory %d leaves nothing of MemTotal %d", kubepods.Dir, s.reserved, total))
 		}
 	}
-	ws, err := workingSet(v, dir, false)
+	ws, err := kubepods.WorkingSet()
 	if err != nil {
 		return fail(fmt.Errorf("kubepods cgroup working set: %w", err))
 	}

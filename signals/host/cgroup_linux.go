@@ -92,25 +92,43 @@ func (c *cgroups) pidsDir(v cgroupVersion, name cgroupName) string {
 	return filepath.Join(c.mount, name.path(c.driver))
 }
 
-// workingSet is usage minus inactive file pages of the cgroup in dir,
-// clamped at 0, as cAdvisor computes it. root says dir is the root cgroup,
-// which on cgroup v2 has no memory.current: its usage is anon + file from
-// memory.stat, as runc emulates it.
-func workingSet(v cgroupVersion, dir string, root bool) (int64, error) {
+// memoryCgroup is name's cgroup in the memory hierarchy; the empty name is
+// the root cgroup.
+func (c *cgroups) memoryCgroup(v cgroupVersion, name cgroupName) MemoryCgroup {
+	return MemoryCgroup{Dir: c.memoryDir(v, name), V2: v == cgroupV2, Root: len(name) == 0}
+}
+
+// MemoryCgroup is one memory cgroup directory and what reading its figures
+// depends on: whether the hierarchy is cgroup v2, and whether the cgroup is
+// the root, which on cgroup v2 has no memory.current. It is the one reader
+// of a cgroup's working set, for the signal sources here and for the
+// wake-up sources that watch the same cgroups between passes.
+type MemoryCgroup struct {
+	Dir  string
+	V2   bool
+	Root bool
+}
+
+// WorkingSet is usage minus inactive file pages of the cgroup, clamped at
+// 0, as cAdvisor computes it: memory.usage_in_bytes on v1, memory.current
+// on v2, and on the v2 root anon + file from memory.stat, as runc emulates
+// it. A sum that overflows int64 (only a garbled file can make one) is an
+// error, not a wrapped figure.
+func (c MemoryCgroup) WorkingSet() (int64, error) {
 	var usage, inactive int64
 	switch {
-	case v == cgroupV1:
-		u, err := readCount(filepath.Join(dir, "memory.usage_in_bytes"))
+	case !c.V2:
+		u, err := readCount(filepath.Join(c.Dir, "memory.usage_in_bytes"))
 		if err != nil {
 			return 0, err
 		}
-		st, err := readKeyed(filepath.Join(dir, "memory.stat"), "total_inactive_file")
+		in, err := c.InactiveFile()
 		if err != nil {
 			return 0, err
 		}
-		usage, inactive = u, st["total_inactive_file"]
-	case root:
-		stat := filepath.Join(dir, "memory.stat")
+		usage, inactive = u, in
+	case c.Root:
+		stat := filepath.Join(c.Dir, "memory.stat")
 		st, err := readKeyed(stat, "anon", "file", "inactive_file")
 		if err != nil {
 			return 0, err
@@ -121,17 +139,33 @@ func workingSet(v cgroupVersion, dir string, root bool) (int64, error) {
 		}
 		usage, inactive = u, st["inactive_file"]
 	default:
-		u, err := readCount(filepath.Join(dir, "memory.current"))
+		u, err := readCount(filepath.Join(c.Dir, "memory.current"))
 		if err != nil {
 			return 0, err
 		}
-		st, err := readKeyed(filepath.Join(dir, "memory.stat"), "inactive_file")
+		in, err := c.InactiveFile()
 		if err != nil {
 			return 0, err
 		}
-		usage, inactive = u, st["inactive_file"]
+		usage, inactive = u, in
 	}
 	return max(usage-inactive, 0), nil
+}
+
+// InactiveFile is the cgroup's inactive page cache in bytes, the part of its
+// usage that the working set leaves out: total_inactive_file from
+// memory.stat on v1 (the whole subtree, as memory.usage_in_bytes counts
+// it), inactive_file on v2.
+func (c MemoryCgroup) InactiveFile() (int64, error) {
+	key := "total_inactive_file"
+	if c.V2 {
+		key = "inactive_file"
+	}
+	st, err := readKeyed(filepath.Join(c.Dir, "memory.stat"), key)
+	if err != nil {
+		return 0, err
+	}
+	return st[key], nil
 }
 
 // memoryLimit is the memory limit of the cgroup in dir; ok is false when it

@@ -42,7 +42,7 @@ func (s *MemorySource) Observe(ctx context.Context, now time.Time) ([]signals.Ob
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", signals.MemoryAvailable, err)
 	}
-	ws, err := workingSet(v, s.cgroups.memoryDir(v, nil), true)
+	ws, err := s.cgroups.memoryCgroup(v, nil).WorkingSet()
 	if err != nil {
 		return nil, fmt.Errorf("%s: root cgroup working set: %w", signals.MemoryAvailable, err)
 	}

@@ -263,3 +263,69 @@ func TestAllocatableSourceCgroupRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryCgroup reads working sets and inactive page cache straight from
+// one cgroup directory of the fixture trees, as the wake-up sources do.
+func TestMemoryCgroup(t *testing.T) {
+	tests := []struct {
+		name         string
+		tree, dir    string
+		v2, root     bool
+		edits        map[string]*string // relative to dir in a copy of tree
+		wantWS       int64
+		wantInactive int64
+		wantErr      []string // substrings of WorkingSet's error
+	}{
+		{name: "v1 root: usage − total_inactive_file", tree: "cgroupv1", dir: "memory", root: true,
+			wantWS: 8589934592 - 1073741824, wantInactive: 1073741824},
+		{name: "v1 kubepods", tree: "cgroupv1", dir: "memory/kubepods",
+			wantWS: 4294967296 - 536870912, wantInactive: 536870912},
+		{name: "v2 root: anon + file − inactive_file", tree: "cgroupv2", dir: ".", v2: true, root: true,
+			wantWS: 3221225472 + 2147483648 - 1073741824, wantInactive: 1073741824},
+		{name: "v2 kubepods: memory.current − inactive_file", tree: "cgroupv2", dir: "kubepods", v2: true,
+			wantWS: 3221225472 - 221225472, wantInactive: 221225472},
+		{name: "v2 root at the int64 bound", tree: "cgroupv2", dir: ".", v2: true, root: true,
+			edits:  map[string]*string{"memory.stat": str("anon 9223372036854775806\nfile 1\ninactive_file 7\n")},
+			wantWS: 9223372036854775807 - 7, wantInactive: 7},
+		// Wrapped around, anon + file would be -1<<63 and the working set
+		// 0: the node's memory all free.
+		{name: "v2 root anon + file overflows", tree: "cgroupv2", dir: ".", v2: true, root: true,
+			edits:        map[string]*string{"memory.stat": str("anon 9223372036854775807\nfile 1\ninactive_file 0\n")},
+			wantInactive: 0, wantErr: []string{"memory.stat", "anon + file", "overflows int64"}},
+		{name: "v1 inactive above usage clamps at 0", tree: "cgroupv1", dir: "memory", root: true,
+			edits:  map[string]*string{"memory.usage_in_bytes": str("1000\n")},
+			wantWS: 0, wantInactive: 1073741824},
+		{name: "v2 kubepods without memory.current", tree: "cgroupv2", dir: "kubepods", v2: true,
+			edits:        map[string]*string{"memory.current": nil},
+			wantInactive: 221225472, wantErr: []string{"read ", "kubepods/memory.current"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tree := fixture(t, tt.tree)
+			if tt.edits != nil {
+				tree = copyFixture(t, tt.tree)
+				edit(t, filepath.Join(tree, tt.dir), tt.edits)
+			}
+			c := MemoryCgroup{Dir: filepath.Join(tree, tt.dir), V2: tt.v2, Root: tt.root}
+			ws, err := c.WorkingSet()
+			switch {
+			case tt.wantErr != nil && err == nil:
+				t.Errorf("WorkingSet: got %d, want an error holding %q", ws, tt.wantErr)
+			case tt.wantErr != nil:
+				for _, s := range tt.wantErr {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("WorkingSet: got error %q, want it to hold %q", err, s)
+					}
+				}
+			case err != nil:
+				t.Errorf("WorkingSet: %v", err)
+			case ws != tt.wantWS:
+				t.Errorf("WorkingSet: got %d, want %d", ws, tt.wantWS)
+			}
+			in, err := c.InactiveFile()
+			if err != nil || in != tt.wantInactive {
+				t.Errorf("InactiveFile: got %d, %v; want %d", in, err, tt.wantInactive)
+			}
+		})
+	}
+}

@@ -57,7 +57,7 @@ func (r *PodStatsReader) Read(ctx context.Context, pods []signals.Pod, now time.
 			continue
 		}
 		st := signals.PodStats{UID: p.UID, Time: now}
-		if ws, err := workingSet(v, r.cgroups.memoryDir(v, name), false); err != nil {
+		if ws, err := r.cgroups.memoryCgroup(v, name).WorkingSet(); err != nil {
 			errs = append(errs, fmt.Errorf("pod %s (uid %s) memory: %w", p.Ref(), p.UID, err))
 		} else {
 			st.MemoryWorkingSet = signals.Int64(ws)

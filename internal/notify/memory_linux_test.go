@@ -1,0 +1,94 @@
+package notify
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
+)
+
+// TestMemoryCheck runs the fast poll's check on cgroup files written by the
+// test, after an Update with a pass's observation: 200Mi available of 1Gi,
+// 100Mi above a 100Mi threshold (or 50Mi available, below it). The check
+// wakes when the working set it reads flips the threshold's met state.
+func TestMemoryCheck(t *testing.T) {
+	const mi = 1 << 20
+	q := resource.MustParse("100Mi")
+	hundredMi := thresholds.Value{Quantity: &q}
+	tests := []struct {
+		name      string
+		signal    signals.Signal
+		value     *thresholds.Value // nil: 100Mi
+		v2        bool
+		files     map[string]string
+		available int64 // the pass's; of 1Gi
+		wantWake  bool
+	}{
+		{name: "v1 root now met", signal: signals.MemoryAvailable, available: 200 * mi,
+			files:    map[string]string{"memory.usage_in_bytes": "1048576000\n", "memory.stat": "cache 1\ntotal_inactive_file 52428800\n"},
+			wantWake: true}, // 1000Mi − 50Mi leaves 74Mi
+		{name: "v1 root still not met", signal: signals.MemoryAvailable, available: 200 * mi,
+			files: map[string]string{"memory.usage_in_bytes": "943718400\n", "memory.stat": "total_inactive_file 104857600\n"}},
+		{name: "v1 root relieved", signal: signals.MemoryAvailable, available: 50 * mi,
+			files:    map[string]string{"memory.usage_in_bytes": "943718400\n", "memory.stat": "total_inactive_file 104857600\n"},
+			wantWake: true}, // 900Mi − 100Mi leaves 224Mi
+		{name: "v2 kubepods now met", signal: signals.AllocatableMemoryAvailable, v2: true, available: 200 * mi,
+			files:    map[string]string{"memory.current": "1048576000\n", "memory.stat": "anon 1\nfile 2\ninactive_file 0\n"},
+			wantWake: true},
+		{name: "v2 root now met: anon + file − inactive_file", signal: signals.MemoryAvailable, v2: true, available: 200 * mi,
+			files:    map[string]string{"memory.stat": "anon 734003200\nfile 314572800\ninactive_file 52428800\n"},
+			wantWake: true},
+		// Added with wrapping, anon + file − inactive_file would be
+		// -1<<63, a working set of 0 and all of the 1Gi available: a
+		// wake-up for a relief that did not happen. It is an error, the
+		// check skips the cgroup and the next pass reports it.
+		{name: "v2 root anon + file overflows", signal: signals.MemoryAvailable, v2: true, available: 50 * mi,
+			files: map[string]string{"memory.stat": "anon 9223372036854775807\nfile 1\ninactive_file 0\n"}},
+		{name: "unreadable cgroup", signal: signals.MemoryAvailable, available: 50 * mi,
+			files: map[string]string{"memory.stat": "total_inactive_file 0\n"}},
+		// Nothing is left, as the pass would see it, which does not meet
+		// a threshold of 0.
+		{name: "working set above the capacity", signal: signals.MemoryAvailable, value: &thresholds.Value{Percentage: 0}, available: 200 * mi,
+			files: map[string]string{"memory.usage_in_bytes": "2147483648\n", "memory.stat": "total_inactive_file 0\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			value := hundredMi
+			if tt.value != nil {
+				value = *tt.value
+			}
+			m, err := NewMemory(MemoryConfig{
+				Thresholds:       []thresholds.Threshold{{Signal: tt.signal, Value: value}},
+				RootDir:          dir,
+				KubepodsDir:      dir,
+				V2:               tt.v2,
+				FastPollInterval: time.Second,
+				FastPollMargin:   thresholds.Value{Percentage: 0.5},
+				Clock:            clocktesting.NewFakeClock(time.Unix(0, 0)),
+				Log:              testLogger(t),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Update(signals.Observations{tt.signal: {Signal: tt.signal, Available: tt.available, Capacity: 1 << 30, Time: time.Unix(0, 0)}})
+			if got := m.check(); got != tt.wantWake {
+				t.Errorf("check: got wake %v, want %v", got, tt.wantWake)
+			}
+			if m.check() {
+				t.Error("a second check woke again with nothing changed")
+			}
+		})
+	}
+}
