@@ -20,6 +20,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/qos"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
@@ -472,7 +473,7 @@ func checkDefaultsAsAPIServer(t *testing.T, ctx context.Context, admin kubernete
 		if server.Status.QOSClass == "" {
 			t.Errorf("%s: the API server set no status.qosClass", ref)
 		}
-		if got := computeQOS(withDefaults(sub)); got != server.Status.QOSClass {
+		if got := qos.Class(sub); got != server.Status.QOSClass {
 			t.Errorf("%s: QoS computed from the submitted pod = %s, API server says %s", ref, got, server.Status.QOSClass)
 		}
 		fromSub, fromServer := Convert(sub), Convert(server)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -57,7 +59,8 @@ type PodJSON struct {
 	Namespace string `json:"namespace,omitempty"`
 	UID       string `json:"uid,omitempty"`
 	// QOS is Guaranteed, Burstable or BestEffort; computed from the
-	// containers' requests and limits when absent.
+	// containers' requests and limits as Kubernetes does (qos.Class) when
+	// absent.
 	QOS       string `json:"qos,omitempty"`
 	Priority  int32  `json:"priority,omitempty"`
 	Static    bool   `json:"static,omitempty"`
@@ -110,6 +113,19 @@ type FsUsageJSON struct {
 type Quantity struct {
 	Value int64
 	Set   bool
+	// exact is the quantity as written, which Value rounds; zero when
+	// the Quantity was not read from JSON.
+	exact resource.Quantity
+}
+
+// quantity is q as Kubernetes holds it: as written when q was read from
+// JSON, so that a cpu request of "500m" stays below a limit of "1"; else
+// Value.
+func (q Quantity) quantity() resource.Quantity {
+	if q.exact.IsZero() {
+		return *resource.NewQuantity(q.Value, resource.DecimalSI)
+	}
+	return q.exact.DeepCopy()
 }
 
 // UnmarshalJSON accepts "600Mi", "1.5Gi", "1000" or 1000.
@@ -140,7 +156,7 @@ func (q *Quantity) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("quantity %q is too large", text)
 	}
 	// Value rounds a fraction of a byte or an item up, as Kubernetes does.
-	q.Value, q.Set = parsed.Value(), true
+	q.Value, q.Set, q.exact = parsed.Value(), true, parsed
 	return nil
 }
 

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/evictd/evictd/internal/qos"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -113,7 +116,7 @@ func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats,
 	case signals.Guaranteed, signals.Burstable, signals.BestEffort:
 		pod.QOS = signals.QOSClass(pj.QOS)
 	case "":
-		pod.QOS = qosOf(pj)
+		pod.QOS = signals.QOSClass(qos.Class(apiPod(pj)))
 	default:
 		return pod, nil, fmt.Errorf("%s.qos: %q is not Guaranteed, Burstable or BestEffort", f, pj.QOS)
 	}
@@ -133,34 +136,32 @@ func checkResources(f string, m map[string]Quantity) error {
 	return nil
 }
 
-// qosOf classifies a pod from its containers as Kubernetes does: no
-// requests or limits anywhere is BestEffort; cpu and memory limits on every
-// container with requests equal to them is Guaranteed; anything else is
-// Burstable.
-func qosOf(pj PodJSON) signals.QOSClass {
-	anything, guaranteed := false, len(pj.Containers) > 0
+// apiPod is what of pj decides its QoS class, as a Kubernetes pod as
+// submitted: the containers' requests and limits, exactly as written. A
+// snapshot has no init containers and no pod-level resources: pj.Requests
+// are the effective requests ranking compares usage with, not the pod's
+// spec.resources, and leave the class alone. The resource names must have
+// been checked (checkResources).
+func apiPod(pj PodJSON) *v1.Pod {
+	pod := &v1.Pod{}
 	for _, c := range pj.Containers {
-		if len(c.Requests) > 0 || len(c.Limits) > 0 {
-			anything = true
-		}
-		for _, r := range []string{resCPU, resMemory} {
-			lim, ok := c.Limits[r]
-			if !ok {
-				guaranteed = false
-				continue
-			}
-			if req, ok := c.Requests[r]; ok && req.Value != lim.Value {
-				guaranteed = false
-			}
-		}
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{
+			Name:      c.Name,
+			Resources: v1.ResourceRequirements{Requests: resourceList(c.Requests), Limits: resourceList(c.Limits)},
+		})
 	}
-	switch {
-	case !anything:
-		return signals.BestEffort
-	case guaranteed:
-		return signals.Guaranteed
+	return pod
+}
+
+func resourceList(m map[string]Quantity) v1.ResourceList {
+	if len(m) == 0 {
+		return nil
 	}
-	return signals.Burstable
+	l := make(v1.ResourceList, len(m))
+	for name, q := range m {
+		l[v1.ResourceName(name)] = q.quantity()
+	}
+	return l
 }
 
 func statsOf(f string, now time.Time, pj PodJSON) (*signals.PodStats, error) {

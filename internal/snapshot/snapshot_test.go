@@ -8,30 +8,6 @@ import (
 	"github.com/evictd/evictd/signals"
 )
 
-func TestQOSFromContainers(t *testing.T) {
-	q := func(v int64) Quantity { return Quantity{Value: v, Set: true} }
-	full := map[string]Quantity{"cpu": q(1), "memory": q(100)}
-	for _, tc := range []struct {
-		name string
-		pod  PodJSON
-		want signals.QOSClass
-	}{
-		{"no containers", PodJSON{}, signals.BestEffort},
-		{"no resources", PodJSON{Containers: []ContainerJSON{{Name: "a"}}}, signals.BestEffort},
-		{"limits equal requests", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: full, Limits: full}}}, signals.Guaranteed},
-		{"limits only (requests default to them)", PodJSON{Containers: []ContainerJSON{{Name: "a", Limits: full}}}, signals.Guaranteed},
-		{"request below limit", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: map[string]Quantity{"cpu": q(1), "memory": q(50)}, Limits: full}}}, signals.Burstable},
-		{"memory limit only", PodJSON{Containers: []ContainerJSON{{Name: "a", Limits: map[string]Quantity{"memory": q(100)}}}}, signals.Burstable},
-		{"one container without limits", PodJSON{Containers: []ContainerJSON{{Name: "a", Requests: full, Limits: full}, {Name: "b"}}}, signals.Burstable},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := qosOf(tc.pod); got != tc.want {
-				t.Errorf("got %s, want %s", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestReadSumsContainers(t *testing.T) {
 	sc, err := Read(strings.NewReader(`{
 	  "observations": {"memory.available": {"available": "1Gi", "capacity": "4Gi", "age": "5s"}},

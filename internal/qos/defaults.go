@@ -1,0 +1,92 @@
+package qos
+
+import (
+	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// WithDefaults returns pod with the resource defaults the API server
+// applies on create (k8s.io/kubernetes/pkg/apis/core/v1 SetDefaults_Pod,
+// PodLevelResources on), on which the QoS class depends: a container's
+// missing requests default to its limits; when pod-level limits are set,
+// missing pod-level cpu and memory requests default to the containers'
+// aggregated requests, then to the pod-level limits. A pod that needs none
+// of this (every pod read from the API server) is returned as is;
+// otherwise a copy, pod is not changed. Hugepage limit defaulting is left
+// out: it touches no resource evictd reads.
+func WithDefaults(pod *v1.Pod) *v1.Pod {
+	if !containersNeedDefaults(pod.Spec.Containers) && !containersNeedDefaults(pod.Spec.InitContainers) &&
+		len(podRequestDefaults(pod)) == 0 {
+		return pod
+	}
+	pod = pod.DeepCopy()
+	defaultContainerRequests(pod.Spec.Containers)
+	defaultContainerRequests(pod.Spec.InitContainers)
+	if add := podRequestDefaults(pod); len(add) > 0 {
+		if pod.Spec.Resources.Requests == nil {
+			pod.Spec.Resources.Requests = v1.ResourceList{}
+		}
+		for name, q := range add {
+			pod.Spec.Resources.Requests[name] = q
+		}
+	}
+	return pod
+}
+
+// containersNeedDefaults reports a container with a limit but no request
+// for the same resource.
+func containersNeedDefaults(cs []v1.Container) bool {
+	for i := range cs {
+		for name := range cs[i].Resources.Limits {
+			if _, ok := cs[i].Resources.Requests[name]; !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// defaultContainerRequests sets each container's missing requests to its
+// limits.
+func defaultContainerRequests(cs []v1.Container) {
+	for i := range cs {
+		r := &cs[i].Resources
+		for name, lim := range r.Limits {
+			if _, ok := r.Requests[name]; ok {
+				continue
+			}
+			if r.Requests == nil {
+				r.Requests = v1.ResourceList{}
+			}
+			r.Requests[name] = lim.DeepCopy()
+		}
+	}
+}
+
+// podRequestDefaults returns the pod-level requests the API server would
+// add (defaultPodRequests): only when pod-level limits are set, for cpu and
+// memory the containers' aggregated requests, then for any supported
+// resource the pod-level limit. The containers must have their defaults.
+func podRequestDefaults(pod *v1.Pod) v1.ResourceList {
+	res := pod.Spec.Resources
+	if res == nil || len(res.Limits) == 0 {
+		return nil
+	}
+	add := v1.ResourceList{}
+	missing := func(name v1.ResourceName) bool {
+		_, set := res.Requests[name]
+		_, added := add[name]
+		return !set && !added
+	}
+	for name, q := range resourcehelper.AggregateContainerRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		if (name == v1.ResourceCPU || name == v1.ResourceMemory) && missing(name) {
+			add[name] = q.DeepCopy()
+		}
+	}
+	for name, q := range res.Limits {
+		if resourcehelper.IsSupportedPodLevelResource(name) && missing(name) {
+			add[name] = q.DeepCopy()
+		}
+	}
+	return add
+}
