@@ -96,8 +96,8 @@ func TestClass(t *testing.T) {
 			}
 			// The API server stores the pod with its defaults; its class
 			// is the same.
-			if got := Compute(WithDefaults(pod)); got != tt.want {
-				t.Errorf("Compute(WithDefaults) = %s, want %s", got, tt.want)
+			if got := Class(WithDefaults(pod)); got != tt.want {
+				t.Errorf("Class(WithDefaults) = %s, want %s", got, tt.want)
 			}
 		})
 	}
