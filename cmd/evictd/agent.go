@@ -189,17 +189,17 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		log.Info("dry run: decisions are reported, never acted on")
 	}
 	wakeups := newWakeups(cfg, hc, met, log)
+	if wakeups != nil {
+		deps.Wakeups = wakeups
+	}
 
 	var readyOnce sync.Once
-	deps.AfterPass = func(st *manager.Status) {
+	deps.AfterPass = func(*manager.Status) {
 		readyOnce.Do(func() {
 			if err := systemd.Ready(); err != nil {
 				log.Warn("cannot notify systemd", "err", err)
 			}
 		})
-		if wakeups != nil {
-			wakeups.Update(observationsOf(st))
-		}
 	}
 	m, err := manager.New(manager.Config{
 		HousekeepingInterval:      cfg.HousekeepingInterval,
@@ -282,15 +282,6 @@ func newWakeups(cfg *config.Config, hc host.Config, met *metrics.Metrics, log *s
 	}
 	log.Warn("no wake-ups between housekeeping intervals", "interval", cfg.HousekeepingInterval, "err", err)
 	return nil
-}
-
-// observationsOf turns a pass's published status back into observations.
-func observationsOf(st *manager.Status) signals.Observations {
-	obs := make(signals.Observations, len(st.Observations))
-	for _, o := range st.Observations {
-		obs[o.Signal] = signals.Observation{Signal: o.Signal, Available: o.Available, Capacity: o.Capacity, Time: o.Time}
-	}
-	return obs
 }
 
 func registerProcessMetrics(reg *prometheus.Registry) error {

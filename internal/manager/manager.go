@@ -111,6 +111,15 @@ type Deps struct {
 	// Events, when set, receives the node events of the loop's own (the
 	// eviction cap reached).
 	Events NodeEvents
+	// Wakeups, when set, is given every pass's observations, from which
+	// it re-arms the kernel notifiers and the fast poll.
+	Wakeups Rearmer
+}
+
+// Rearmer re-arms wake-up sources from a pass's observations; Update must
+// not block.
+type Rearmer interface {
+	Update(obs signals.Observations)
 }
 
 // Manager is evictd's loop. Run owns every piece of mutable state; other
@@ -356,6 +365,9 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	m.logDecision(dec)
 	if m.deps.Status != nil {
 		m.deps.Status.Publish(start, decide.PressureReports(dec.Evaluation, obs))
+	}
+	if m.deps.Wakeups != nil {
+		m.deps.Wakeups.Update(obs)
 	}
 	result := m.act(ctx, dec, inFlight)
 

@@ -556,3 +556,43 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...stri
 	}
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "missing"}, func() float64 { return 0 })
 }
+
+// rearmer records the observations each pass hands it.
+type rearmer struct {
+	mu  sync.Mutex
+	got []signals.Observations
+}
+
+func (r *rearmer) Update(obs signals.Observations) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, obs)
+}
+
+func (r *rearmer) last() (signals.Observations, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.got) == 0 {
+		return nil, 0
+	}
+	return r.got[len(r.got)-1], len(r.got)
+}
+
+// TestLoopRearmsWakeupsWithEachPassObservations: the wake-up sources get
+// the observations the pass decided on, not a copy rebuilt from /status.
+func TestLoopRearmsWakeupsWithEachPassObservations(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	r := &rearmer{}
+	h := newHarnessTuned(t, true, ths, nil, nil, func(_ *Config, d *Deps) { d.Wakeups = r })
+	h.next("start")
+	h.src.set(50 * mi)
+	h.tick()
+	obs, n := r.last()
+	if n != 2 {
+		t.Fatalf("Update called %d times after 2 passes, want 2", n)
+	}
+	o, ok := obs[signals.MemoryAvailable]
+	if !ok || o.Available != 50*mi || !o.Time.Equal(t0.Add(10*time.Second)) {
+		t.Errorf("last Update's memory.available = %+v (present %v), want 50Mi at %s", o, ok, t0.Add(10*time.Second))
+	}
+}
