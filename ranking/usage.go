@@ -1,8 +1,6 @@
 package ranking
 
 import (
-	"math"
-
 	"github.com/evictd/evictd/signals"
 )
 
@@ -166,8 +164,8 @@ func (t *fsTotal) add(u *signals.FsUsage) bool {
 	if u == nil || u.Bytes < 0 || u.Inodes < 0 {
 		return false
 	}
-	t.Bytes = addSat(t.Bytes, u.Bytes)
-	t.Inodes = addSat(t.Inodes, u.Inodes)
+	t.Bytes = signals.AddSat(t.Bytes, u.Bytes)
+	t.Inodes = signals.AddSat(t.Inodes, u.Inodes)
 	return true
 }
 
@@ -178,14 +176,6 @@ func hasContainer(cs []signals.ContainerStats, name string) bool {
 		}
 	}
 	return false
-}
-
-// addSat adds two non-negative numbers, saturating at math.MaxInt64.
-func addSat(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // nonNegative clamps a request to zero: a negative request cannot be real,

@@ -52,18 +52,6 @@ func quantityInt64(q *resource.Quantity) int64 {
 	return q.Value()
 }
 
-// addSat adds without wrapping around.
-func addSat(a, b int64) int64 {
-	s := a + b
-	switch {
-	case a > 0 && b > 0 && s < 0:
-		return maxInt64
-	case a < 0 && b < 0 && s >= 0:
-		return minInt64
-	}
-	return s
-}
-
 // subSat subtracts without wrapping around.
 func subSat(a, b int64) int64 {
 	s := a - b
@@ -99,7 +87,7 @@ func isMet(t Threshold, o signals.Observation, enforceMinReclaim bool) bool {
 	if !enforceMinReclaim || t.MinReclaim == nil || t.Operator == GreaterThan {
 		return Headroom(t, o) < 0
 	}
-	want := addSat(Quantity(t.Value, o.Capacity), Quantity(*t.MinReclaim, o.Capacity))
+	want := signals.AddSat(Quantity(t.Value, o.Capacity), Quantity(*t.MinReclaim, o.Capacity))
 	return want > o.Available
 }
 

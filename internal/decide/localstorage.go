@@ -144,7 +144,7 @@ func containerLimitViolation(pod *signals.Pod, st *signals.PodStats, layout sign
 			if cs.Rootfs == nil || cs.Rootfs.Bytes < 0 {
 				continue
 			}
-			used = satAdd(used, cs.Rootfs.Bytes)
+			used = signals.AddSat(used, cs.Rootfs.Bytes)
 		}
 		if used <= limit {
 			continue
@@ -160,12 +160,4 @@ func containerLimitViolation(pod *signals.Pod, st *signals.PodStats, layout sign
 // limits in its messages.
 func bytesString(b int64) string {
 	return resource.NewQuantity(b, resource.BinarySI).String()
-}
-
-// satAdd adds two non-negative numbers, saturating at the largest int64.
-func satAdd(a, b int64) int64 {
-	if a > 1<<63-1-b {
-		return 1<<63 - 1
-	}
-	return a + b
 }

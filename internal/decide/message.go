@@ -102,7 +102,7 @@ func containerUsage(st *signals.PodStats, name string, res signals.Resource) (in
 			measured := false
 			for _, u := range []*signals.FsUsage{cs.Rootfs, cs.Logs} {
 				if u != nil && u.Bytes >= 0 {
-					used, measured = satAdd(used, u.Bytes), true
+					used, measured = signals.AddSat(used, u.Bytes), true
 				}
 			}
 			return used, measured

@@ -3,7 +3,6 @@ package snapshot
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
@@ -90,10 +89,10 @@ func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats,
 		})
 		// The pod's limit is the sum of the containers' when any has one.
 		if l := cj.Limits[resEphemeralStorage].Value; l > 0 {
-			pod.EphemeralStorageLimit = satAdd(pod.EphemeralStorageLimit, l)
+			pod.EphemeralStorageLimit = signals.AddSat(pod.EphemeralStorageLimit, l)
 		}
-		pod.MemoryRequest = satAdd(pod.MemoryRequest, cj.Requests[resMemory].Value)
-		pod.EphemeralStorageRequest = satAdd(pod.EphemeralStorageRequest, cj.Requests[resEphemeralStorage].Value)
+		pod.MemoryRequest = signals.AddSat(pod.MemoryRequest, cj.Requests[resMemory].Value)
+		pod.EphemeralStorageRequest = signals.AddSat(pod.EphemeralStorageRequest, cj.Requests[resEphemeralStorage].Value)
 	}
 	if q, ok := pj.Requests[resMemory]; ok {
 		pod.MemoryRequest = q.Value
@@ -182,7 +181,7 @@ func statsOf(f string, now time.Time, pj PodJSON) (*signals.PodStats, error) {
 		if u := c.Usage; u != nil {
 			if u.Memory != nil {
 				cs.MemoryWorkingSet = signals.Int64(u.Memory.Value)
-				sum = satAdd(sum, u.Memory.Value)
+				sum = signals.AddSat(sum, u.Memory.Value)
 			}
 			cs.Rootfs = fsUsage(u.Rootfs)
 			cs.Logs = fsUsage(u.Logs)
@@ -220,12 +219,4 @@ func fsUsage(u *FsUsageJSON) *signals.FsUsage {
 		return nil
 	}
 	return &signals.FsUsage{Bytes: u.Bytes.Value, Inodes: u.Inodes.Value}
-}
-
-// satAdd adds two non-negative numbers, saturating at the largest int64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
