@@ -263,19 +263,19 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.deps.AfterPass(m.status.Load())
 		}
 	}
-	m.pass(ctx, "start")
+	m.pass(ctx, metrics.TriggerStart)
 	after()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C():
-			m.pass(ctx, "tick")
+			m.pass(ctx, metrics.TriggerTick)
 		case <-m.wake:
-			m.pass(ctx, "wake")
+			m.pass(ctx, metrics.TriggerWake)
 		case <-dueC():
 			due = nil
-			m.pass(ctx, "deadline")
+			m.pass(ctx, metrics.TriggerDeadline)
 		}
 		after()
 	}
@@ -319,7 +319,7 @@ func (m *Manager) nextDeadline() (time.Time, bool) {
 }
 
 // pass is one observe → decide → act cycle.
-func (m *Manager) pass(ctx context.Context, trigger string) {
+func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	met := m.deps.Metrics
 	start := m.deps.Clock.Now()
 	m.passStarted.Store(start.UnixNano())
@@ -352,7 +352,7 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	}
 	result := m.act(ctx, dec, inFlight)
 
-	st := newStatus(start, trigger, m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result, len(pods))
+	st := newStatus(start, string(trigger), m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result, len(pods))
 	now := m.deps.Clock.Now()
 	st.Limits = m.limits(now)
 	st.InFlight = m.inFlightStatus(inFlight, now)
@@ -390,21 +390,21 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 	}
 	if dec.Outcome != decide.OutcomeEvict {
 		if dec.Signal != "" {
-			met.IncDecision(dec.Signal, string(dec.Outcome))
+			met.IncDecision(dec.Signal, dec.Outcome)
 		}
 		return ""
 	}
 	reqs := dec.Requests()
 	if m.cfg.DryRun {
-		met.IncDecision(dec.Signal, "dry-run")
+		met.IncDecision(dec.Signal, metrics.OutcomeDryRun)
 	} else {
-		met.IncDecision(dec.Signal, string(dec.Outcome))
+		met.IncDecision(dec.Signal, dec.Outcome)
 	}
 	if why, withheld := m.withheldInFlight(reqs[0], inFlight, m.deps.Clock.Now()); withheld {
 		return why
 	}
 	if m.cfg.DryRun {
-		met.IncEviction(dec.Signal, "dry-run")
+		met.IncEviction(dec.Signal, metrics.ResultDryRun)
 		m.deps.Log.Info("dry run: would evict", "signal", dec.Signal, "pod", dec.Pod.Ref(),
 			"gracePeriodSeconds", dec.GracePeriod, "message", dec.Message)
 		return "dry-run"
@@ -420,14 +420,14 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 		m.recordGone(req, err)
 		switch {
 		case err == nil:
-			met.IncEviction(req.Signal, "evicted")
+			met.IncEviction(req.Signal, metrics.ResultEvicted)
 			log.Info("evicted", "message", req.Message)
 			// The pod is gone: look again at once rather than an interval on.
 			m.Wake()
 			return strings.Join(append(results, "evicted "+req.Pod.Ref()), "; ")
 		case errors.Is(err, decide.ErrNotGoneInTime):
 			// Issued: count it as an eviction, but say the pod lingers.
-			met.IncEviction(req.Signal, "evicted")
+			met.IncEviction(req.Signal, metrics.ResultEvicted)
 			log.Warn("eviction issued; the pod has not gone yet", "err", err)
 			m.Wake()
 			return strings.Join(append(results, "evicted "+req.Pod.Ref()+" (still terminating)"), "; ")
@@ -445,11 +445,11 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 			m.Wake()
 			return strings.Join(append(results, "gone "+req.Pod.Ref()), "; ")
 		case errors.Is(err, decide.ErrDisruptionBudget):
-			met.IncEviction(req.Signal, "pdb-blocked")
+			met.IncEviction(req.Signal, metrics.ResultPDBBlocked)
 			log.Info("a PodDisruptionBudget refused the eviction; trying the next pod", "err", err)
 			results = append(results, "pdb-blocked "+req.Pod.Ref())
 		default:
-			met.IncEviction(req.Signal, "failed")
+			met.IncEviction(req.Signal, metrics.ResultFailed)
 			log.Error("eviction failed", "err", err)
 			return strings.Join(append(results, "failed "+req.Pod.Ref()+": "+err.Error()), "; ")
 		}
@@ -469,7 +469,7 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec decide.Decision) stri
 	for _, req := range dec.LocalStorageRequests() {
 		log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
 		if m.cfg.DryRun {
-			met.IncEviction(req.Signal, "dry-run")
+			met.IncEviction(req.Signal, metrics.ResultDryRun)
 			log.Info("dry run: would evict", "message", req.Message)
 			results = append(results, "dry-run "+req.Pod.Ref())
 			continue
@@ -491,18 +491,18 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec decide.Decision) stri
 		issued++
 		switch {
 		case err == nil:
-			met.IncEviction(req.Signal, "evicted")
+			met.IncEviction(req.Signal, metrics.ResultEvicted)
 			log.Info("evicted", "message", req.Message)
 			results = append(results, "evicted "+req.Pod.Ref())
 		case errors.Is(err, decide.ErrNotGoneInTime):
-			met.IncEviction(req.Signal, "evicted")
+			met.IncEviction(req.Signal, metrics.ResultEvicted)
 			log.Warn("eviction issued; the pod has not gone yet", "err", err)
 			results = append(results, "evicted "+req.Pod.Ref()+" (still terminating)")
 		case errors.Is(err, decide.ErrPodGone):
 			log.Info("the pod is already gone", "err", err)
 			results = append(results, "gone "+req.Pod.Ref())
 		default:
-			met.IncEviction(req.Signal, "failed")
+			met.IncEviction(req.Signal, metrics.ResultFailed)
 			log.Error("eviction failed", "err", err)
 			results = append(results, "failed "+req.Pod.Ref()+": "+err.Error())
 		}
@@ -571,7 +571,7 @@ func (m *Manager) export(now time.Time, obs signals.Observations, dec decide.Dec
 		if !ok {
 			continue
 		}
-		met.SetThreshold(th.Signal, kindOf(th.Soft), quantityOf(th, o), metNow[th.Key()])
+		met.SetThreshold(th.Signal, metrics.KindOf(th.Soft), quantityOf(th, o), metNow[th.Key()])
 	}
 	for _, p := range signals.Pressures() {
 		met.SetPressure(p, ev.Pressure[p].Active)

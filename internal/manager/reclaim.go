@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
@@ -55,9 +56,9 @@ func (m *Manager) reclaimFirst(ctx context.Context, dec decide.Decision) decide.
 	actions, err := m.deps.Reclaimer.Reclaim(ctx, dec.Signal, m.cfg.Decider.Layout)
 	errs := []error{err}
 	for _, a := range actions {
-		result := "ok"
+		result := metrics.ReclaimOK
 		if a.Err != nil {
-			result = "failed"
+			result = metrics.ReclaimFailed
 			errs = append(errs, fmt.Errorf("%s: %w", a.Kind, a.Err))
 		}
 		m.deps.Metrics.IncReclaim(a.Kind, result)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -183,38 +184,40 @@ evictd_node_pressure{pressure="pid"} 0
 		{
 			name: "IncDecision",
 			do: func(m *Metrics) {
-				m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
-				m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
+				m.IncDecision(signals.MemoryAvailable, decide.OutcomeEvict)
+				m.IncDecision(signals.MemoryAvailable, decide.OutcomeEvict)
 				m.IncDecision(signals.MemoryAvailable, OutcomeDryRun)
 			},
 			collect: func(m *Metrics) prometheus.Collector {
 				return collectors(
-					m.decisions.WithLabelValues(string(signals.MemoryAvailable), OutcomeEvict),
-					m.decisions.WithLabelValues(string(signals.MemoryAvailable), OutcomeDryRun),
-					m.decisions.WithLabelValues(string(signals.MemoryAvailable), OutcomeError),
+					m.decisions.WithLabelValues(string(signals.MemoryAvailable), string(decide.OutcomeEvict)),
+					m.decisions.WithLabelValues(string(signals.MemoryAvailable), string(OutcomeDryRun)),
+					m.decisions.WithLabelValues(string(signals.MemoryAvailable), string(decide.OutcomeNoEvictablePod)),
 				)
 			},
 			want: `
-# HELP evictd_decisions_total Eviction decisions taken, by starved signal and outcome.
+# HELP evictd_decisions_total Eviction decisions taken, by starved signal and outcome: evict (a pod was chosen), dry-run (a pod was chosen, in dry-run), none-evictable (no pod may be evicted), reclaim-sufficient (node-level reclaim was enough), reclaim-settling (node-level reclaim removed some; waiting for the runtime to free it).
 # TYPE evictd_decisions_total counter
 evictd_decisions_total{outcome="dry-run",signal="memory.available"} 1
-evictd_decisions_total{outcome="error",signal="memory.available"} 0
 evictd_decisions_total{outcome="evict",signal="memory.available"} 2
+evictd_decisions_total{outcome="none-evictable",signal="memory.available"} 0
 `,
 		},
 		{
 			name: "IncAPIError",
 			do: func(m *Metrics) {
-				m.IncAPIError("evict")
-				m.IncAPIError("evict")
-				m.IncAPIError("patch-node-status")
+				m.IncAPIError(APIPodEvict)
+				m.IncAPIError(APIPodEvict)
+				m.IncAPIError(APINodePatch)
 			},
-			collect: func(m *Metrics) prometheus.Collector { return collectors(m.apiErrors) },
+			collect: func(m *Metrics) prometheus.Collector {
+				return collectors(m.apiErrors.WithLabelValues(string(APIPodEvict)), m.apiErrors.WithLabelValues(string(APINodePatch)))
+			},
 			want: `
-# HELP evictd_api_errors_total Requests to the API server that failed, by verb (e.g. patch-node-status, update-node, evict, delete-pod, patch-pod-status).
+# HELP evictd_api_errors_total Requests to the API server that failed, by verb: node_get (GET of the node), node_patch (PATCH of its conditions), node_update (update of its taints), pod_get (GET of a pod), pod_evict (POST of pods/eviction), pod_delete (DELETE of a pod, the hard fallback), pod_patch_status (PATCH of pods/status).
 # TYPE evictd_api_errors_total counter
-evictd_api_errors_total{verb="evict"} 2
-evictd_api_errors_total{verb="patch-node-status"} 1
+evictd_api_errors_total{verb="node_patch"} 1
+evictd_api_errors_total{verb="pod_evict"} 2
 `,
 		},
 		{
@@ -225,12 +228,12 @@ evictd_api_errors_total{verb="patch-node-status"} 1
 			},
 			collect: func(m *Metrics) prometheus.Collector {
 				return collectors(
-					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), ResultPDBBlocked),
-					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), ResultEvicted),
+					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), string(ResultPDBBlocked)),
+					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), string(ResultEvicted)),
 				)
 			},
 			want: `
-# HELP evictd_evictions_total Pod evictions attempted, by starved signal and result.
+# HELP evictd_evictions_total Pod evictions attempted, by starved signal and result: evicted (issued), pdb-blocked (a PodDisruptionBudget refused it), failed (any other error), dry-run (not acted on: dry-run, or no API server), stopped-locally (the API server did not answer; the containers were stopped through the runtime and the eviction is owed).
 # TYPE evictd_evictions_total counter
 evictd_evictions_total{result="evicted",signal="nodefs.available"} 1
 evictd_evictions_total{result="pdb-blocked",signal="nodefs.available"} 1
@@ -317,8 +320,10 @@ evictd_pass_duration_seconds_count 3
 			},
 			collect: func(m *Metrics) prometheus.Collector { return m.passes },
 			want: `
-# HELP evictd_passes_total Passes of the loop, by what started them: the housekeeping tick or a wake-up (notifier, after an eviction).
+# HELP evictd_passes_total Passes of the loop, by what started them: start (the first pass), tick (the housekeeping interval), wake (a wake-up source, or after an eviction), deadline (a grace period, transition period or wait ending before the next tick).
 # TYPE evictd_passes_total counter
+evictd_passes_total{trigger="deadline"} 0
+evictd_passes_total{trigger="start"} 0
 evictd_passes_total{trigger="tick"} 2
 evictd_passes_total{trigger="wake"} 1
 `,
@@ -326,13 +331,13 @@ evictd_passes_total{trigger="wake"} 1
 		{
 			name: "IncWakeup",
 			do: func(m *Metrics) {
-				m.IncWakeup("memcg")
-				m.IncWakeup("memcg")
-				m.IncWakeup("fast-poll")
+				m.IncWakeup(WakeupMemcg)
+				m.IncWakeup(WakeupMemcg)
+				m.IncWakeup(WakeupFastPoll)
 			},
 			collect: func(m *Metrics) prometheus.Collector { return m.wakeups },
 			want: `
-# HELP evictd_wakeups_total Wake-ups of the loop by source: memcg (cgroup v1 threshold notification), psi (pressure stall trigger), memory-events (cgroup v2 memory.events), fast-poll. Wake-ups arriving while a pass is pending share one pass.
+# HELP evictd_wakeups_total Wake-ups of the loop by source: memcg (cgroup v1 threshold notification), psi (pressure stall trigger), memory-events (cgroup v2 memory.events), fast-poll (working set polled near a memory threshold). Wake-ups arriving while a pass is pending share one pass.
 # TYPE evictd_wakeups_total counter
 evictd_wakeups_total{source="fast-poll"} 1
 evictd_wakeups_total{source="memcg"} 2
