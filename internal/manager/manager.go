@@ -324,7 +324,6 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	start := m.deps.Clock.Now()
 	m.passStarted.Store(start.UnixNano())
 	defer m.passStarted.Store(0)
-	met.IncPass(trigger)
 
 	obs, err := signals.Collect(ctx, start, m.deps.Sources)
 	m.warnOnChange(&m.lastObsErr, err, "some signals could not be read; they cannot trigger an eviction")
@@ -357,7 +356,7 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	st.Limits = m.limits(now)
 	st.InFlight = m.inFlightStatus(inFlight, now)
 	m.status.Store(st)
-	met.ObservePass(m.deps.Clock.Since(start))
+	met.ObservePass(metrics.Pass{Trigger: trigger, Duration: m.deps.Clock.Since(start), EvictionsInLastHour: st.Limits.EvictionsInLastHour})
 }
 
 // warnOnChange logs err at Warn when it differs from the last one seen at
@@ -390,16 +389,12 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 	}
 	if dec.Outcome != decide.OutcomeEvict {
 		if dec.Signal != "" {
-			met.IncDecision(dec.Signal, dec.Outcome)
+			met.ObserveDecision(metrics.Decision{Signal: dec.Signal, Outcome: dec.Outcome, At: dec.Time})
 		}
 		return ""
 	}
 	reqs := dec.Requests()
-	if m.cfg.DryRun {
-		met.IncDecision(dec.Signal, metrics.OutcomeDryRun)
-	} else {
-		met.IncDecision(dec.Signal, dec.Outcome)
-	}
+	met.ObserveDecision(m.chosen(dec))
 	if why, withheld := m.withheldInFlight(reqs[0], inFlight, m.deps.Clock.Now()); withheld {
 		return why
 	}
@@ -576,12 +571,23 @@ func (m *Manager) export(now time.Time, obs signals.Observations, dec decide.Dec
 	for _, p := range signals.Pressures() {
 		met.SetPressure(p, ev.Pressure[p].Active)
 	}
-	if dec.Outcome == decide.OutcomeEvict && dec.Observation != nil {
-		met.ObserveStatsAge(dec.Signal, now.Sub(dec.Observation.Time))
-		if first, ok := ev.FirstObservedAt[dec.Threshold.Key()]; ok {
-			met.ObserveDetectionLatency(dec.Signal, now.Sub(first))
+}
+
+// chosen is a decision to evict as the metrics record it: its outcome
+// (metrics.OutcomeDryRun in dry-run), the age of its observation and the
+// time since its threshold was first met.
+func (m *Manager) chosen(dec decide.Decision) metrics.Decision {
+	d := metrics.Decision{Signal: dec.Signal, Outcome: dec.Outcome, At: dec.Time}
+	if m.cfg.DryRun {
+		d.Outcome = metrics.OutcomeDryRun
+	}
+	if dec.Observation != nil {
+		d.Observed = dec.Observation.Time
+		if first, ok := dec.Evaluation.FirstObservedAt[dec.Threshold.Key()]; ok {
+			d.FirstMet = first
 		}
 	}
+	return d
 }
 
 // capped reports whether --max-evictions-per-hour withholds req now, with
@@ -626,7 +632,6 @@ func (m *Manager) recordIssued(err error) {
 // ends a reach of the cap once the window has room again.
 func (m *Manager) limits(now time.Time) LimitsStatus {
 	n := m.hour.count(now)
-	m.deps.Metrics.SetEvictionsInLastHour(n)
 	ls := LimitsStatus{MaxEvictionsPerHour: m.cfg.MaxEvictionsPerHour, EvictionsInLastHour: n}
 	if m.hour.full(now) {
 		ls.CapReached = true

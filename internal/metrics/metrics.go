@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -387,15 +386,6 @@ func (m *Metrics) SetPressure(p signals.Pressure, active bool) {
 	m.pressure.WithLabelValues(string(p)).Set(boolToFloat(active))
 }
 
-// IncDecision counts a decision about sig with its outcome, one of
-// DecisionOutcomes.
-func (m *Metrics) IncDecision(sig signals.Signal, outcome decide.Outcome) {
-	if m == nil {
-		return
-	}
-	m.decisions.WithLabelValues(string(sig), string(outcome)).Inc()
-}
-
 // IncEviction counts an eviction for sig with its result.
 func (m *Metrics) IncEviction(sig signals.Signal, result Result) {
 	if m == nil {
@@ -428,63 +418,12 @@ func (m *Metrics) IncRuntimeError(operation RuntimeOperation) {
 	m.rtErrors.WithLabelValues(string(operation)).Inc()
 }
 
-// IncReclaim counts a node-level reclaim action of kind with its result.
-func (m *Metrics) IncReclaim(kind decide.ReclaimKind, result ReclaimResult) {
-	if m == nil {
-		return
-	}
-	m.reclaims.WithLabelValues(string(kind), string(result)).Inc()
-}
-
-// AddReclaimedBytes adds what a reclaim action freed; negative or zero
-// amounts (the filesystem filled up meanwhile) add nothing.
-func (m *Metrics) AddReclaimedBytes(kind decide.ReclaimKind, bytes int64) {
-	if m == nil || bytes <= 0 {
-		return
-	}
-	m.reclaimed.WithLabelValues(string(kind)).Add(float64(bytes))
-}
-
-// ObservePass records how long a pass took.
-func (m *Metrics) ObservePass(d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.passDur.Observe(seconds(d))
-}
-
-// IncPass counts a pass started by trigger.
-func (m *Metrics) IncPass(trigger Trigger) {
-	if m == nil {
-		return
-	}
-	m.passes.WithLabelValues(string(trigger)).Inc()
-}
-
 // IncWakeup counts a wake-up of the loop from a source of that kind.
 func (m *Metrics) IncWakeup(source WakeupSource) {
 	if m == nil {
 		return
 	}
 	m.wakeups.WithLabelValues(string(source)).Inc()
-}
-
-// ObserveStatsAge records how old the observation behind a decision about
-// sig was.
-func (m *Metrics) ObserveStatsAge(sig signals.Signal, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.statsAge.WithLabelValues(string(sig)).Observe(seconds(d))
-}
-
-// ObserveDetectionLatency records the time from sig's threshold first being
-// observed met to the decision.
-func (m *Metrics) ObserveDetectionLatency(sig signals.Signal, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.detection.WithLabelValues(string(sig)).Observe(seconds(d))
 }
 
 // ObserveIssueLatency records the time from the decision to evict for sig
@@ -511,14 +450,6 @@ func (m *Metrics) IncCapReached() {
 		return
 	}
 	m.capHits.Inc()
-}
-
-// SetEvictionsInLastHour exports the evictions issued in the last hour.
-func (m *Metrics) SetEvictionsInLastHour(n int) {
-	if m == nil {
-		return
-	}
-	m.lastHour.Set(float64(n))
 }
 
 // seconds converts d for a histogram. A negative duration (a clock stepped

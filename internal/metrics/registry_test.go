@@ -93,22 +93,17 @@ func exerciseAll(m *Metrics) {
 	m.IncSignalError(signals.MemoryAvailable)
 	m.SetThreshold(signals.MemoryAvailable, KindHard, 1, true)
 	m.SetPressure(signals.MemoryPressure, true)
-	m.IncDecision(signals.MemoryAvailable, decide.OutcomeEvict)
+	m.ObserveDecision(Decision{Signal: signals.MemoryAvailable, Outcome: decide.OutcomeEvict, At: t0, Observed: t0, FirstMet: t0})
 	m.IncEviction(signals.MemoryAvailable, ResultEvicted)
 	m.SetOwed(1)
-	m.ObservePass(time.Millisecond)
-	m.IncPass(TriggerTick)
+	m.ObservePass(Pass{Trigger: TriggerTick, Duration: time.Millisecond, EvictionsInLastHour: 3})
 	m.IncWakeup(WakeupMemcg)
-	m.ObserveStatsAge(signals.MemoryAvailable, time.Millisecond)
-	m.ObserveDetectionLatency(signals.MemoryAvailable, time.Millisecond)
 	m.ObserveIssueLatency(signals.MemoryAvailable, time.Millisecond)
 	m.IncWithheld(WithheldHourlyCap)
 	m.IncCapReached()
-	m.SetEvictionsInLastHour(3)
 	m.IncRuntimeError(RuntimeStopContainers)
 	m.IncAPIError(APIPodEvict)
-	m.IncReclaim(decide.ReclaimImages, ReclaimFailed)
-	m.AddReclaimedBytes(decide.ReclaimContainers, 1)
+	m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimImages, FreedBytes: 1})
 }
 
 // TestLint runs every family through promtool's naming rules.
@@ -163,8 +158,8 @@ func TestNewTwiceSharesCollectors(t *testing.T) {
 	if err := errorsOf(a, b); err != "" {
 		t.Fatalf("New twice on one registry: %s", err)
 	}
-	a.IncPass(TriggerTick)
-	b.IncPass(TriggerTick)
+	a.ObservePass(Pass{Trigger: TriggerTick})
+	b.ObservePass(Pass{Trigger: TriggerTick})
 	if got := testutil.ToFloat64(a.passes.WithLabelValues(string(TriggerTick))); got != 2 {
 		t.Errorf("got %v tick passes, want 2", got)
 	}
