@@ -598,7 +598,7 @@ func (dc *diskCluster) dedicatedImageFs(t *testing.T) {
 		t.Errorf("pods evicted: %v, want none", got)
 	}
 	e.checkRunning(t, podAPI)
-	if m := e.metrics(t); m[`evictd_reclaim_total{kind="images",result="error"}`] > 0 {
+	if m := e.metrics(t); m[`evictd_reclaim_total{kind="images",result="failed"}`] > 0 {
 		t.Errorf("image reclaim failures: %v", reclaimMetrics(m))
 	}
 }

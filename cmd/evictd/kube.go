@@ -58,7 +58,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 		NodeName:          cfg.NodeName,
 		TaintEffect:       v1.TaintEffect(cfg.TaintEffect),
 		HeartbeatInterval: cfg.NodeStatusUpdateFrequency,
-		OnAPIError:        func(verb string) { met.IncAPIError("node_" + verb) },
+		OnAPIError:        met.IncAPIError,
 	}, client, recorder, log.With("component", "nodestatus"))
 	if err != nil {
 		broadcaster.Shutdown()
@@ -68,7 +68,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 		pods:   podsource.New(client, cfg.NodeName, 0, log.With("component", "pods")),
 		status: status,
 		evicter: evict.New(evict.Config{
-			OnAPIError: func(verb string) { met.IncAPIError("pod_" + verb) },
+			OnAPIError: met.IncAPIError,
 			OnIssued: func(r decide.Request, d time.Duration) {
 				met.ObserveIssueLatency(r.Signal, d)
 			},

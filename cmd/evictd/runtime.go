@@ -235,7 +235,7 @@ func (rr runtimeReclaimer) Reclaim(ctx context.Context, sig signals.Signal, layo
 	actions, err := p.reclaimer.Reclaim(ctx, sig, layout)
 	out := make([]decide.ReclaimAction, len(actions))
 	for i, a := range actions {
-		out[i] = decide.ReclaimAction{Kind: a.Kind, Removed: a.Removed, FreedBytes: a.FreedBytes, Err: a.Err}
+		out[i] = decide.ReclaimAction{Kind: decide.ReclaimKind(a.Kind), Removed: a.Removed, FreedBytes: a.FreedBytes, Err: a.Err}
 	}
 	return out, err
 }

@@ -57,10 +57,24 @@ var (
 	ErrStoppedLocally = errors.New("API server unreachable; the pod's containers were stopped through the runtime and the eviction is owed")
 )
 
+// ReclaimKind is a kind of node-level reclaim, the kind label of
+// evictd_reclaim_total and evictd_reclaimed_bytes_total.
+type ReclaimKind string
+
+// The kinds of node-level reclaim, as the reclaim package spells them.
+const (
+	// ReclaimContainers: dead containers and sandboxes.
+	ReclaimContainers ReclaimKind = "containers"
+	// ReclaimImages: unused images.
+	ReclaimImages ReclaimKind = "images"
+)
+
+// ReclaimKinds lists every kind of reclaim.
+func ReclaimKinds() []ReclaimKind { return []ReclaimKind{ReclaimContainers, ReclaimImages} }
+
 // ReclaimAction is what one kind of reclaim did.
 type ReclaimAction struct {
-	// Kind is "containers" or "images".
-	Kind string
+	Kind ReclaimKind
 	// Removed counts the containers, sandboxes or images deleted.
 	Removed int
 	// FreedBytes is what the filesystem gained, measured with statfs

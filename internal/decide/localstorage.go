@@ -20,6 +20,11 @@ const (
 	SignalContainerEphemeralStorageLimit signals.Signal = "ephemeralcontainerfs.limit"
 )
 
+// LocalStorageSignals lists the three pseudo-signals.
+func LocalStorageSignals() []signals.Signal {
+	return []signals.Signal{SignalEmptyDirLimit, SignalPodEphemeralStorageLimit, SignalContainerEphemeralStorageLimit}
+}
+
 // The kubelet's messages for the three local-storage evictions
 // (pkg/kubelet/eviction/eviction_manager.go), trailing space included.
 const (

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/metrics"
 )
 
 // How a hard eviction and the owed evictions retry an API server that does
@@ -352,7 +353,7 @@ func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%w: not found", ErrPodGone)
 	case err != nil:
-		e.apiError(VerbGet)
+		e.apiError(metrics.APIPodGet)
 		return fmt.Errorf("get pod: %w", err)
 	case string(pod.UID) != want.UID:
 		return fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", ErrPodGone, pod.UID, want.UID)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
@@ -286,22 +287,22 @@ func message(tag string) string {
 // apiErrors counts OnAPIError calls by verb.
 type apiErrors struct {
 	mu sync.Mutex
-	n  map[string]int
+	n  map[metrics.APIVerb]int
 }
 
-func (a *apiErrors) inc(verb string) {
+func (a *apiErrors) inc(verb metrics.APIVerb) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.n == nil {
-		a.n = map[string]int{}
+		a.n = map[metrics.APIVerb]int{}
 	}
 	a.n[verb]++
 }
 
-func (a *apiErrors) counts() map[string]int {
+func (a *apiErrors) counts() map[metrics.APIVerb]int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := map[string]int{}
+	out := map[metrics.APIVerb]int{}
 	for k, v := range a.n {
 		out[k] = v
 	}

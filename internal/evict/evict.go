@@ -21,6 +21,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -42,14 +43,6 @@ const ConditionReason = decide.DisruptionTargetReason
 // EventReason is the reason of the Warning event on an evicted pod, the
 // kubelet's.
 const EventReason = "Evicted"
-
-// The verbs OnAPIError is called with.
-const (
-	VerbGet         = "get"          // GET of the pod
-	VerbEvict       = "evict"        // POST of pods/eviction
-	VerbDelete      = "delete"       // DELETE of the pod (hard fallback)
-	VerbPatchStatus = "patch_status" // strategic-merge PATCH of pods/status
-)
 
 var (
 	// ErrPodGone is wrapped by Evict's error when there was nothing left to
@@ -77,10 +70,11 @@ type Config struct {
 	PollInterval time.Duration
 	// Clock gives the wait its time (default the real clock).
 	Clock clock.Clock
-	// OnAPIError, when set, is called with one of the Verb constants each
-	// time an API call fails unexpectedly (not for a NotFound pod or a
-	// PodDisruptionBudget refusal), for evictd_api_errors_total{verb}.
-	OnAPIError func(verb string)
+	// OnAPIError, when set, is called with the request (metrics.APIPodGet,
+	// APIPodEvict, APIPodDelete or APIPodPatchStatus) each time an API call
+	// fails unexpectedly (not for a NotFound pod or a PodDisruptionBudget
+	// refusal), for evictd_api_errors_total{verb}.
+	OnAPIError func(verb metrics.APIVerb)
 	// OnIssued, when set, is called once the eviction is issued (the
 	// Eviction API accepted it, or the hard fallback's delete returned) with
 	// the request and the time from r.Decided (by Clock), for
@@ -265,7 +259,7 @@ func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, erro
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("%w: not found", ErrPodGone)
 	case err != nil:
-		e.apiError(VerbGet)
+		e.apiError(metrics.APIPodGet)
 		return nil, fmt.Errorf("get pod: %w", err)
 	case string(pod.UID) != want.UID:
 		return nil, fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", ErrPodGone, pod.UID, want.UID)
@@ -294,7 +288,7 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request,
 	}
 	refusal, ok := budgetRefusal(err)
 	if !ok {
-		e.apiError(VerbEvict)
+		e.apiError(metrics.APIPodEvict)
 		return "", fmt.Errorf("eviction API: %w", err)
 	}
 	if !r.Hard {
@@ -312,7 +306,7 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request,
 	if gone := e.goneAfter(ctx, pod, err); gone != nil {
 		return "", gone
 	}
-	e.apiError(VerbDelete)
+	e.apiError(metrics.APIPodDelete)
 	return "", fmt.Errorf("a PodDisruptionBudget refused the eviction (%s), and the delete that puts the node first failed: %w", refusal, err)
 }
 
@@ -382,12 +376,12 @@ func (e *Evicter) markDisruptionTarget(ctx context.Context, log *slog.Logger, po
 	case apierrors.IsNotFound(err):
 		log.Debug("pod gone before its DisruptionTarget condition was set")
 	default:
-		e.apiError(VerbPatchStatus)
+		e.apiError(metrics.APIPodPatchStatus)
 		log.Warn("could not set the DisruptionTarget condition; evicting anyway", "err", err)
 	}
 }
 
-func (e *Evicter) apiError(verb string) {
+func (e *Evicter) apiError(verb metrics.APIVerb) {
 	if e.cfg.OnAPIError != nil {
 		e.cfg.OnAPIError(verb)
 	}

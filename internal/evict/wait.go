@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/internal/metrics"
 )
 
 // waitGone polls the pod every Config.PollInterval until it is gone (not
@@ -46,7 +48,7 @@ func (e *Evicter) look(ctx context.Context, want *v1.Pod) (bool, string) {
 		return true, "gone"
 	case err != nil:
 		if ctx.Err() == nil {
-			e.apiError(VerbGet)
+			e.apiError(metrics.APIPodGet)
 		}
 		return false, fmt.Sprintf("unknown: get failed: %v", err)
 	case pod.UID != want.UID:

@@ -279,19 +279,19 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.deps.AfterPass(m.status.Load())
 		}
 	}
-	m.pass(ctx, "start")
+	m.pass(ctx, metrics.TriggerStart)
 	after()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C():
-			m.pass(ctx, "tick")
+			m.pass(ctx, metrics.TriggerTick)
 		case <-m.wake:
-			m.pass(ctx, "wake")
+			m.pass(ctx, metrics.TriggerWake)
 		case <-dueC():
 			due = nil
-			m.pass(ctx, "deadline")
+			m.pass(ctx, metrics.TriggerDeadline)
 		}
 		after()
 	}
@@ -335,12 +335,11 @@ func (m *Manager) nextDeadline() (time.Time, bool) {
 }
 
 // pass is one observe → decide → act cycle.
-func (m *Manager) pass(ctx context.Context, trigger string) {
+func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	met := m.deps.Metrics
 	start := m.deps.Clock.Now()
 	m.passStarted.Store(start.UnixNano())
 	defer m.passStarted.Store(0)
-	met.IncPass(trigger)
 
 	obs, err := signals.Collect(ctx, start, m.deps.Sources)
 	m.warnOnChange(&m.lastObsErr, err, "some signals could not be read; they cannot trigger an eviction")
@@ -371,12 +370,12 @@ func (m *Manager) pass(ctx context.Context, trigger string) {
 	}
 	result := m.act(ctx, dec, inFlight)
 
-	st := newStatus(start, trigger, m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result, len(pods))
+	st := newStatus(start, string(trigger), m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result, len(pods))
 	now := m.deps.Clock.Now()
 	st.Limits = m.limits(now)
 	st.InFlight = m.inFlightStatus(inFlight, now)
 	m.status.Store(st)
-	met.ObservePass(m.deps.Clock.Since(start))
+	met.ObservePass(metrics.Pass{Trigger: trigger, Duration: m.deps.Clock.Since(start), EvictionsInLastHour: st.Limits.EvictionsInLastHour})
 }
 
 // warnOnChange logs err at Warn when it differs from the last one seen at
@@ -409,21 +408,17 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 	}
 	if dec.Outcome != decide.OutcomeEvict {
 		if dec.Signal != "" {
-			met.IncDecision(dec.Signal, string(dec.Outcome))
+			met.ObserveDecision(metrics.Decision{Signal: dec.Signal, Outcome: dec.Outcome, At: dec.Time})
 		}
 		return ""
 	}
 	reqs := dec.Requests()
-	if m.cfg.DryRun {
-		met.IncDecision(dec.Signal, "dry-run")
-	} else {
-		met.IncDecision(dec.Signal, string(dec.Outcome))
-	}
+	met.ObserveDecision(m.chosen(dec))
 	if why, withheld := m.withheldInFlight(reqs[0], inFlight, m.deps.Clock.Now()); withheld {
 		return why
 	}
 	if m.cfg.DryRun {
-		met.IncEviction(dec.Signal, "dry-run")
+		met.IncEviction(dec.Signal, metrics.ResultDryRun)
 		m.deps.Log.Info("dry run: would evict", "signal", dec.Signal, "pod", dec.Pod.Ref(),
 			"gracePeriodSeconds", dec.GracePeriod, "message", dec.Message)
 		return "dry-run"
@@ -439,14 +434,14 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 		m.recordGone(req, err)
 		switch {
 		case err == nil:
-			met.IncEviction(req.Signal, "evicted")
+			met.IncEviction(req.Signal, metrics.ResultEvicted)
 			log.Info("evicted", "message", req.Message)
 			// The pod is gone: look again at once rather than an interval on.
 			m.Wake()
 			return strings.Join(append(results, "evicted "+req.Pod.Ref()), "; ")
 		case errors.Is(err, decide.ErrNotGoneInTime):
 			// Issued: count it as an eviction, but say the pod lingers.
-			met.IncEviction(req.Signal, "evicted")
+			met.IncEviction(req.Signal, metrics.ResultEvicted)
 			log.Warn("eviction issued; the pod has not gone yet", "err", err)
 			m.Wake()
 			return strings.Join(append(results, "evicted "+req.Pod.Ref()+" (still terminating)"), "; ")
@@ -464,11 +459,11 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 			m.Wake()
 			return strings.Join(append(results, "gone "+req.Pod.Ref()), "; ")
 		case errors.Is(err, decide.ErrDisruptionBudget):
-			met.IncEviction(req.Signal, "pdb-blocked")
+			met.IncEviction(req.Signal, metrics.ResultPDBBlocked)
 			log.Info("a PodDisruptionBudget refused the eviction; trying the next pod", "err", err)
 			results = append(results, "pdb-blocked "+req.Pod.Ref())
 		default:
-			met.IncEviction(req.Signal, "failed")
+			met.IncEviction(req.Signal, metrics.ResultFailed)
 			log.Error("eviction failed", "err", err)
 			return strings.Join(append(results, "failed "+req.Pod.Ref()+": "+err.Error()), "; ")
 		}
@@ -488,7 +483,7 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec decide.Decision) stri
 	for _, req := range dec.LocalStorageRequests() {
 		log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
 		if m.cfg.DryRun {
-			met.IncEviction(req.Signal, "dry-run")
+			met.IncEviction(req.Signal, metrics.ResultDryRun)
 			log.Info("dry run: would evict", "message", req.Message)
 			results = append(results, "dry-run "+req.Pod.Ref())
 			continue
@@ -510,18 +505,18 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec decide.Decision) stri
 		issued++
 		switch {
 		case err == nil:
-			met.IncEviction(req.Signal, "evicted")
+			met.IncEviction(req.Signal, metrics.ResultEvicted)
 			log.Info("evicted", "message", req.Message)
 			results = append(results, "evicted "+req.Pod.Ref())
 		case errors.Is(err, decide.ErrNotGoneInTime):
-			met.IncEviction(req.Signal, "evicted")
+			met.IncEviction(req.Signal, metrics.ResultEvicted)
 			log.Warn("eviction issued; the pod has not gone yet", "err", err)
 			results = append(results, "evicted "+req.Pod.Ref()+" (still terminating)")
 		case errors.Is(err, decide.ErrPodGone):
 			log.Info("the pod is already gone", "err", err)
 			results = append(results, "gone "+req.Pod.Ref())
 		default:
-			met.IncEviction(req.Signal, "failed")
+			met.IncEviction(req.Signal, metrics.ResultFailed)
 			log.Error("eviction failed", "err", err)
 			results = append(results, "failed "+req.Pod.Ref()+": "+err.Error())
 		}
@@ -590,17 +585,28 @@ func (m *Manager) export(now time.Time, obs signals.Observations, dec decide.Dec
 		if !ok {
 			continue
 		}
-		met.SetThreshold(th.Signal, kindOf(th.Soft), quantityOf(th, o), metNow[th.Key()])
+		met.SetThreshold(th.Signal, metrics.KindOf(th.Soft), quantityOf(th, o), metNow[th.Key()])
 	}
 	for _, p := range signals.Pressures() {
 		met.SetPressure(p, ev.Pressure[p].Active)
 	}
-	if dec.Outcome == decide.OutcomeEvict && dec.Observation != nil {
-		met.ObserveStatsAge(dec.Signal, now.Sub(dec.Observation.Time))
-		if first, ok := ev.FirstObservedAt[dec.Threshold.Key()]; ok {
-			met.ObserveDetectionLatency(dec.Signal, now.Sub(first))
+}
+
+// chosen is a decision to evict as the metrics record it: its outcome
+// (metrics.OutcomeDryRun in dry-run), the age of its observation and the
+// time since its threshold was first met.
+func (m *Manager) chosen(dec decide.Decision) metrics.Decision {
+	d := metrics.Decision{Signal: dec.Signal, Outcome: dec.Outcome, At: dec.Time}
+	if m.cfg.DryRun {
+		d.Outcome = metrics.OutcomeDryRun
+	}
+	if dec.Observation != nil {
+		d.Observed = dec.Observation.Time
+		if first, ok := dec.Evaluation.FirstObservedAt[dec.Threshold.Key()]; ok {
+			d.FirstMet = first
 		}
 	}
+	return d
 }
 
 // capped reports whether --max-evictions-per-hour withholds req now, with
@@ -645,7 +651,6 @@ func (m *Manager) recordIssued(err error) {
 // ends a reach of the cap once the window has room again.
 func (m *Manager) limits(now time.Time) LimitsStatus {
 	n := m.hour.count(now)
-	m.deps.Metrics.SetEvictionsInLastHour(n)
 	ls := LimitsStatus{MaxEvictionsPerHour: m.cfg.MaxEvictionsPerHour, EvictionsInLastHour: n}
 	if m.hour.full(now) {
 		ls.CapReached = true

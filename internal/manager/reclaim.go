@@ -55,13 +55,10 @@ func (m *Manager) reclaimFirst(ctx context.Context, dec decide.Decision) decide.
 	actions, err := m.deps.Reclaimer.Reclaim(ctx, dec.Signal, m.cfg.Decider.Layout)
 	errs := []error{err}
 	for _, a := range actions {
-		result := "ok"
 		if a.Err != nil {
-			result = "failed"
 			errs = append(errs, fmt.Errorf("%s: %w", a.Kind, a.Err))
 		}
-		m.deps.Metrics.IncReclaim(a.Kind, result)
-		m.deps.Metrics.AddReclaimedBytes(a.Kind, a.FreedBytes)
+		m.deps.Metrics.ObserveReclaim(a)
 		if a.Err == nil || a.Removed > 0 || a.FreedBytes != 0 {
 			log.Info("reclaimed", "kind", a.Kind, "removed", a.Removed, "freedBytes", a.FreedBytes)
 		}

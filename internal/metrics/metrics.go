@@ -12,53 +12,6 @@ import (
 	"github.com/evictd/evictd/signals"
 )
 
-// Threshold kinds, the values of the kind label.
-const (
-	KindHard = "hard"
-	KindSoft = "soft"
-)
-
-// Decision outcomes, the values of evictd_decisions_total's outcome label.
-const (
-	OutcomeEvict             = "evict"
-	OutcomeDryRun            = "dry-run"
-	OutcomeNoneEvictable     = "none-evictable"
-	OutcomeReclaimSufficient = "reclaim-sufficient"
-	OutcomeReclaimSettling   = "reclaim-settling"
-	OutcomeError             = "error"
-)
-
-// Eviction results, the values of evictd_evictions_total's result label.
-const (
-	ResultEvicted    = "evicted"
-	ResultPDBBlocked = "pdb-blocked"
-	ResultFailed     = "failed"
-	ResultDryRun     = "dry-run"
-	// ResultStoppedLocally: the API server did not answer, so the pod's
-	// containers were stopped through the runtime; the eviction is owed.
-	ResultStoppedLocally = "stopped-locally"
-)
-
-// Reasons an eviction is withheld, the values of
-// evictd_evictions_withheld_total's reason label.
-const (
-	WithheldHourlyCap = "hourly-cap"
-	WithheldRateLimit = "rate-limit"
-	// WithheldInFlight: a pod evictd evicted is still terminating (and
-	// not overdue), so the pressure it still holds is no reason to evict.
-	WithheldInFlight = "eviction-in-flight"
-)
-
-// Pass triggers, the values of evictd_passes_total's trigger label.
-const (
-	TriggerTick = "tick"
-	TriggerWake = "wake"
-)
-
-// wakeupSources are the values of evictd_wakeups_total's source label: the
-// kinds of internal/notify's wake-up sources.
-var wakeupSources = []string{"memcg", "psi", "memory-events", "fast-poll"}
-
 // Histogram buckets, in seconds.
 var (
 	// A pass reads a few files and lists pods: from 100µs on an idle
@@ -168,27 +121,27 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"pressure"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_decisions_total",
-			Help: "Eviction decisions taken, by starved signal and outcome.",
+			Help: "Eviction decisions taken, by starved signal and outcome: " + listed(outcomes) + ".",
 		}, []string{"signal", "outcome"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_evictions_total",
-			Help: "Pod evictions attempted, by starved signal and result.",
+			Help: "Pod evictions attempted, by starved signal and result: " + listed(results) + ".",
 		}, []string{"signal", "result"}),
 		rtErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_runtime_errors_total",
-			Help: "Calls to the container runtime (CRI) that failed, by operation (pod-disk-stats, stop-containers); the image filesystem counts in evictd_signal_errors_total, reclaim in evictd_reclaim_total.",
+			Help: "Calls to the container runtime (CRI) that failed, by operation: " + listed(runtimeOperations) + ". The image filesystem counts in evictd_signal_errors_total, reclaim in evictd_reclaim_total.",
 		}, []string{"operation"}),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_api_errors_total",
-			Help: "Requests to the API server that failed, by verb (e.g. patch-node-status, update-node, evict, delete-pod, patch-pod-status).",
+			Help: "Requests to the API server that failed, by verb: " + listed(apiVerbs) + ".",
 		}, []string{"verb"}),
 		reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_reclaim_total",
-			Help: "Node-level reclaim actions (containers: dead containers and sandboxes; images: unused images), by result.",
+			Help: "Node-level reclaim actions, by kind: " + listed(reclaimKinds) + "; and result: " + listed(reclaimResults) + ".",
 		}, []string{"kind", "result"}),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_reclaimed_bytes_total",
-			Help: "Bytes that node-level reclaim freed on the filesystem, measured with statfs before and after, by kind.",
+			Help: "Bytes that node-level reclaim freed on the filesystem, measured with statfs before and after, by kind: " + listed(reclaimKinds) + ".",
 		}, []string{"kind"}),
 		passDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "evictd_pass_duration_seconds",
@@ -197,11 +150,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_passes_total",
-			Help: "Passes of the loop, by what started them: the housekeeping tick or a wake-up (notifier, after an eviction).",
+			Help: "Passes of the loop, by what started them: " + listed(triggers) + ".",
 		}, []string{"trigger"}),
 		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_wakeups_total",
-			Help: "Wake-ups of the loop by source: memcg (cgroup v1 threshold notification), psi (pressure stall trigger), memory-events (cgroup v2 memory.events), fast-poll. Wake-ups arriving while a pass is pending share one pass.",
+			Help: "Wake-ups of the loop by source: " + listed(wakeupSources) + ". Wake-ups arriving while a pass is pending share one pass.",
 		}, []string{"source"}),
 		statsAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "evictd_stats_age_seconds",
@@ -228,7 +181,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"version", "goversion"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_evictions_withheld_total",
-			Help: "Evictions decided but not issued because of a safety limit, by reason: hourly-cap (--max-evictions-per-hour), rate-limit (--local-storage-eviction-qps and --local-storage-eviction-burst), eviction-in-flight (a pod evictd evicted is still terminating).",
+			Help: "Evictions decided but not issued because of a safety limit, by reason: " + listed(withheldReasons) + ".",
 		}, []string{"reason"}),
 		capHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "evictd_eviction_cap_reached_total",
@@ -304,30 +257,45 @@ func registerOrShare[C prometheus.Collector](reg prometheus.Registerer, c C, err
 	return c
 }
 
-// initCounters creates the counter series the loop can increment, at 0, so
-// that rate() and increase() see the first event instead of a new series.
+// initCounters creates every counter series the code can increment, at 0,
+// from the label tables (labels.go), so that rate() and increase() see the
+// first event instead of a new series; nothing else.
 func (m *Metrics) initCounters() {
-	outcomes := []string{OutcomeEvict, OutcomeDryRun, OutcomeNoneEvictable, OutcomeReclaimSufficient, OutcomeError}
-	results := []string{ResultEvicted, ResultPDBBlocked, ResultFailed, ResultDryRun, ResultStoppedLocally}
 	for _, s := range signals.All() {
 		m.sigErrors.WithLabelValues(string(s))
 		for _, o := range outcomes {
-			m.decisions.WithLabelValues(string(s), o)
+			if o.only == nil || o.only(s) {
+				m.decisions.WithLabelValues(string(s), string(o.v))
+			}
 		}
+	}
+	for _, s := range evictionSignals() {
 		for _, r := range results {
-			m.evictions.WithLabelValues(string(s), r)
+			if r.only == nil || r.only(s) {
+				m.evictions.WithLabelValues(string(s), string(r.v))
+			}
 		}
 	}
-	for _, op := range []string{RuntimePodDiskStats, RuntimeStopContainers} {
-		m.rtErrors.WithLabelValues(op)
+	for _, v := range apiVerbs {
+		m.apiErrors.WithLabelValues(string(v.v))
 	}
-	m.passes.WithLabelValues(TriggerTick)
-	m.passes.WithLabelValues(TriggerWake)
+	for _, op := range runtimeOperations {
+		m.rtErrors.WithLabelValues(string(op.v))
+	}
+	for _, k := range reclaimKinds {
+		for _, r := range reclaimResults {
+			m.reclaims.WithLabelValues(string(k.v), string(r.v))
+		}
+		m.reclaimed.WithLabelValues(string(k.v))
+	}
+	for _, t := range triggers {
+		m.passes.WithLabelValues(string(t.v))
+	}
 	for _, s := range wakeupSources {
-		m.wakeups.WithLabelValues(s)
+		m.wakeups.WithLabelValues(string(s.v))
 	}
-	for _, r := range []string{WithheldHourlyCap, WithheldRateLimit, WithheldInFlight} {
-		m.withheld.WithLabelValues(r)
+	for _, r := range withheldReasons {
+		m.withheld.WithLabelValues(string(r.v))
 	}
 }
 
@@ -399,15 +367,15 @@ func (m *Metrics) IncSignalError(sig signals.Signal) {
 	m.sigErrors.WithLabelValues(string(sig)).Inc()
 }
 
-// SetThreshold exports a threshold of sig (kind is KindHard or KindSoft) as
-// an absolute quantity in sig's unit (for a stall signal, value is in
-// 1/signals.StallScale and is exported as a ratio), and whether it is met.
-func (m *Metrics) SetThreshold(sig signals.Signal, kind string, value int64, met bool) {
+// SetThreshold exports a threshold of sig as an absolute quantity in sig's
+// unit (for a stall signal, value is in 1/signals.StallScale and is
+// exported as a ratio), and whether it is met.
+func (m *Metrics) SetThreshold(sig signals.Signal, kind ThresholdKind, value int64, met bool) {
 	if m == nil {
 		return
 	}
-	m.threshold.WithLabelValues(string(sig), kind).Set(thresholdValue(sig, value))
-	m.thrMet.WithLabelValues(string(sig), kind).Set(boolToFloat(met))
+	m.threshold.WithLabelValues(string(sig), string(kind)).Set(thresholdValue(sig, value))
+	m.thrMet.WithLabelValues(string(sig), string(kind)).Set(boolToFloat(met))
 }
 
 // SetPressure exports whether the node is under pressure p.
@@ -418,20 +386,12 @@ func (m *Metrics) SetPressure(p signals.Pressure, active bool) {
 	m.pressure.WithLabelValues(string(p)).Set(boolToFloat(active))
 }
 
-// IncDecision counts a decision about sig with its outcome (Outcome…).
-func (m *Metrics) IncDecision(sig signals.Signal, outcome string) {
+// IncEviction counts an eviction for sig with its result.
+func (m *Metrics) IncEviction(sig signals.Signal, result Result) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(string(sig), outcome).Inc()
-}
-
-// IncEviction counts an eviction for sig with its result (Result…).
-func (m *Metrics) IncEviction(sig signals.Signal, result string) {
-	if m == nil {
-		return
-	}
-	m.evictions.WithLabelValues(string(sig), result).Inc()
+	m.evictions.WithLabelValues(string(sig), string(result)).Inc()
 }
 
 // SetOwed sets how many evictions are owed to the API server.
@@ -443,85 +403,27 @@ func (m *Metrics) SetOwed(n int) {
 }
 
 // IncAPIError counts a failed request to the API server.
-func (m *Metrics) IncAPIError(verb string) {
+func (m *Metrics) IncAPIError(verb APIVerb) {
 	if m == nil {
 		return
 	}
-	m.apiErrors.WithLabelValues(verb).Inc()
+	m.apiErrors.WithLabelValues(string(verb)).Inc()
 }
-
-// The operations of evictd_runtime_errors_total.
-const (
-	RuntimePodDiskStats   = "pod-disk-stats"
-	RuntimeStopContainers = "stop-containers"
-)
 
 // IncRuntimeError counts a failed operation on the container runtime.
-func (m *Metrics) IncRuntimeError(operation string) {
+func (m *Metrics) IncRuntimeError(operation RuntimeOperation) {
 	if m == nil {
 		return
 	}
-	m.rtErrors.WithLabelValues(operation).Inc()
-}
-
-// IncReclaim counts a node-level reclaim action of kind with its result
-// (ok or failed).
-func (m *Metrics) IncReclaim(kind, result string) {
-	if m == nil {
-		return
-	}
-	m.reclaims.WithLabelValues(kind, result).Inc()
-}
-
-// AddReclaimedBytes adds what a reclaim action freed; negative or zero
-// amounts (the filesystem filled up meanwhile) add nothing.
-func (m *Metrics) AddReclaimedBytes(kind string, bytes int64) {
-	if m == nil || bytes <= 0 {
-		return
-	}
-	m.reclaimed.WithLabelValues(kind).Add(float64(bytes))
-}
-
-// ObservePass records how long a pass took.
-func (m *Metrics) ObservePass(d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.passDur.Observe(seconds(d))
-}
-
-// IncPass counts a pass started by trigger (TriggerTick or TriggerWake).
-func (m *Metrics) IncPass(trigger string) {
-	if m == nil {
-		return
-	}
-	m.passes.WithLabelValues(trigger).Inc()
+	m.rtErrors.WithLabelValues(string(operation)).Inc()
 }
 
 // IncWakeup counts a wake-up of the loop from a source of that kind.
-func (m *Metrics) IncWakeup(source string) {
+func (m *Metrics) IncWakeup(source WakeupSource) {
 	if m == nil {
 		return
 	}
-	m.wakeups.WithLabelValues(source).Inc()
-}
-
-// ObserveStatsAge records how old the observation behind a decision about
-// sig was.
-func (m *Metrics) ObserveStatsAge(sig signals.Signal, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.statsAge.WithLabelValues(string(sig)).Observe(seconds(d))
-}
-
-// ObserveDetectionLatency records the time from sig's threshold first being
-// observed met to the decision.
-func (m *Metrics) ObserveDetectionLatency(sig signals.Signal, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.detection.WithLabelValues(string(sig)).Observe(seconds(d))
+	m.wakeups.WithLabelValues(string(source)).Inc()
 }
 
 // ObserveIssueLatency records the time from the decision to evict for sig
@@ -534,12 +436,12 @@ func (m *Metrics) ObserveIssueLatency(sig signals.Signal, d time.Duration) {
 }
 
 // IncWithheld counts an eviction withheld by a safety limit or an
-// eviction in flight (Withheld…).
-func (m *Metrics) IncWithheld(reason string) {
+// eviction in flight.
+func (m *Metrics) IncWithheld(reason WithheldReason) {
 	if m == nil {
 		return
 	}
-	m.withheld.WithLabelValues(reason).Inc()
+	m.withheld.WithLabelValues(string(reason)).Inc()
 }
 
 // IncCapReached counts one reach of --max-evictions-per-hour.
@@ -548,14 +450,6 @@ func (m *Metrics) IncCapReached() {
 		return
 	}
 	m.capHits.Inc()
-}
-
-// SetEvictionsInLastHour exports the evictions issued in the last hour.
-func (m *Metrics) SetEvictionsInLastHour(n int) {
-	if m == nil {
-		return
-	}
-	m.lastHour.Set(float64(n))
 }
 
 // seconds converts d for a histogram. A negative duration (a clock stepped

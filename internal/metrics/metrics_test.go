@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"runtime"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -181,40 +183,43 @@ evictd_node_pressure{pressure="pid"} 0
 `,
 		},
 		{
-			name: "IncDecision",
+			name: "ObserveDecision without times counts the decision only",
 			do: func(m *Metrics) {
-				m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
-				m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
-				m.IncDecision(signals.MemoryAvailable, OutcomeDryRun)
+				m.ObserveDecision(Decision{Signal: signals.MemoryAvailable, Outcome: decide.OutcomeEvict, At: t0})
+				m.ObserveDecision(Decision{Signal: signals.MemoryAvailable, Outcome: decide.OutcomeEvict, At: t0})
+				m.ObserveDecision(Decision{Signal: signals.MemoryAvailable, Outcome: OutcomeDryRun, At: t0})
 			},
 			collect: func(m *Metrics) prometheus.Collector {
 				return collectors(
-					m.decisions.WithLabelValues(string(signals.MemoryAvailable), OutcomeEvict),
-					m.decisions.WithLabelValues(string(signals.MemoryAvailable), OutcomeDryRun),
-					m.decisions.WithLabelValues(string(signals.MemoryAvailable), OutcomeError),
+					m.decisions.WithLabelValues(string(signals.MemoryAvailable), string(decide.OutcomeEvict)),
+					m.decisions.WithLabelValues(string(signals.MemoryAvailable), string(OutcomeDryRun)),
+					m.decisions.WithLabelValues(string(signals.MemoryAvailable), string(decide.OutcomeNoEvictablePod)),
+					m.statsAge, m.detection,
 				)
 			},
 			want: `
-# HELP evictd_decisions_total Eviction decisions taken, by starved signal and outcome.
+# HELP evictd_decisions_total Eviction decisions taken, by starved signal and outcome: evict (a pod was chosen), dry-run (a pod was chosen, in dry-run), none-evictable (no pod may be evicted), reclaim-sufficient (node-level reclaim was enough), reclaim-settling (node-level reclaim removed some; waiting for the runtime to free it).
 # TYPE evictd_decisions_total counter
 evictd_decisions_total{outcome="dry-run",signal="memory.available"} 1
-evictd_decisions_total{outcome="error",signal="memory.available"} 0
 evictd_decisions_total{outcome="evict",signal="memory.available"} 2
+evictd_decisions_total{outcome="none-evictable",signal="memory.available"} 0
 `,
 		},
 		{
 			name: "IncAPIError",
 			do: func(m *Metrics) {
-				m.IncAPIError("evict")
-				m.IncAPIError("evict")
-				m.IncAPIError("patch-node-status")
+				m.IncAPIError(APIPodEvict)
+				m.IncAPIError(APIPodEvict)
+				m.IncAPIError(APINodePatch)
 			},
-			collect: func(m *Metrics) prometheus.Collector { return collectors(m.apiErrors) },
+			collect: func(m *Metrics) prometheus.Collector {
+				return collectors(m.apiErrors.WithLabelValues(string(APIPodEvict)), m.apiErrors.WithLabelValues(string(APINodePatch)))
+			},
 			want: `
-# HELP evictd_api_errors_total Requests to the API server that failed, by verb (e.g. patch-node-status, update-node, evict, delete-pod, patch-pod-status).
+# HELP evictd_api_errors_total Requests to the API server that failed, by verb: node_get (GET of the node), node_patch (PATCH of its conditions), node_update (update of its taints), pod_get (GET of a pod), pod_evict (POST of pods/eviction), pod_delete (DELETE of a pod, the hard fallback), pod_patch_status (PATCH of pods/status).
 # TYPE evictd_api_errors_total counter
-evictd_api_errors_total{verb="evict"} 2
-evictd_api_errors_total{verb="patch-node-status"} 1
+evictd_api_errors_total{verb="node_patch"} 1
+evictd_api_errors_total{verb="pod_evict"} 2
 `,
 		},
 		{
@@ -225,12 +230,12 @@ evictd_api_errors_total{verb="patch-node-status"} 1
 			},
 			collect: func(m *Metrics) prometheus.Collector {
 				return collectors(
-					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), ResultPDBBlocked),
-					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), ResultEvicted),
+					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), string(ResultPDBBlocked)),
+					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), string(ResultEvicted)),
 				)
 			},
 			want: `
-# HELP evictd_evictions_total Pod evictions attempted, by starved signal and result.
+# HELP evictd_evictions_total Pod evictions attempted, by starved signal and result: evicted (issued), pdb-blocked (a PodDisruptionBudget refused it), failed (any other error), dry-run (not acted on: dry-run, or no API server), stopped-locally (the API server did not answer; the containers were stopped through the runtime and the eviction is owed).
 # TYPE evictd_evictions_total counter
 evictd_evictions_total{result="evicted",signal="nodefs.available"} 1
 evictd_evictions_total{result="pdb-blocked",signal="nodefs.available"} 1
@@ -244,8 +249,8 @@ evictd_evictions_total{result="pdb-blocked",signal="nodefs.available"} 1
 				m.IncWithheld(WithheldRateLimit)
 				m.IncWithheld(WithheldInFlight)
 				m.IncCapReached()
-				m.SetEvictionsInLastHour(7)
-				m.SetEvictionsInLastHour(5)
+				m.ObservePass(Pass{Trigger: TriggerTick, EvictionsInLastHour: 7})
+				m.ObservePass(Pass{Trigger: TriggerTick, EvictionsInLastHour: 5})
 			},
 			collect: func(m *Metrics) prometheus.Collector { return collectors(m.withheld, m.capHits, m.lastHour) },
 			want: `
@@ -279,11 +284,11 @@ evictd_signal_observation_age_seconds{signal="pid.available"} 2.5
 		{
 			name: "ObservePass",
 			do: func(m *Metrics) {
-				m.ObservePass(150 * time.Microsecond)
-				m.ObservePass(30 * time.Millisecond)
-				m.ObservePass(20 * time.Second)
+				m.ObservePass(Pass{Trigger: TriggerTick, Duration: 150 * time.Microsecond, EvictionsInLastHour: 1})
+				m.ObservePass(Pass{Trigger: TriggerTick, Duration: 30 * time.Millisecond, EvictionsInLastHour: 2})
+				m.ObservePass(Pass{Trigger: TriggerWake, Duration: 20 * time.Second, EvictionsInLastHour: 1})
 			},
-			collect: func(m *Metrics) prometheus.Collector { return m.passDur },
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.passDur, m.passes, m.lastHour) },
 			want: `
 # HELP evictd_pass_duration_seconds Duration of one pass of the loop: observe, decide, act.
 # TYPE evictd_pass_duration_seconds histogram
@@ -306,33 +311,27 @@ evictd_pass_duration_seconds_bucket{le="10"} 2
 evictd_pass_duration_seconds_bucket{le="+Inf"} 3
 evictd_pass_duration_seconds_sum 20.03015
 evictd_pass_duration_seconds_count 3
-`,
-		},
-		{
-			name: "IncPass",
-			do: func(m *Metrics) {
-				m.IncPass(TriggerTick)
-				m.IncPass(TriggerTick)
-				m.IncPass(TriggerWake)
-			},
-			collect: func(m *Metrics) prometheus.Collector { return m.passes },
-			want: `
-# HELP evictd_passes_total Passes of the loop, by what started them: the housekeeping tick or a wake-up (notifier, after an eviction).
+# HELP evictd_passes_total Passes of the loop, by what started them: start (the first pass), tick (the housekeeping interval), wake (a wake-up source, or after an eviction), deadline (a grace period, transition period or wait ending before the next tick).
 # TYPE evictd_passes_total counter
+evictd_passes_total{trigger="deadline"} 0
+evictd_passes_total{trigger="start"} 0
 evictd_passes_total{trigger="tick"} 2
 evictd_passes_total{trigger="wake"} 1
+# HELP evictd_evictions_in_last_hour Evictions issued (evicted or stopped locally) in the sliding hour before the last pass, the count --max-evictions-per-hour caps.
+# TYPE evictd_evictions_in_last_hour gauge
+evictd_evictions_in_last_hour 1
 `,
 		},
 		{
 			name: "IncWakeup",
 			do: func(m *Metrics) {
-				m.IncWakeup("memcg")
-				m.IncWakeup("memcg")
-				m.IncWakeup("fast-poll")
+				m.IncWakeup(WakeupMemcg)
+				m.IncWakeup(WakeupMemcg)
+				m.IncWakeup(WakeupFastPoll)
 			},
 			collect: func(m *Metrics) prometheus.Collector { return m.wakeups },
 			want: `
-# HELP evictd_wakeups_total Wake-ups of the loop by source: memcg (cgroup v1 threshold notification), psi (pressure stall trigger), memory-events (cgroup v2 memory.events), fast-poll. Wake-ups arriving while a pass is pending share one pass.
+# HELP evictd_wakeups_total Wake-ups of the loop by source: memcg (cgroup v1 threshold notification), psi (pressure stall trigger), memory-events (cgroup v2 memory.events), fast-poll (working set polled near a memory threshold). Wake-ups arriving while a pass is pending share one pass.
 # TYPE evictd_wakeups_total counter
 evictd_wakeups_total{source="fast-poll"} 1
 evictd_wakeups_total{source="memcg"} 2
@@ -341,11 +340,11 @@ evictd_wakeups_total{source="psi"} 0
 `,
 		},
 		{
-			name: "ObserveStatsAge, a negative age counts as 0",
+			name: "ObserveDecision records the age of its observation; a negative age counts as 0",
 			do: func(m *Metrics) {
-				m.ObserveStatsAge(signals.MemoryAvailable, 3*time.Millisecond)
-				m.ObserveStatsAge(signals.MemoryAvailable, -time.Second)
-				m.ObserveStatsAge(signals.MemoryAvailable, 15*time.Second)
+				for _, age := range []time.Duration{3 * time.Millisecond, -time.Second, 15 * time.Second} {
+					m.ObserveDecision(Decision{Signal: signals.MemoryAvailable, Outcome: decide.OutcomeEvict, At: t0, Observed: t0.Add(-age)})
+				}
 			},
 			collect: func(m *Metrics) prometheus.Collector { return m.statsAge },
 			want: `
@@ -370,10 +369,11 @@ evictd_stats_age_seconds_count{signal="memory.available"} 3
 `,
 		},
 		{
-			name: "ObserveDetectionLatency",
+			name: "ObserveDecision records the time since its threshold was first met",
 			do: func(m *Metrics) {
-				m.ObserveDetectionLatency(signals.PIDAvailable, 400*time.Millisecond)
-				m.ObserveDetectionLatency(signals.PIDAvailable, 90*time.Second)
+				for _, since := range []time.Duration{400 * time.Millisecond, 90 * time.Second} {
+					m.ObserveDecision(Decision{Signal: signals.PIDAvailable, Outcome: decide.OutcomeEvict, At: t0, FirstMet: t0.Add(-since)})
+				}
 			},
 			collect: func(m *Metrics) prometheus.Collector { return m.detection },
 			want: `
@@ -430,6 +430,27 @@ evictd_eviction_issue_latency_seconds_count{signal="memory.available"} 3
 `,
 		},
 		{
+			name: "ObserveReclaim: failed when the action has an error; a negative amount freed adds nothing",
+			do: func(m *Metrics) {
+				m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimContainers, Removed: 3, FreedBytes: 100 << 20})
+				m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimImages, Err: errors.New("runtime down")})
+				m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimImages, Removed: 1, FreedBytes: -4096})
+			},
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.reclaims, m.reclaimed) },
+			want: `
+# HELP evictd_reclaim_total Node-level reclaim actions, by kind: containers (dead containers and sandboxes), images (unused images); and result: ok, failed (wholly or in part).
+# TYPE evictd_reclaim_total counter
+evictd_reclaim_total{kind="containers",result="failed"} 0
+evictd_reclaim_total{kind="containers",result="ok"} 1
+evictd_reclaim_total{kind="images",result="failed"} 1
+evictd_reclaim_total{kind="images",result="ok"} 1
+# HELP evictd_reclaimed_bytes_total Bytes that node-level reclaim freed on the filesystem, measured with statfs before and after, by kind: containers (dead containers and sandboxes), images (unused images).
+# TYPE evictd_reclaimed_bytes_total counter
+evictd_reclaimed_bytes_total{kind="containers"} 1.048576e+08
+evictd_reclaimed_bytes_total{kind="images"} 0
+`,
+		},
+		{
 			name: "SetVersion",
 			do: func(m *Metrics) {
 				m.SetVersion("v0.1.0")
@@ -453,6 +474,9 @@ evictd_build_info{goversion="` + runtime.Version() + `",version="v0.2.0"} 1
 		})
 	}
 }
+
+// t0 is a time for decisions.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // collectors joins several collectors into one for CollectAndCompare.
 type multiCollector []prometheus.Collector

@@ -11,23 +11,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
-// TestCountersStartAtZero checks that every counter series the loop can
-// increment exists, at 0, before the first event.
+// TestCountersStartAtZero checks that every counter series evictd can
+// increment exists, at 0, before the first event, and no other.
 func TestCountersStartAtZero(t *testing.T) {
 	m := New(prometheus.NewRegistry())
-	n := len(signals.All())
+	// The 15 threshold signals, 6 of them disk signals (nodefs, imagefs,
+	// containerfs: available and inodesFree), and the 3 local-storage
+	// pseudo-signals.
+	const nSignals, nDisk, nLocal = 15, 6, 3
 	tests := []struct {
 		name string
 		c    prometheus.Collector
 		want int
 	}{
-		{"evictd_signal_errors_total", m.sigErrors, n},
-		{"evictd_decisions_total", m.decisions, n * 5},
-		{"evictd_evictions_total", m.evictions, n * 5},
-		{"evictd_passes_total", m.passes, 2},
+		{"evictd_signal_errors_total", m.sigErrors, nSignals},
+		// evict, dry-run and none-evictable for every signal; the two
+		// reclaim outcomes for the disk signals only.
+		{"evictd_decisions_total", m.decisions, nSignals*3 + nDisk*2},
+		// Five results for the thresholds' signals; the local-storage
+		// evictions are never PDB-blocked nor stopped locally.
+		{"evictd_evictions_total", m.evictions, nSignals*5 + nLocal*3},
+		{"evictd_api_errors_total", m.apiErrors, 7},
+		{"evictd_runtime_errors_total", m.rtErrors, 2},
+		{"evictd_reclaim_total", m.reclaims, 2 * 2},
+		{"evictd_reclaimed_bytes_total", m.reclaimed, 2},
+		{"evictd_passes_total", m.passes, 4},
 		{"evictd_wakeups_total", m.wakeups, 4},
 		{"evictd_evictions_withheld_total", m.withheld, 3},
 		{"evictd_eviction_cap_reached_total", m.capHits, 1},
@@ -46,6 +58,7 @@ func TestCountersStartAtZero(t *testing.T) {
 
 // allNames is every metric family evictd exports.
 var allNames = []string{
+	"evictd_api_errors_total",
 	"evictd_build_info",
 	"evictd_decisions_total",
 	"evictd_detection_latency_seconds",
@@ -59,6 +72,8 @@ var allNames = []string{
 	"evictd_node_pressure",
 	"evictd_pass_duration_seconds",
 	"evictd_passes_total",
+	"evictd_reclaim_total",
+	"evictd_reclaimed_bytes_total",
 	"evictd_runtime_errors_total",
 	"evictd_signal_available",
 	"evictd_signal_capacity",
@@ -78,19 +93,17 @@ func exerciseAll(m *Metrics) {
 	m.IncSignalError(signals.MemoryAvailable)
 	m.SetThreshold(signals.MemoryAvailable, KindHard, 1, true)
 	m.SetPressure(signals.MemoryPressure, true)
-	m.IncDecision(signals.MemoryAvailable, OutcomeEvict)
+	m.ObserveDecision(Decision{Signal: signals.MemoryAvailable, Outcome: decide.OutcomeEvict, At: t0, Observed: t0, FirstMet: t0})
 	m.IncEviction(signals.MemoryAvailable, ResultEvicted)
 	m.SetOwed(1)
-	m.ObservePass(time.Millisecond)
-	m.IncPass(TriggerTick)
-	m.IncWakeup("memcg")
-	m.ObserveStatsAge(signals.MemoryAvailable, time.Millisecond)
-	m.ObserveDetectionLatency(signals.MemoryAvailable, time.Millisecond)
+	m.ObservePass(Pass{Trigger: TriggerTick, Duration: time.Millisecond, EvictionsInLastHour: 3})
+	m.IncWakeup(WakeupMemcg)
 	m.ObserveIssueLatency(signals.MemoryAvailable, time.Millisecond)
 	m.IncWithheld(WithheldHourlyCap)
 	m.IncCapReached()
-	m.SetEvictionsInLastHour(3)
 	m.IncRuntimeError(RuntimeStopContainers)
+	m.IncAPIError(APIPodEvict)
+	m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimImages, FreedBytes: 1})
 }
 
 // TestLint runs every family through promtool's naming rules.
@@ -145,9 +158,9 @@ func TestNewTwiceSharesCollectors(t *testing.T) {
 	if err := errorsOf(a, b); err != "" {
 		t.Fatalf("New twice on one registry: %s", err)
 	}
-	a.IncPass(TriggerTick)
-	b.IncPass(TriggerTick)
-	if got := testutil.ToFloat64(a.passes.WithLabelValues(TriggerTick)); got != 2 {
+	a.ObservePass(Pass{Trigger: TriggerTick})
+	b.ObservePass(Pass{Trigger: TriggerTick})
+	if got := testutil.ToFloat64(a.passes.WithLabelValues(string(TriggerTick))); got != 2 {
 		t.Errorf("got %v tick passes, want 2", got)
 	}
 }
@@ -177,7 +190,7 @@ func TestNilIsNoOp(t *testing.T) {
 	// And a nil registry gives working, unregistered metrics.
 	m = New(nil)
 	exerciseAll(m)
-	if got := testutil.ToFloat64(m.passes.WithLabelValues(TriggerTick)); got != 1 {
+	if got := testutil.ToFloat64(m.passes.WithLabelValues(string(TriggerTick))); got != 1 {
 		t.Errorf("got %v tick passes, want 1", got)
 	}
 }

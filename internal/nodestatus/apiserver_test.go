@@ -21,6 +21,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
@@ -124,19 +125,19 @@ func newRecorder(t *testing.T, client *kubeclient.Client, node string) record.Ev
 // apiErrors counts OnAPIError calls by verb.
 type apiErrors struct {
 	mu sync.Mutex
-	n  map[string]int
+	n  map[metrics.APIVerb]int
 }
 
-func (a *apiErrors) record(verb string) {
+func (a *apiErrors) record(verb metrics.APIVerb) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.n == nil {
-		a.n = map[string]int{}
+		a.n = map[metrics.APIVerb]int{}
 	}
 	a.n[verb]++
 }
 
-func (a *apiErrors) count(verb string) int {
+func (a *apiErrors) count(verb metrics.APIVerb) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.n[verb]

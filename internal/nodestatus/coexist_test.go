@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
 )
 
@@ -116,7 +117,7 @@ func TestCoexistsWithKubeletAndOtherTaints(t *testing.T) {
 	})
 
 	t.Logf("kubelet status writes: %d, other-taint toggles: %d, evictd API errors: get %d, update %d (conflicts), patch %d",
-		kubeletWrites.Load(), toggles.Load(), errs.count("get"), errs.count("update"), errs.count("patch"))
+		kubeletWrites.Load(), toggles.Load(), errs.count(metrics.APINodeGet), errs.count(metrics.APINodeUpdate), errs.count(metrics.APINodePatch))
 	for _, v := range bad.list {
 		t.Error(v)
 	}

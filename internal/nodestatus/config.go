@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -39,9 +40,10 @@ type Config struct {
 	// Clock drives heartbeats and retries (the real clock by default).
 	Clock clock.WithTicker
 	// OnAPIError, when set, is called from the publisher's goroutine with
-	// the verb ("get", "update", "patch") of every API request that failed,
-	// conflicts included (main counts them in evictd_api_errors_total).
-	OnAPIError func(verb string)
+	// the request (metrics.APINodeGet, APINodePatch or APINodeUpdate) of
+	// every API request that failed, conflicts included (main counts them
+	// in evictd_api_errors_total).
+	OnAPIError func(verb metrics.APIVerb)
 }
 
 // Defaults used for the fields of Config left empty.
@@ -150,7 +152,7 @@ func (cfg Config) complete() (Config, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.OnAPIError == nil {
-		cfg.OnAPIError = func(string) {}
+		cfg.OnAPIError = func(metrics.APIVerb) {}
 	}
 	return cfg, nil
 }

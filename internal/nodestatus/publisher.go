@@ -19,6 +19,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -274,7 +275,7 @@ func (p *Publisher) write(ctx context.Context, snap snapshot, late bool) error {
 
 	node, err := nodes.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		p.cfg.OnAPIError("get")
+		p.cfg.OnAPIError(metrics.APINodeGet)
 		return fmt.Errorf("get node %s: %w", name, err)
 	}
 	if !p.haveBase {
@@ -295,7 +296,7 @@ func (p *Publisher) write(ctx context.Context, snap snapshot, late bool) error {
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := nodes.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
 		if err != nil {
-			p.cfg.OnAPIError("patch")
+			p.cfg.OnAPIError(metrics.APINodePatch)
 			return err
 		}
 		patched = n
@@ -349,7 +350,7 @@ func (p *Publisher) updateTaints(ctx context.Context, node *v1.Node, states []pr
 		if !fresh {
 			n, err := nodes.Get(ctx, node.Name, metav1.GetOptions{})
 			if err != nil {
-				p.cfg.OnAPIError("get")
+				p.cfg.OnAPIError(metrics.APINodeGet)
 				return err
 			}
 			node = n
@@ -362,7 +363,7 @@ func (p *Publisher) updateTaints(ctx context.Context, node *v1.Node, states []pr
 		n := node.DeepCopy()
 		n.Spec.Taints = taints
 		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-			p.cfg.OnAPIError("update")
+			p.cfg.OnAPIError(metrics.APINodeUpdate)
 			return err
 		}
 		p.log.Info("node taints set", "taints", taintKeys(taints, p.cfg), "effect", string(p.cfg.TaintEffect))

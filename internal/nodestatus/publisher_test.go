@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/signals"
 )
@@ -162,7 +163,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 	if want := []bool{false, true, false}; !slices.Equal(taintFlips, want) {
 		t.Errorf("taint presence over the versions: %v, want %v", taintFlips, want)
 	}
-	if n := errs.count("get") + errs.count("patch") + errs.count("update"); n != 0 {
+	if n := errs.count(metrics.APINodeGet) + errs.count(metrics.APINodePatch) + errs.count(metrics.APINodeUpdate); n != 0 {
 		t.Errorf("%d API errors, want none", n)
 	}
 
@@ -226,7 +227,7 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	t1 := fc.Now()
 	p.Publish(t1, []decide.PressureReport{report(memory, true, t1, "mem on"), report(disk, false, time.Time{}, "disk clear")})
 	eventually(t, 10*time.Second, func() error {
-		if n := errs.count("get"); n < 1 {
+		if n := errs.count(metrics.APINodeGet); n < 1 {
 			return errors.New("no failed get yet")
 		}
 		return nil
@@ -248,7 +249,7 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	if got := nodestatus.LastWritten(p); !got.Equal(before) {
 		t.Fatalf("LastWritten() = %s during the outage, want %s", got, before)
 	}
-	failed := errs.count("get")
+	failed := errs.count(metrics.APINodeGet)
 	t.Logf("%d failed attempts during the outage", failed)
 	if failed < 3 {
 		t.Errorf("%d failed attempts during the outage, want retries (at least 3)", failed)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/evictd/evictd/internal/metrics"
 )
 
 // Source is one way of learning that a pass should run now. Run blocks,
@@ -18,15 +20,16 @@ type Source interface {
 
 // Counter counts wake-ups by source kind; *metrics.Metrics is one.
 type Counter interface {
-	IncWakeup(source string)
+	IncWakeup(source metrics.WakeupSource)
 }
 
-// Source kinds, the values of evictd_wakeups_total's source label.
+// Source kinds: the values of evictd_wakeups_total's source label, which
+// internal/metrics declares (metrics.WakeupSources lists them).
 const (
-	KindMemcg        = "memcg"
-	KindPSI          = "psi"
-	KindMemoryEvents = "memory-events"
-	KindFastPoll     = "fast-poll"
+	KindMemcg        = metrics.WakeupMemcg
+	KindPSI          = metrics.WakeupPSI
+	KindMemoryEvents = metrics.WakeupMemoryEvents
+	KindFastPoll     = metrics.WakeupFastPoll
 )
 
 // Group runs sources side by side and passes their wake-ups on, counted.
@@ -37,9 +40,10 @@ type Group struct {
 }
 
 type member struct {
-	name, kind string
-	src        Source
-	n          *atomic.Uint64
+	name string
+	kind metrics.WakeupSource
+	src  Source
+	n    *atomic.Uint64
 }
 
 // NewGroup returns an empty Group logging to log; counter may be nil.
@@ -50,7 +54,7 @@ func NewGroup(log *slog.Logger, counter Counter) *Group {
 // Add adds src under a name for the logs (unique in the group) and its kind
 // (one of the Kind constants) for the counter. Add must not be called once
 // Run has started.
-func (g *Group) Add(name, kind string, src Source) {
+func (g *Group) Add(name string, kind metrics.WakeupSource, src Source) {
 	g.members = append(g.members, member{name: name, kind: kind, src: src, n: new(atomic.Uint64)})
 }
 

@@ -95,7 +95,7 @@ type nodeStatus struct {
 func TestEndpoints(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	m.IncPass(metrics.TriggerTick)
+	m.ObservePass(metrics.Pass{Trigger: metrics.TriggerTick})
 	m.SetObservation(signals.MemoryAvailable, 512<<20, 16<<30)
 	status := func() any { return nodeStatus{Node: "node-a", Pressures: []string{"memory"}} }
 	base := start(t, New("127.0.0.1:0", reg, nil, status, slog.New(slog.DiscardHandler))).base
@@ -210,7 +210,7 @@ func (f failingCollector) Collect(ch chan<- prometheus.Metric) {
 func TestMetricsSurviveCollectorErrors(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	m.IncPass(metrics.TriggerWake)
+	m.ObservePass(metrics.Pass{Trigger: metrics.TriggerWake})
 	reg.MustRegister(failingCollector{prometheus.NewDesc("evictd_broken", "A collector that fails.", nil, nil)})
 	base := start(t, New("127.0.0.1:0", reg, nil, nil, nil)).base
 

@@ -1,0 +1,129 @@
+package metrics
+
+import (
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/evictd/evictd/internal/decide"
+)
+
+// TestVocabulary checks each label's list of values against what New
+// creates and what HELP says: every value has a series from startup, HELP
+// names every value, and no series carries a value the list lacks.
+func TestVocabulary(t *testing.T) {
+	tests := []struct {
+		family, label string
+		values        []string
+	}{
+		{"evictd_decisions_total", "outcome", asStrings(DecisionOutcomes())},
+		{"evictd_evictions_total", "result", asStrings(Results())},
+		{"evictd_evictions_withheld_total", "reason", asStrings(WithheldReasons())},
+		{"evictd_passes_total", "trigger", asStrings(Triggers())},
+		{"evictd_wakeups_total", "source", asStrings(WakeupSources())},
+		{"evictd_api_errors_total", "verb", asStrings(APIVerbs())},
+		{"evictd_runtime_errors_total", "operation", asStrings(RuntimeOperations())},
+		{"evictd_reclaim_total", "kind", asStrings(decide.ReclaimKinds())},
+		{"evictd_reclaim_total", "result", asStrings(ReclaimResults())},
+		{"evictd_reclaimed_bytes_total", "kind", asStrings(decide.ReclaimKinds())},
+	}
+	reg := prometheus.NewRegistry()
+	New(reg)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.family+"/"+tt.label, func(t *testing.T) {
+			i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == tt.family })
+			if i < 0 {
+				t.Fatalf("no %s after New", tt.family)
+			}
+			mf := mfs[i]
+			seen := map[string]bool{}
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == tt.label {
+						seen[lp.GetValue()] = true
+					}
+				}
+			}
+			for _, v := range tt.values {
+				if !seen[v] {
+					t.Errorf("%s=%q: no series after New", tt.label, v)
+				}
+				if !mentions(mf.GetHelp(), v) {
+					t.Errorf("%s=%q: HELP does not name it: %q", tt.label, v, mf.GetHelp())
+				}
+			}
+			for v := range seen {
+				if !slices.Contains(tt.values, v) {
+					t.Errorf("%s=%q: a series for a value not in the list %v", tt.label, v, tt.values)
+				}
+			}
+		})
+	}
+}
+
+// TestVocabularyLocalStorage checks the series of the local-storage
+// evictions, whose pseudo-signals are not thresholds' signals.
+func TestVocabularyLocalStorage(t *testing.T) {
+	m := New(prometheus.NewRegistry())
+	for _, sig := range decide.LocalStorageSignals() {
+		for _, r := range Results() {
+			want := r != ResultPDBBlocked && r != ResultStoppedLocally
+			if got := countOf(t, m.evictions, string(sig), string(r)) == 1; got != want {
+				t.Errorf("evictd_evictions_total{signal=%q,result=%q} after New: got %v, want %v", sig, r, got, want)
+			}
+		}
+	}
+}
+
+// countOf counts the series of c with exactly these label values, without
+// creating any.
+func countOf(t *testing.T, c prometheus.Collector, values ...string) int {
+	t.Helper()
+	ch := make(chan prometheus.Metric)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	n := 0
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		var got []string
+		for _, lp := range pb.GetLabel() {
+			got = append(got, lp.GetValue())
+		}
+		if slices.Equal(sortedCopy(got), sortedCopy(values)) {
+			n++
+		}
+	}
+	return n
+}
+
+func sortedCopy(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// mentions reports whether help names v as a word of its own: not as a
+// part of a longer value (evict in none-evictable or evicted).
+func mentions(help, v string) bool {
+	return regexp.MustCompile(`(^|[\s:,(])` + regexp.QuoteMeta(v) + `($|[\s,.;:)])`).MatchString(help)
+}
+
+func asStrings[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
