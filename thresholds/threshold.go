@@ -75,6 +75,16 @@ type Key struct {
 // Key returns the threshold's identity.
 func (t Threshold) Key() Key { return Key{Signal: t.Signal, Soft: t.Soft} }
 
+// Kind is "soft" for a threshold set as soft (--eviction-soft), "hard"
+// otherwise: the kind as the operator wrote it, which Hard does not say for
+// a soft threshold with a zero grace period.
+func (t Threshold) Kind() string {
+	if t.Soft {
+		return "soft"
+	}
+	return "hard"
+}
+
 // Hard reports whether the threshold evicts without waiting: every hard
 // threshold, and soft ones whose grace period is zero.
 func (t Threshold) Hard() bool { return t.GracePeriod == 0 }

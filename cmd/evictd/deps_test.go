@@ -207,7 +207,7 @@ func TestNoShellingOut(t *testing.T) {
 			t.Fatalf("decode go list output: %v", err)
 		}
 		seen++
-		if strings.HasPrefix(p.ImportPath, module+"/internal/test")  {
+		if strings.HasPrefix(p.ImportPath, module+"/internal/test") {
 			t.Errorf("evictd links %s, a package that starts processes for tests", p.ImportPath)
 		}
 		if !slices.Contains(p.Imports, "os/exec") {

@@ -163,11 +163,7 @@ func newStepResult(step snapshot.Step, dec decide.Decision, ths []thresholds.Thr
 		if st == "" {
 			st = "not met"
 		}
-		kind := "hard"
-		if th.Soft {
-			kind = "soft"
-		}
-		r.Thresholds = append(r.Thresholds, thResult{Threshold: thresholds.Format(th), Kind: kind, State: st})
+		r.Thresholds = append(r.Thresholds, thResult{Threshold: thresholds.Format(th), Kind: th.Kind(), State: st})
 	}
 	for p, ps := range ev.Pressure {
 		if ps.Active {

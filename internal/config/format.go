@@ -21,9 +21,9 @@ func FormatThresholds(w io.Writer, c *Config) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SIGNAL\tOP\tVALUE\tGRACE\tMIN-RECLAIM\tKIND\tSOURCE")
 	for _, t := range c.Thresholds {
-		grace, kind := "-", "hard"
+		grace, kind := "-", t.Kind()
 		if t.Soft {
-			grace, kind = t.GracePeriod.String(), "soft"
+			grace = t.GracePeriod.String()
 			if t.GracePeriod == 0 {
 				kind = "soft (as hard)"
 			}

@@ -585,7 +585,7 @@ func (m *Manager) export(now time.Time, obs signals.Observations, dec decide.Dec
 		if !ok {
 			continue
 		}
-		met.SetThreshold(th.Signal, metrics.KindOf(th.Soft), quantityOf(th, o), metNow[th.Key()])
+		met.SetThreshold(th.Signal, metrics.KindOf(th), quantityOf(th, o), metNow[th.Key()])
 	}
 	for _, p := range signals.Pressures() {
 		met.SetPressure(p, ev.Pressure[p].Active)

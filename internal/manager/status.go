@@ -72,7 +72,7 @@ func newStatus(now time.Time, trigger string, dryRun bool, obs signals.Observati
 		met[th.Key()] = true
 	}
 	for _, th := range ths {
-		ts := ThresholdStatus{Threshold: thresholds.Format(th), Kind: kindOf(th.Soft), Met: met[th.Key()]}
+		ts := ThresholdStatus{Threshold: thresholds.Format(th), Kind: th.Kind(), Met: met[th.Key()]}
 		if th.GracePeriod > 0 {
 			ts.GracePeriod = th.GracePeriod.String()
 		}
@@ -89,13 +89,6 @@ func newStatus(now time.Time, trigger string, dryRun bool, obs signals.Observati
 		st.Pressures[string(p)] = ps.Active
 	}
 	return st
-}
-
-func kindOf(soft bool) string {
-	if soft {
-		return "soft"
-	}
-	return "hard"
 }
 
 func quantityOf(th thresholds.Threshold, o signals.Observation) int64 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/thresholds"
 )
 
 // The values of evictd's labels. Each label has a type, and each type a
@@ -61,13 +62,8 @@ const (
 	KindSoft ThresholdKind = "soft"
 )
 
-// KindOf is the kind of a threshold: KindSoft for a soft one, else KindHard.
-func KindOf(soft bool) ThresholdKind {
-	if soft {
-		return KindSoft
-	}
-	return KindHard
-}
+// KindOf is the kind label of th: KindSoft or KindHard, as th.Kind says.
+func KindOf(th thresholds.Threshold) ThresholdKind { return ThresholdKind(th.Kind()) }
 
 // OutcomeDryRun is evictd_decisions_total's outcome for a pod chosen in
 // dry-run, which the loop counts instead of decide.OutcomeEvict.

@@ -87,7 +87,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	}
 	m := &Memory{cfg: cfg, group: NewGroup(cfg.Log, cfg.Counter)}
 	for _, th := range cfg.Thresholds {
-		w := &watch{th: th, name: fmt.Sprintf("%s %s", th.Signal, kindName(th.Soft)), cg: host.MemoryCgroup{V2: cfg.V2}}
+		w := &watch{th: th, name: fmt.Sprintf("%s %s", th.Signal, th.Kind()), cg: host.MemoryCgroup{V2: cfg.V2}}
 		switch th.Signal {
 		case signals.MemoryAvailable:
 			w.cg.Dir, w.cg.Root = cfg.RootDir, true
@@ -154,13 +154,6 @@ func (m *Memory) addPSI(path string) error {
 	}
 	m.group.Add(fmt.Sprintf("PSI trigger %q on %s", m.cfg.PSI.String(), path), KindPSI, p)
 	return nil
-}
-
-func kindName(soft bool) string {
-	if soft {
-		return "soft"
-	}
-	return "hard"
 }
 
 // Run runs the sources until ctx is done, calling wake at each event.
