@@ -12,7 +12,7 @@ import (
 )
 
 // TestPureStagesImportNoSystem keeps the deciding stages pure: thresholds,
-// ranking and the signal vocabulary must not reach the file system, the
+// ranking, the decision and the signal vocabulary must not reach the file system, the
 // container runtime or the API server, directly or through a dependency.
 func TestPureStagesImportNoSystem(t *testing.T) {
 	goBin, err := exec.LookPath("go")
@@ -32,6 +32,8 @@ func TestPureStagesImportNoSystem(t *testing.T) {
 		"github.com/evictd/evictd/signals",
 		"github.com/evictd/evictd/thresholds",
 		"github.com/evictd/evictd/ranking",
+		"github.com/evictd/evictd/internal/qos",
+		"github.com/evictd/evictd/internal/decide",
 	} {
 		t.Run(pkg, func(t *testing.T) {
 			out, err := exec.Command(goBin, "list", "-json", pkg).Output()
