@@ -69,9 +69,6 @@ const (
 	ReclaimImages ReclaimKind = "images"
 )
 
-// ReclaimKinds lists every kind of reclaim.
-func ReclaimKinds() []ReclaimKind { return []ReclaimKind{ReclaimContainers, ReclaimImages} }
-
 // ReclaimAction is what one kind of reclaim did.
 type ReclaimAction struct {
 	Kind ReclaimKind

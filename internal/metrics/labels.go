@@ -117,8 +117,8 @@ var results = []value[Result]{
 	{v: ResultStoppedLocally, means: "the API server did not answer; the containers were stopped through the runtime and the eviction is owed", only: signals.Signal.Valid},
 }
 
-// Results lists the values of evictd_evictions_total's result label.
-func Results() []Result { return valuesOf(results) }
+// resultValues lists the values of evictd_evictions_total's result label.
+func resultValues() []Result { return valuesOf(results) }
 
 // evictionSignals are the signals evictd_evictions_total counts for.
 func evictionSignals() []signals.Signal {
@@ -143,9 +143,9 @@ var withheldReasons = []value[WithheldReason]{
 	{v: WithheldInFlight, means: "a pod evictd evicted is still terminating"},
 }
 
-// WithheldReasons lists the values of evictd_evictions_withheld_total's
+// withheldReasonValues lists the values of evictd_evictions_withheld_total's
 // reason label.
-func WithheldReasons() []WithheldReason { return valuesOf(withheldReasons) }
+func withheldReasonValues() []WithheldReason { return valuesOf(withheldReasons) }
 
 // Trigger is the trigger label of evictd_passes_total: what started a pass.
 type Trigger string
@@ -165,8 +165,8 @@ var triggers = []value[Trigger]{
 	{v: TriggerDeadline, means: "a grace period, transition period or wait ending before the next tick"},
 }
 
-// Triggers lists the values of evictd_passes_total's trigger label.
-func Triggers() []Trigger { return valuesOf(triggers) }
+// triggerValues lists the values of evictd_passes_total's trigger label.
+func triggerValues() []Trigger { return valuesOf(triggers) }
 
 // WakeupSource is the source label of evictd_wakeups_total: the kind of
 // internal/notify's wake-up source.
@@ -187,8 +187,8 @@ var wakeupSources = []value[WakeupSource]{
 	{v: WakeupFastPoll, means: "working set polled near a memory threshold"},
 }
 
-// WakeupSources lists the values of evictd_wakeups_total's source label.
-func WakeupSources() []WakeupSource { return valuesOf(wakeupSources) }
+// wakeupSourceValues lists the values of evictd_wakeups_total's source label.
+func wakeupSourceValues() []WakeupSource { return valuesOf(wakeupSources) }
 
 // APIVerb is the verb label of evictd_api_errors_total: the request to the
 // API server that failed.
@@ -215,8 +215,8 @@ var apiVerbs = []value[APIVerb]{
 	{v: APIPodPatchStatus, means: "PATCH of pods/status"},
 }
 
-// APIVerbs lists the values of evictd_api_errors_total's verb label.
-func APIVerbs() []APIVerb { return valuesOf(apiVerbs) }
+// apiVerbValues lists the values of evictd_api_errors_total's verb label.
+func apiVerbValues() []APIVerb { return valuesOf(apiVerbs) }
 
 // RuntimeOperation is the operation label of evictd_runtime_errors_total.
 type RuntimeOperation string
@@ -232,9 +232,9 @@ var runtimeOperations = []value[RuntimeOperation]{
 	{v: RuntimeStopContainers, means: "a hard eviction's local stop"},
 }
 
-// RuntimeOperations lists the values of evictd_runtime_errors_total's
+// runtimeOperationValues lists the values of evictd_runtime_errors_total's
 // operation label.
-func RuntimeOperations() []RuntimeOperation { return valuesOf(runtimeOperations) }
+func runtimeOperationValues() []RuntimeOperation { return valuesOf(runtimeOperations) }
 
 // reclaimKinds are the kind label of evictd_reclaim_total and
 // evictd_reclaimed_bytes_total.
@@ -257,5 +257,5 @@ var reclaimResults = []value[ReclaimResult]{
 	{v: ReclaimFailed, means: "wholly or in part"},
 }
 
-// ReclaimResults lists the values of evictd_reclaim_total's result label.
-func ReclaimResults() []ReclaimResult { return valuesOf(reclaimResults) }
+// reclaimResultValues lists the values of evictd_reclaim_total's result label.
+func reclaimResultValues() []ReclaimResult { return valuesOf(reclaimResults) }

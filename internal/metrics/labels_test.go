@@ -20,15 +20,15 @@ func TestVocabulary(t *testing.T) {
 		values        []string
 	}{
 		{"evictd_decisions_total", "outcome", asStrings(DecisionOutcomes())},
-		{"evictd_evictions_total", "result", asStrings(Results())},
-		{"evictd_evictions_withheld_total", "reason", asStrings(WithheldReasons())},
-		{"evictd_passes_total", "trigger", asStrings(Triggers())},
-		{"evictd_wakeups_total", "source", asStrings(WakeupSources())},
-		{"evictd_api_errors_total", "verb", asStrings(APIVerbs())},
-		{"evictd_runtime_errors_total", "operation", asStrings(RuntimeOperations())},
-		{"evictd_reclaim_total", "kind", asStrings(decide.ReclaimKinds())},
-		{"evictd_reclaim_total", "result", asStrings(ReclaimResults())},
-		{"evictd_reclaimed_bytes_total", "kind", asStrings(decide.ReclaimKinds())},
+		{"evictd_evictions_total", "result", asStrings(resultValues())},
+		{"evictd_evictions_withheld_total", "reason", asStrings(withheldReasonValues())},
+		{"evictd_passes_total", "trigger", asStrings(triggerValues())},
+		{"evictd_wakeups_total", "source", asStrings(wakeupSourceValues())},
+		{"evictd_api_errors_total", "verb", asStrings(apiVerbValues())},
+		{"evictd_runtime_errors_total", "operation", asStrings(runtimeOperationValues())},
+		{"evictd_reclaim_total", "kind", asStrings(valuesOf(reclaimKinds))},
+		{"evictd_reclaim_total", "result", asStrings(reclaimResultValues())},
+		{"evictd_reclaimed_bytes_total", "kind", asStrings(valuesOf(reclaimKinds))},
 	}
 	reg := prometheus.NewRegistry()
 	New(reg)
@@ -73,7 +73,7 @@ func TestVocabulary(t *testing.T) {
 func TestVocabularyLocalStorage(t *testing.T) {
 	m := New(prometheus.NewRegistry())
 	for _, sig := range decide.LocalStorageSignals() {
-		for _, r := range Results() {
+		for _, r := range resultValues() {
 			want := r != ResultPDBBlocked && r != ResultStoppedLocally
 			if got := countOf(t, m.evictions, string(sig), string(r)) == 1; got != want {
 				t.Errorf("evictd_evictions_total{signal=%q,result=%q} after New: got %v, want %v", sig, r, got, want)
