@@ -37,8 +37,11 @@ type Pod struct {
 	QOS       QOSClass
 	// Priority is spec.priority (0 when unset).
 	Priority int32
-	// Static is a pod from a file or URL source (config.source != api);
-	// Mirror is the API server's copy of a static pod.
+	// Static is a pod known, from a source the node trusts (a snapshot's
+	// operator), to come from a file or URL; no pod read from the API
+	// server is static by its own annotations. Mirror is the API server's
+	// copy of a static pod that the node itself created: the mirror
+	// annotation and a controller ownerReference to this Node.
 	Static bool
 	Mirror bool
 	// DaemonSet is true when the pod's controller is a DaemonSet.

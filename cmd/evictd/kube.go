@@ -68,6 +68,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 		pods:   podsource.New(client, cfg.NodeName, 0, log.With("component", "pods")),
 		status: status,
 		evicter: evict.New(evict.Config{
+			NodeName:   cfg.NodeName,
 			OnAPIError: met.IncAPIError,
 			OnIssued: func(r decide.Request, d time.Duration) {
 				met.ObserveIssueLatency(r.Signal, d)

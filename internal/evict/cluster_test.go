@@ -314,6 +314,9 @@ func (a *apiErrors) counts() map[metrics.APIVerb]int {
 func (e *env) newEvicter(t *testing.T, cfg Config) (*Evicter, *apiErrors) {
 	errs := &apiErrors{}
 	cfg.OnAPIError = errs.inc
+	if cfg.NodeName == "" {
+		cfg.NodeName = nodeName
+	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return New(cfg, e.agent, e.rec, log), errs
 }

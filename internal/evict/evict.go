@@ -60,6 +60,10 @@ var (
 
 // Config holds the Evicter's settings. Zero values take the defaults.
 type Config struct {
+	// NodeName is the node evictd runs on (required): a pod the API server
+	// reports bound to another node is never evicted, whatever asked for
+	// it.
+	NodeName string
 	// CleanupTimeout bounds the wait, after the eviction is issued, until
 	// the pod is gone (default 30s, the kubelet's podCleanupTimeout). The
 	// loop waits as long for an eviction in flight: cmd/evictd gives both
@@ -237,6 +241,8 @@ func (e *Evicter) check(r decide.Request) error {
 		return fmt.Errorf("grace period %ds: must be at least 1 (0 would be a forced deletion)", r.GracePeriod)
 	case e.client == nil:
 		return errors.New("no API server client")
+	case e.cfg.NodeName == "":
+		return errors.New("no node name: evictd evicts only the pods of its own node")
 	}
 	return nil
 }
@@ -263,6 +269,9 @@ func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, erro
 		return nil, fmt.Errorf("get pod: %w", err)
 	case string(pod.UID) != want.UID:
 		return nil, fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", ErrPodGone, pod.UID, want.UID)
+	case pod.Spec.NodeName != e.cfg.NodeName:
+		e.log.Warn("not evicting a pod bound to another node", "pod", want.Ref(), "boundTo", pod.Spec.NodeName, "node", e.cfg.NodeName)
+		return nil, fmt.Errorf("%w from this node: bound to node %q, not %q", ErrPodGone, pod.Spec.NodeName, e.cfg.NodeName)
 	case pod.DeletionTimestamp != nil:
 		return nil, fmt.Errorf("%w: already terminating since %s (grace period %ds)", ErrPodGone,
 			pod.DeletionTimestamp.UTC().Format(time.RFC3339), ptr.Deref(pod.DeletionGracePeriodSeconds, 0))

@@ -182,6 +182,38 @@ func TestEvict(t *testing.T) {
 		checkNoAPIErrors(t, errs)
 	})
 
+	// A request for a pod the API server has bound to another node, as a
+	// wrong answer or a wrong decision could make: nothing is written, the
+	// pod stays.
+	t.Run("pod of another node", func(t *testing.T) {
+		ns := e.namespace(t, "elsewhere")
+		pod := e.runningPod(t, ns, "web", nil, 30)
+		for _, hard := range []bool{false, true} {
+			ev, errs := e.newEvicter(t, Config{NodeName: "another-node", PollInterval: 50 * time.Millisecond})
+			err := ev.Evict(t.Context(), request(pod, hard, 1, message("elsewhere")))
+			if !errors.Is(err, ErrPodGone) || !strings.Contains(err.Error(), `bound to node "`+nodeName+`", not "another-node"`) {
+				t.Errorf("Evict (hard %v) of a pod bound to %s by the evictd of another-node = %v, want ErrPodGone naming both nodes", hard, nodeName, err)
+			}
+			checkNoAPIErrors(t, errs)
+		}
+		got, err := e.admin.CoreV1().Pods(ns).Get(t.Context(), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the pod of the other node is gone: %v", err)
+		}
+		if got.DeletionTimestamp != nil || len(got.Status.Conditions) != 2 {
+			t.Errorf("the pod of the other node was touched: deletionTimestamp %v, conditions %+v", got.DeletionTimestamp, got.Status.Conditions)
+		}
+	})
+
+	t.Run("no node name", func(t *testing.T) {
+		ns := e.namespace(t, "nonode")
+		pod := e.runningPod(t, ns, "web", nil, 30)
+		ev := New(Config{}, e.agent, e.rec, nil)
+		if err := ev.Evict(t.Context(), request(pod, true, 1, message("nonode"))); err == nil || !strings.Contains(err.Error(), "no node name") {
+			t.Errorf("Evict without a node name = %v, want an error saying so", err)
+		}
+	})
+
 	// Without kube-controller-manager no budget has a status, and the
 	// Eviction API refuses with 429 "still being processed"; two budgets
 	// over one pod are refused with 500. Both are refusals by budget.

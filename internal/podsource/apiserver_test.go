@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -191,9 +192,13 @@ func createWorld(t *testing.T, ctx context.Context, admin kubernetes.Interface) 
 			t.Fatalf("create %s: %v", what, err)
 		}
 	}
+	nodeUIDs := map[string]types.UID{}
 	for _, n := range []string{thisNode, otherNode} {
-		_, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		node, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
 		must("node "+n, err)
+		if err == nil {
+			nodeUIDs[n] = node.UID
+		}
 	}
 	for _, ns := range []string{"shop", "other"} {
 		_, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -241,7 +246,14 @@ func createWorld(t *testing.T, ctx context.Context, admin kubernetes.Interface) 
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d4f", UID: "5f0c7a8e-0000-4000-8000-000000000002", Controller: &yes}}
 		}),
 		newPod("shop", "critical", thisNode, func(p *v1.Pod) { p.Spec.PriorityClassName = "system-node-critical" }),
+		// A mirror pod as the kubelet creates it: protected.
 		newPod("shop", "mirror", thisNode, func(p *v1.Pod) {
+			yes := true
+			p.Annotations = map[string]string{configMirrorAnnotation: "0123abcd", configSourceAnnotation: "file"}
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: thisNode, UID: nodeUIDs[thisNode], Controller: &yes}}
+		}),
+		// A tenant's pod that writes the same annotations: not protected.
+		newPod("shop", "forged", thisNode, func(p *v1.Pod) {
 			p.Annotations = map[string]string{configMirrorAnnotation: "0123abcd", configSourceAnnotation: "file"}
 		}),
 		newPod("shop", "volumes", thisNode, func(p *v1.Pod) {
@@ -418,7 +430,8 @@ func checkPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, go
 		}),
 		with(plain("shop", "critical"), func(p *signals.Pod) { p.Priority = 2000001000 }),
 		with(plain("shop", "daemon"), func(p *signals.Pod) { p.DaemonSet = true }),
-		with(plain("shop", "mirror"), func(p *signals.Pod) { p.Static, p.Mirror = true, true }),
+		plain("shop", "forged"),
+		with(plain("shop", "mirror"), func(p *signals.Pod) { p.Mirror = true }),
 		with(plain("shop", "pod-level"), func(p *signals.Pod) {
 			p.QOS = signals.Burstable
 			p.MemoryRequest = 300 * mi // the pod's, not its container's; and no ephemeral-storage

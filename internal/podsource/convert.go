@@ -56,7 +56,8 @@ func convert(pod *v1.Pod) (signals.Pod, []string) {
 		Name:      pod.Name,
 		UID:       string(pod.UID),
 		QOS:       qosClass(pod, note),
-		Static:    isStatic(pod),
+		// A static pod reaches the API server only as its mirror: no pod
+		// read from it is static by its own say.
 		Mirror:    isMirror(pod),
 		DaemonSet: ownedByDaemonSet(pod),
 	}
@@ -164,17 +165,21 @@ func clampBytes(q resource.Quantity, note func(string, ...any), what string, arg
 	return q.Value()
 }
 
-// isStatic reports a pod the kubelet read from a file or URL: its
-// config.source annotation is set and is not "api".
-func isStatic(pod *v1.Pod) bool {
-	source, ok := pod.Annotations[configSourceAnnotation]
-	return ok && source != apiserverSource
-}
-
-// isMirror reports the API server's copy of a static pod.
+// isMirror reports the API server's copy of a static pod that the node
+// itself created: the kubelet's mirror annotation and a controller
+// ownerReference to the Node the pod is bound to, which is what
+// NodeRestriction makes a kubelet set and what a kubelet's mirror pods
+// carry. The annotations are written by whoever creates the pod, so
+// either alone makes nothing critical: a tenant's pod with
+// kubernetes.io/config.source: file or a config.mirror annotation is
+// ranked and evicted like any other. (A forged ownerReference must also
+// carry the Node's UID, or the garbage collector deletes the pod.)
 func isMirror(pod *v1.Pod) bool {
-	_, ok := pod.Annotations[configMirrorAnnotation]
-	return ok
+	if _, ok := pod.Annotations[configMirrorAnnotation]; !ok || pod.Spec.NodeName == "" {
+		return false
+	}
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.APIVersion == "v1" && ref.Kind == "Node" && ref.Name == pod.Spec.NodeName
 }
 
 // ownedByDaemonSet reports whether the pod's controller is an apps

@@ -209,6 +209,11 @@ func TestConvertIdentity(t *testing.T) {
 	owner := func(apiVersion, kind string, controller bool) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "o-uid", Controller: &controller}}
 	}
+	// What the kubelet puts on the mirror pods it creates.
+	nodeOwner := func(apiVersion, node string, controller bool) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: "Node", Name: node, UID: "node-uid", Controller: &controller}}
+	}
+	mirrorAnn := map[string]string{configMirrorAnnotation: "hash", configSourceAnnotation: "file"}
 	tests := []struct {
 		name        string
 		annotations map[string]string
@@ -219,14 +224,24 @@ func TestConvertIdentity(t *testing.T) {
 		{name: "plain pod", want: func(p signals.Pod) bool {
 			return !p.Static && !p.Mirror && !p.DaemonSet && p.Priority == 0 && !p.Critical()
 		}},
-		{name: "static pod from a file", annotations: map[string]string{configSourceAnnotation: "file"},
-			want: func(p signals.Pod) bool { return p.Static && !p.Mirror && p.Critical() }},
+		{name: "config.source file alone is not static", annotations: map[string]string{configSourceAnnotation: "file"},
+			want: func(p signals.Pod) bool { return !p.Static && !p.Mirror && !p.Critical() }},
 		{name: "config.source api is not static", annotations: map[string]string{configSourceAnnotation: "api"},
 			want: func(p signals.Pod) bool { return !p.Static && !p.Critical() }},
-		{name: "mirror pod", annotations: map[string]string{configMirrorAnnotation: "hash", configSourceAnnotation: "api"},
+		{name: "mirror annotation without a Node owner is not a mirror", annotations: mirrorAnn,
+			want: func(p signals.Pod) bool { return !p.Static && !p.Mirror && !p.Critical() }},
+		{name: "mirror created by its node", annotations: mirrorAnn, owners: nodeOwner("v1", "node-a", true),
 			want: func(p signals.Pod) bool { return p.Mirror && !p.Static && p.Critical() }},
-		{name: "mirror annotation empty still a mirror", annotations: map[string]string{configMirrorAnnotation: ""},
+		{name: "mirror annotation empty, created by its node", annotations: map[string]string{configMirrorAnnotation: ""}, owners: nodeOwner("v1", "node-a", true),
 			want: func(p signals.Pod) bool { return p.Mirror }},
+		{name: "mirror owned by another node", annotations: mirrorAnn, owners: nodeOwner("v1", "node-b", true),
+			want: func(p signals.Pod) bool { return !p.Mirror && !p.Critical() }},
+		{name: "mirror whose Node owner is not its controller", annotations: mirrorAnn, owners: nodeOwner("v1", "node-a", false),
+			want: func(p signals.Pod) bool { return !p.Mirror && !p.Critical() }},
+		{name: "mirror owned by a Node of another group", annotations: mirrorAnn, owners: nodeOwner("example.com/v1", "node-a", true),
+			want: func(p signals.Pod) bool { return !p.Mirror && !p.Critical() }},
+		{name: "Node owner without the mirror annotation", owners: nodeOwner("v1", "node-a", true),
+			want: func(p signals.Pod) bool { return !p.Mirror && !p.Critical() }},
 		{name: "system-cluster-critical", priority: prio(2000000000), want: func(p signals.Pod) bool { return p.Priority == 2000000000 && p.Critical() }},
 		{name: "just below critical", priority: prio(1999999999), want: func(p signals.Pod) bool { return !p.Critical() }},
 		{name: "negative priority", priority: prio(-5), want: func(p signals.Pod) bool { return p.Priority == -5 }},
@@ -238,7 +253,7 @@ func TestConvertIdentity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pod := podOf(v1.PodSpec{Containers: []v1.Container{ctr("a", nil, nil)}, Priority: tt.priority})
+			pod := podOf(v1.PodSpec{NodeName: "node-a", Containers: []v1.Container{ctr("a", nil, nil)}, Priority: tt.priority})
 			pod.Annotations, pod.OwnerReferences = tt.annotations, tt.owners
 			if got := Convert(pod); !tt.want(got) {
 				t.Errorf("Convert = %+v", got)

@@ -173,7 +173,7 @@ func (s *Source) Pods(_ context.Context) ([]signals.Pod, error) {
 	}
 	out := make([]signals.Pod, 0, len(all))
 	for _, pod := range all {
-		if !active(pod) {
+		if !active(pod) || !s.onNode(pod) {
 			continue
 		}
 		out = append(out, Convert(pod))
@@ -203,7 +203,7 @@ func (s *Source) InFlight() []decide.InFlight {
 	}
 	var out []decide.InFlight
 	for _, pod := range all {
-		if inFlight(pod) {
+		if inFlight(pod) && s.onNode(pod) {
 			out = append(out, decide.InFlight{
 				Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), DeletionTimestamp: pod.DeletionTimestamp.Time,
 				DeletionGracePeriod: time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second,
@@ -255,11 +255,21 @@ func (s *Source) noteOddities(obj any) {
 	if !ok {
 		return
 	}
+	if !s.onNode(pod) {
+		s.log.Warn("the API server listed a pod bound to another node; it is never ranked or evicted here",
+			"pod", pod.Namespace+"/"+pod.Name, "boundTo", pod.Spec.NodeName)
+		return
+	}
 	if _, notes := convert(pod); len(notes) > 0 {
 		s.log.Warn("odd values in pod; ranking uses the corrected ones",
 			"pod", pod.Namespace+"/"+pod.Name, "notes", strings.Join(notes, "; "))
 	}
 }
+
+// onNode reports whether pod is bound to this Source's node. The field
+// selector asks the API server for those alone; this holds also when an
+// answer ignores it.
+func (s *Source) onNode(pod *v1.Pod) bool { return pod.Spec.NodeName == s.nodeName }
 
 // watchFailed logs a failed list or watch at Warn when it differs from the
 // last one for that resource, at Debug when it repeats; the reflector

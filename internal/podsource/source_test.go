@@ -1,15 +1,22 @@
 package podsource
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -257,4 +264,99 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 			t.Errorf("slim kept the %s", what)
 		}
 	}
+}
+
+// TestSourceKeepsOnlyItsNodesPods: an API server that ignores the field
+// selector and answers with every pod of the cluster (a fault injected
+// here; a real one honours it) cannot make evictd rank or wait for
+// another node's pods.
+func TestSourceKeepsOnlyItsNodesPods(t *testing.T) {
+	now := metav1.Now()
+	pod := func(name, node string, deleting bool) v1.Pod {
+		p := v1.Pod{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "5"},
+			Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "app"}}},
+			Status:     v1.PodStatus{Phase: v1.PodRunning},
+		}
+		if deleting {
+			p.DeletionTimestamp = &now
+			p.Status.Conditions = []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: decide.DisruptionTargetReason}}
+		}
+		return p
+	}
+	list := v1.PodList{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: "10"},
+		Items: []v1.Pod{
+			pod("mine", "node-a", false), pod("theirs", "node-b", false),
+			pod("mine-leaving", "node-a", true), pod("theirs-leaving", "node-b", true),
+			pod("unbound", "", false),
+		},
+	}
+	body, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch q := r.URL.Query(); {
+		case q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true":
+			http.Error(w, "watch-list not served here", http.StatusBadRequest)
+		case q.Get("watch") == "true":
+			<-r.Context().Done() // a watch that never sees a change
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(body) // the field selector ignored
+		}
+	}))
+	defer srv.Close()
+	c, err := kubeclient.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	s := New(c, "node-a", 0, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil)))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	wctx, wcancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer wcancel()
+	if err := s.WaitForSync(wctx); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := s.Pods(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := refs(pods); !reflect.DeepEqual(got, []string{"shop/mine"}) {
+		t.Errorf("Pods = %q, want only shop/mine", got)
+	}
+	var inFlight []string
+	for _, f := range s.InFlight() {
+		inFlight = append(inFlight, f.Ref())
+	}
+	if !reflect.DeepEqual(inFlight, []string{"shop/mine-leaving"}) {
+		t.Errorf("InFlight = %q, want only shop/mine-leaving", inFlight)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"shop/theirs", "shop/theirs-leaving", "shop/unbound"} {
+		if !strings.Contains(logged.String(), "pod="+name+" ") {
+			t.Errorf("no log line names %s, a pod bound to another node; log:\n%s", name, logged.String())
+		}
+	}
+}
+
+// lockedWriter serialises the writes of a logger shared by goroutines.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
