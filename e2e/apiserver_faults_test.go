@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/evict"
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
@@ -131,7 +132,7 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 	})
 	if last.UID != hog.UID || !hasEvictdTarget(last) {
 		t.Errorf("hog as evicted: %s, UID %s (want %s), conditions %+v; want DisruptionTarget reason %s",
-			podSummary(last), last.UID, hog.UID, last.Status.Conditions, evict.ConditionReason)
+			podSummary(last), last.UID, hog.UID, last.Status.Conditions, decide.DisruptionTargetReason)
 	}
 	release(t, n, "hog")
 	poll(t, "the hog to go", 60*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
@@ -197,7 +198,7 @@ func release(t *testing.T, n *testnode.Node, name string) {
 
 func hasEvictdTarget(p *v1.Pod) bool {
 	for _, c := range p.Status.Conditions {
-		if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == evict.ConditionReason {
+		if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == decide.DisruptionTargetReason {
 			return true
 		}
 	}

@@ -53,7 +53,7 @@ const (
 	heartbeat      = 2 * time.Second
 	memCondition   = v1.NodeConditionType("EvictdMemoryPressure")
 	memTaint       = "evictd.io/memory-pressure"
-	evictdReason   = "EvictionByEvictd" // evict.ConditionReason
+	evictdReason   = "EvictionByEvictd" // decide.DisruptionTargetReason
 	soft500Message = "The node was low on resource: memory. Threshold quantity: 500Mi, available: "
 	hard250Message = "The node was low on resource: memory. Threshold quantity: 250Mi, available: "
 	holdMessage    = "no memory threshold is met since "

@@ -326,7 +326,7 @@ func (e *Evicter) settle(ctx context.Context) bool {
 		case timedOut || apiServerAway(err):
 			log.Debug("the API server still does not answer; the eviction stays owed", "err", err)
 			return false
-		case errors.Is(err, ErrPodGone):
+		case errors.Is(err, decide.ErrPodGone):
 			log.Info("owed eviction dropped: nothing left to evict", "reason", err)
 		case e.owed.refused(o.r.Pod.UID) < maxOwedRefusals:
 			log.Warn("the API server refused the owed eviction; retrying", "err", err)
@@ -351,12 +351,12 @@ func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%w: not found", ErrPodGone)
+		return fmt.Errorf("%w: not found", decide.ErrPodGone)
 	case err != nil:
 		e.apiError(metrics.APIPodGet)
 		return fmt.Errorf("get pod: %w", err)
 	case string(pod.UID) != want.UID:
-		return fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", ErrPodGone, pod.UID, want.UID)
+		return fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", decide.ErrPodGone, pod.UID, want.UID)
 	}
 	how := "already terminating"
 	if pod.DeletionTimestamp == nil {

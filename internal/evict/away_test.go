@@ -52,7 +52,7 @@ func TestAPIServerAway(t *testing.T) {
 		{"400", apierrors.NewBadRequest("bad"), false},
 		{"canceled", context.Canceled, false},
 		{"plain", errors.New("no API server client"), false},
-		{"pod gone", fmt.Errorf("%w: not found", ErrPodGone), false},
+		{"pod gone", fmt.Errorf("%w: not found", decide.ErrPodGone), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := apiServerAway(tc.err); got != tc.want {
@@ -273,7 +273,7 @@ func TestOwedEvictions(t *testing.T) {
 				reason = c.Reason + ": " + c.Message
 			}
 		}
-		if want := ConditionReason + ": " + r.Message; reason != want {
+		if want := decide.DisruptionTargetReason + ": " + r.Message; reason != want {
 			t.Errorf("DisruptionTarget %q, want %q", reason, want)
 		}
 		e.evictedEvents(t, ns, pod.UID, r.Message)

@@ -33,30 +33,16 @@ const (
 	DefaultPollInterval   = time.Second
 )
 
-// ConditionReason is the reason of the DisruptionTarget condition evictd
-// puts on the pods it evicts. It is not the kubelet's TerminationByKubelet:
-// evictd is not the kubelet, and whoever reads the condition (a Job's
-// podFailurePolicy, an operator, a restarted evictd looking for its
-// evictions in flight) should be able to tell who did it.
-const ConditionReason = decide.DisruptionTargetReason
-
 // EventReason is the reason of the Warning event on an evicted pod, the
 // kubelet's.
 const EventReason = "Evicted"
 
-var (
-	// ErrPodGone is wrapped by Evict's error when there was nothing left to
-	// evict: the pod was not found, was replaced by another pod with the
-	// same name, has finished, or was already terminating. No eviction was
-	// issued; the node gets (or has got) the pod's resources back anyway.
-	ErrPodGone = decide.ErrPodGone
-	// ErrCriticalPod is wrapped by Evict's error for a static, mirror or
-	// system-critical pod, which evictd never evicts.
-	ErrCriticalPod = errors.New("critical pod, never evicted")
-	// ErrNotGoneInTime is wrapped by Evict's error when the eviction was
-	// issued but the pod was still there after Config.CleanupTimeout.
-	ErrNotGoneInTime = decide.ErrNotGoneInTime
-)
+// ErrCriticalPod is wrapped by Evict's error for a mirror or
+// system-critical pod, which evictd never evicts. The other errors Evict
+// wraps are the loop's: decide.ErrPodGone (nothing left to evict, or not
+// this node's pod; nothing was issued), decide.ErrNotGoneInTime,
+// decide.ErrDisruptionBudget, decide.ErrStoppedLocally.
+var ErrCriticalPod = errors.New("critical pod, never evicted")
 
 // Config holds the Evicter's settings. Zero values take the defaults.
 type Config struct {
@@ -141,7 +127,7 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 //
 //  1. a critical pod is refused (ErrCriticalPod);
 //  2. the pod is read back: one that is not found, has another UID, has
-//     finished or is already terminating is not evicted again (ErrPodGone);
+//     finished or is already terminating is not evicted again (decide.ErrPodGone);
 //  3. the policy/v1 Eviction subresource is asked to evict it with
 //     r.GracePeriod and a UID precondition. A PodDisruptionBudget refusal
 //     returns an error wrapping decide.ErrDisruptionBudget for a soft
@@ -151,7 +137,7 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 //     Config.LocalKillAfter, then the pod's containers are stopped through
 //     Config.StopLocally and the error wraps decide.ErrStoppedLocally:
 //     the eviction is owed, and Run completes it later (away.go);
-//  4. the pod gets a DisruptionTarget condition (reason ConditionReason,
+//  4. the pod gets a DisruptionTarget condition (reason decide.DisruptionTargetReason,
 //     message r.Message): after the Eviction API accepted, replacing the
 //     generic one the API server sets itself, or before the hard fallback's
 //     delete, which sets none; failing to write it is logged and counted and
@@ -163,7 +149,7 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 //     Config.CleanupTimeout but not by the wait below, while
 //  6. Evict polls the pod until it is gone (not found, replaced, or
 //     finished) and, once the stop has returned too, returns nil; or an
-//     error wrapping ErrNotGoneInTime.
+//     error wrapping decide.ErrNotGoneInTime.
 func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	if r.Pod == nil {
 		return errors.New("evict: the request names no pod")
@@ -258,25 +244,25 @@ func criticalWhy(p *signals.Pod) string {
 }
 
 // current reads the pod back and returns it if it is still the pod asked
-// for and still running; otherwise an error wrapping ErrPodGone says why.
+// for and still running; otherwise an error wrapping decide.ErrPodGone says why.
 func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, error) {
 	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("%w: not found", ErrPodGone)
+		return nil, fmt.Errorf("%w: not found", decide.ErrPodGone)
 	case err != nil:
 		e.apiError(metrics.APIPodGet)
 		return nil, fmt.Errorf("get pod: %w", err)
 	case string(pod.UID) != want.UID:
-		return nil, fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", ErrPodGone, pod.UID, want.UID)
+		return nil, fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", decide.ErrPodGone, pod.UID, want.UID)
 	case pod.Spec.NodeName != e.cfg.NodeName:
 		e.log.Warn("not evicting a pod bound to another node", "pod", want.Ref(), "boundTo", pod.Spec.NodeName, "node", e.cfg.NodeName)
-		return nil, fmt.Errorf("%w from this node: bound to node %q, not %q", ErrPodGone, pod.Spec.NodeName, e.cfg.NodeName)
+		return nil, fmt.Errorf("%w from this node: bound to node %q, not %q", decide.ErrPodGone, pod.Spec.NodeName, e.cfg.NodeName)
 	case pod.DeletionTimestamp != nil:
-		return nil, fmt.Errorf("%w: already terminating since %s (grace period %ds)", ErrPodGone,
+		return nil, fmt.Errorf("%w: already terminating since %s (grace period %ds)", decide.ErrPodGone,
 			pod.DeletionTimestamp.UTC().Format(time.RFC3339), ptr.Deref(pod.DeletionGracePeriodSeconds, 0))
 	case terminal(pod):
-		return nil, fmt.Errorf("%w: already finished (phase %s)", ErrPodGone, pod.Status.Phase)
+		return nil, fmt.Errorf("%w: already finished (phase %s)", decide.ErrPodGone, pod.Status.Phase)
 	}
 	return pod, nil
 }
@@ -335,19 +321,19 @@ func (e *Evicter) postEviction(ctx context.Context, pod *v1.Pod, grace int64) er
 
 // goneAfter tells, after a NotFound or Conflict from an eviction or delete
 // with a UID precondition, whether the pod went away or was replaced in
-// the meantime, and returns the ErrPodGone error that says so; nil when the
+// the meantime, and returns the decide.ErrPodGone error that says so; nil when the
 // error means something else.
 func (e *Evicter) goneAfter(ctx context.Context, pod *v1.Pod, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%w: went away before the eviction", ErrPodGone)
+		return fmt.Errorf("%w: went away before the eviction", decide.ErrPodGone)
 	case apierrors.IsConflict(err):
 		now, gerr := e.client.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(gerr):
-			return fmt.Errorf("%w: went away before the eviction", ErrPodGone)
+			return fmt.Errorf("%w: went away before the eviction", decide.ErrPodGone)
 		case gerr == nil && now.UID != pod.UID:
-			return fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s) before the eviction", ErrPodGone, now.UID, pod.UID)
+			return fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s) before the eviction", decide.ErrPodGone, now.UID, pod.UID)
 		}
 	}
 	return nil
@@ -362,7 +348,7 @@ func (e *Evicter) markDisruptionTarget(ctx context.Context, log *slog.Logger, po
 	cond := map[string]any{
 		"type":    string(v1.DisruptionTarget),
 		"status":  string(v1.ConditionTrue),
-		"reason":  ConditionReason,
+		"reason":  decide.DisruptionTargetReason,
 		"message": message,
 	}
 	if transition {

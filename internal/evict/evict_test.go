@@ -43,8 +43,8 @@ func (e *env) checkEvicted(t *testing.T, seen <-chan *v1.Pod, r decide.Request) 
 	switch {
 	case cond == nil:
 		t.Errorf("no DisruptionTarget condition in %+v", pod.Status.Conditions)
-	case cond.Status != v1.ConditionTrue || cond.Reason != ConditionReason || cond.Message != r.Message || cond.LastTransitionTime.IsZero():
-		t.Errorf("DisruptionTarget condition = %+v, want True, reason %s, message %q and a transition time", *cond, ConditionReason, r.Message)
+	case cond.Status != v1.ConditionTrue || cond.Reason != decide.DisruptionTargetReason || cond.Message != r.Message || cond.LastTransitionTime.IsZero():
+		t.Errorf("DisruptionTarget condition = %+v, want True, reason %s, message %q and a transition time", *cond, decide.DisruptionTargetReason, r.Message)
 	}
 	if e.getPod(t, pod.Namespace, pod.Name) != nil {
 		t.Errorf("pod %s/%s still exists", pod.Namespace, pod.Name)
@@ -191,8 +191,8 @@ func TestEvict(t *testing.T) {
 		for _, hard := range []bool{false, true} {
 			ev, errs := e.newEvicter(t, Config{NodeName: "another-node", PollInterval: 50 * time.Millisecond})
 			err := ev.Evict(t.Context(), request(pod, hard, 1, message("elsewhere")))
-			if !errors.Is(err, ErrPodGone) || !strings.Contains(err.Error(), `bound to node "`+nodeName+`", not "another-node"`) {
-				t.Errorf("Evict (hard %v) of a pod bound to %s by the evictd of another-node = %v, want ErrPodGone naming both nodes", hard, nodeName, err)
+			if !errors.Is(err, decide.ErrPodGone) || !strings.Contains(err.Error(), `bound to node "`+nodeName+`", not "another-node"`) {
+				t.Errorf("Evict (hard %v) of a pod bound to %s by the evictd of another-node = %v, want decide.ErrPodGone naming both nodes", hard, nodeName, err)
 			}
 			checkNoAPIErrors(t, errs)
 		}
@@ -303,8 +303,8 @@ func TestEvict(t *testing.T) {
 				pod := e.runningPod(t, ns, s.name, nil, 30)
 				check := s.setup(t, pod)
 				err := ev.Evict(t.Context(), request(pod, true, 1, message(s.name)))
-				if !errors.Is(err, ErrPodGone) {
-					t.Fatalf("Evict = %v, want an error wrapping ErrPodGone", err)
+				if !errors.Is(err, decide.ErrPodGone) {
+					t.Fatalf("Evict = %v, want an error wrapping decide.ErrPodGone", err)
 				}
 				t.Logf("Evict: %v", err)
 				check(t)
@@ -335,7 +335,7 @@ func TestEvict(t *testing.T) {
 				r := request(pod, true, 1, message(tc.name))
 				tc.modify(&r)
 				err := ev.Evict(t.Context(), r)
-				if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) || errors.Is(err, ErrPodGone) {
+				if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) || errors.Is(err, decide.ErrPodGone) {
 					t.Fatalf("Evict = %v, want a refusal (wrapping %v)", err, tc.want)
 				}
 				t.Logf("Evict: %v", err)
@@ -356,8 +356,8 @@ func TestEvict(t *testing.T) {
 			ev, errs := e.newEvicter(t, Config{CleanupTimeout: 500 * time.Millisecond, PollInterval: 100 * time.Millisecond})
 			r := request(pod, false, 30, message("slow"))
 			err := ev.Evict(t.Context(), r)
-			if !errors.Is(err, ErrNotGoneInTime) {
-				t.Fatalf("Evict = %v, want an error wrapping ErrNotGoneInTime", err)
+			if !errors.Is(err, decide.ErrNotGoneInTime) {
+				t.Fatalf("Evict = %v, want an error wrapping decide.ErrNotGoneInTime", err)
 			}
 			t.Logf("Evict: %v", err)
 			got := e.getPod(t, ns, "slow")
@@ -365,8 +365,8 @@ func TestEvict(t *testing.T) {
 				t.Fatalf("pod after a timed-out eviction = %+v, want terminating with grace period 30", got)
 			}
 			// The next pass must not evict it again.
-			if err := ev.Evict(t.Context(), r); !errors.Is(err, ErrPodGone) {
-				t.Errorf("second Evict = %v, want an error wrapping ErrPodGone", err)
+			if err := ev.Evict(t.Context(), r); !errors.Is(err, decide.ErrPodGone) {
+				t.Errorf("second Evict = %v, want an error wrapping decide.ErrPodGone", err)
 			}
 			checkNoAPIErrors(t, errs)
 		})
@@ -381,8 +381,8 @@ func TestEvict(t *testing.T) {
 			for {
 				select {
 				case err := <-done:
-					if !errors.Is(err, ErrNotGoneInTime) || polls != 6 {
-						t.Fatalf("Evict = %v after %d steps of 10m, want ErrNotGoneInTime after 6", err, polls)
+					if !errors.Is(err, decide.ErrNotGoneInTime) || polls != 6 {
+						t.Fatalf("Evict = %v after %d steps of 10m, want decide.ErrNotGoneInTime after 6", err, polls)
 					}
 					return
 				case <-time.After(5 * time.Millisecond):

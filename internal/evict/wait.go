@@ -10,13 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
 )
 
 // waitGone polls the pod every Config.PollInterval until it is gone (not
 // found, replaced by another pod of the same name, or finished), for at most
 // Config.CleanupTimeout by the injected clock. It returns nil when the pod
-// is gone, an error wrapping ErrNotGoneInTime with what the last look saw
+// is gone, an error wrapping decide.ErrNotGoneInTime with what the last look saw
 // when it is not, and ctx's error when ctx ends first.
 func (e *Evicter) waitGone(ctx context.Context, pod *v1.Pod) error {
 	deadline := e.cfg.Clock.Now().Add(e.cfg.CleanupTimeout)
@@ -27,7 +28,7 @@ func (e *Evicter) waitGone(ctx context.Context, pod *v1.Pod) error {
 		}
 		left := deadline.Sub(e.cfg.Clock.Now())
 		if left <= 0 {
-			return fmt.Errorf("%w (waited %s; the pod is %s)", ErrNotGoneInTime, e.cfg.CleanupTimeout, state)
+			return fmt.Errorf("%w (waited %s; the pod is %s)", decide.ErrNotGoneInTime, e.cfg.CleanupTimeout, state)
 		}
 		t := e.cfg.Clock.NewTimer(min(e.cfg.PollInterval, left))
 		select {
