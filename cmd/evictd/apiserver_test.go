@@ -290,7 +290,15 @@ func (e *e2e) soft(t *testing.T) {
 	guaranteed := e.createPod(t, podSpec{name: "guaranteed", qos: v1.PodQOSGuaranteed,
 		requests: v1.ResourceList{v1.ResourceMemory: resource.MustParse("128Mi"), v1.ResourceCPU: resource.MustParse("100m")},
 		limits:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("128Mi"), v1.ResourceCPU: resource.MustParse("100m")}})
-	static := e.createPod(t, podSpec{name: "static", qos: v1.PodQOSBestEffort, annotations: map[string]string{"kubernetes.io/config.source": "file"}})
+	// A mirror pod as the node's kubelet creates it: the annotations and a
+	// controller ownerReference to the Node.
+	node, err := e.admin.CoreV1().Nodes().Get(e.ctx, e2eNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := e.createPod(t, podSpec{name: "static", qos: v1.PodQOSBestEffort,
+		annotations: map[string]string{"kubernetes.io/config.source": "file", "kubernetes.io/config.mirror": "0123abcd"},
+		owners:      []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: e2eNode, UID: node.UID, Controller: ptr.To(true)}}})
 	critical := e.createPod(t, podSpec{ns: "kube-system", name: "critical", qos: v1.PodQOSBestEffort, priorityClass: "system-node-critical"})
 	if p := critical.Spec.Priority; p == nil || *p != 2000001000 {
 		t.Fatalf("pod %s/%s has priority %v, want system-node-critical's 2000001000", critical.Namespace, critical.Name, p)
@@ -608,6 +616,7 @@ type podSpec struct {
 	ns, name            string
 	qos                 v1.PodQOSClass // what the API server must compute
 	labels, annotations map[string]string
+	owners              []metav1.OwnerReference
 	requests, limits    v1.ResourceList
 	priorityClass       string
 }
@@ -621,7 +630,7 @@ func (e *e2e) createPod(t *testing.T, s podSpec) *v1.Pod {
 		s.ns = e2eNS
 	}
 	pod, err := e.admin.CoreV1().Pods(s.ns).Create(e.ctx, &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name, Labels: s.labels, Annotations: s.annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: s.name, Labels: s.labels, Annotations: s.annotations, OwnerReferences: s.owners},
 		Spec: v1.PodSpec{
 			NodeName:                     e2eNode,
 			AutomountServiceAccountToken: ptr.To(false),
