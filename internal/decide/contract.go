@@ -3,6 +3,8 @@ package decide
 import (
 	"errors"
 	"time"
+
+	"github.com/evictd/evictd/signals"
 )
 
 // DisruptionTargetReason is the reason of the DisruptionTarget condition
@@ -68,6 +70,11 @@ const (
 	// ReclaimImages: unused images.
 	ReclaimImages ReclaimKind = "images"
 )
+
+// Reclaims reports whether node-level reclaim runs before a pod is evicted
+// for sig: for the disk signals, whose space and inodes dead containers
+// and unused images hold.
+func Reclaims(sig signals.Signal) bool { return sig.Pressure() == signals.DiskPressure }
 
 // ReclaimAction is what one kind of reclaim did.
 type ReclaimAction struct {

@@ -256,7 +256,6 @@ func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, erro
 	case string(pod.UID) != want.UID:
 		return nil, fmt.Errorf("%w: replaced by another pod of the same name (UID %s, not %s)", decide.ErrPodGone, pod.UID, want.UID)
 	case pod.Spec.NodeName != e.cfg.NodeName:
-		e.log.Warn("not evicting a pod bound to another node", "pod", want.Ref(), "boundTo", pod.Spec.NodeName, "node", e.cfg.NodeName)
 		return nil, fmt.Errorf("%w from this node: bound to node %q, not %q", decide.ErrPodGone, pod.Spec.NodeName, e.cfg.NodeName)
 	case pod.DeletionTimestamp != nil:
 		return nil, fmt.Errorf("%w: already terminating since %s (grace period %ds)", decide.ErrPodGone,

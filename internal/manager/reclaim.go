@@ -40,7 +40,7 @@ func (m *Manager) reclaimFirst(ctx context.Context, dec decide.Decision) decide.
 		m.settleUntil = time.Time{}
 		return dec
 	}
-	if r := dec.Signal.Resource(); r != signals.ResourceEphemeralStorage && r != signals.ResourceInodes {
+	if !decide.Reclaims(dec.Signal) {
 		m.settleUntil = time.Time{}
 		return dec
 	}

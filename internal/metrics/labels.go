@@ -76,19 +76,8 @@ var outcomes = []value[decide.Outcome]{
 	{v: decide.OutcomeEvict, means: "a pod was chosen"},
 	{v: OutcomeDryRun, means: "a pod was chosen, in dry-run"},
 	{v: decide.OutcomeNoEvictablePod, means: "no pod may be evicted"},
-	{v: decide.OutcomeReclaimed, means: "node-level reclaim was enough", only: reclaimable},
-	{v: decide.OutcomeReclaimSettling, means: "node-level reclaim removed some; waiting for the runtime to free it", only: reclaimable},
-}
-
-// DecisionOutcomes lists the values of evictd_decisions_total's outcome
-// label.
-func DecisionOutcomes() []decide.Outcome { return valuesOf(outcomes) }
-
-// reclaimable reports whether the loop runs node-level reclaim for sig
-// (manager's reclaimFirst): the disk signals.
-func reclaimable(sig signals.Signal) bool {
-	r := sig.Resource()
-	return r == signals.ResourceEphemeralStorage || r == signals.ResourceInodes
+	{v: decide.OutcomeReclaimed, means: "node-level reclaim was enough", only: decide.Reclaims},
+	{v: decide.OutcomeReclaimSettling, means: "node-level reclaim removed some; waiting for the runtime to free it", only: decide.Reclaims},
 }
 
 // Result is the result label of evictd_evictions_total.

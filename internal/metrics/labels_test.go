@@ -19,7 +19,7 @@ func TestVocabulary(t *testing.T) {
 		family, label string
 		values        []string
 	}{
-		{"evictd_decisions_total", "outcome", asStrings(DecisionOutcomes())},
+		{"evictd_decisions_total", "outcome", asStrings(valuesOf(outcomes))},
 		{"evictd_evictions_total", "result", asStrings(resultValues())},
 		{"evictd_evictions_withheld_total", "reason", asStrings(withheldReasonValues())},
 		{"evictd_passes_total", "trigger", asStrings(triggerValues())},

@@ -31,7 +31,7 @@ func (m *Metrics) ObservePass(p Pass) {
 // Decision is a pass's decision about a starved signal.
 type Decision struct {
 	Signal  signals.Signal
-	Outcome decide.Outcome // one of DecisionOutcomes
+	Outcome decide.Outcome // one of the outcomes in labels.go
 	// At is when the decision was taken. Observed, when set, is the time
 	// of the observation it rests on, and FirstMet, when set, when its
 	// threshold was first observed met; the loop sets them for a pod

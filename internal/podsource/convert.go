@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"github.com/evictd/evictd/internal/qos"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -49,7 +50,7 @@ func convert(pod *v1.Pod) (signals.Pod, []string) {
 
 	// Pods from the API server are defaulted already; pods from anywhere
 	// else (tests, files) get the same defaults first.
-	pod = withDefaults(pod)
+	pod = qos.WithDefaults(pod)
 
 	p := signals.Pod{
 		Namespace: pod.Namespace,

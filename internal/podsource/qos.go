@@ -21,10 +21,3 @@ func qosClass(pod *v1.Pod, note func(string, ...any)) signals.QOSClass {
 	}
 	return signals.QOSClass(qos.Class(pod))
 }
-
-// withDefaults is qos.WithDefaults: pod with the resource defaults the API
-// server applies, from which Convert reads the requests as well as the QoS
-// class.
-func withDefaults(pod *v1.Pod) *v1.Pod {
-	return qos.WithDefaults(pod)
-}
