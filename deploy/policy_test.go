@@ -124,15 +124,27 @@ func disruptionPatch() []byte {
 	return []byte(`{"status":{"conditions":[{"type":"DisruptionTarget","status":"True","reason":"TerminationByKubelet","message":"written by the test"}]}}`)
 }
 
-// updateNode changes node through client with change: a get, then an
-// update, as evictd writes its taints (its role grants no patch of nodes).
+// updateNode changes node through client with change as evictd writes
+// its taints: a list of the one node (its role grants no get), then a JSON
+// merge patch carrying the node's resourceVersion.
 func updateNode(ctx context.Context, client kubernetes.Interface, node string, change func(*v1.Node)) error {
-	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
 	if err != nil {
 		return err
 	}
+	if len(list.Items) != 1 {
+		return fmt.Errorf("list of node %s: %d nodes", node, len(list.Items))
+	}
+	n := &list.Items[0]
 	change(n)
-	_, err = client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "labels": n.Labels},
+		"spec":     map[string]any{"taints": n.Spec.Taints, "unschedulable": n.Spec.Unschedulable},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 

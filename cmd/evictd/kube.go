@@ -14,6 +14,7 @@ import (
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/evict"
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/lease"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/podsource"
@@ -30,6 +31,7 @@ const initialSyncTimeout = 5 * time.Second
 type kube struct {
 	pods        *podsource.Source
 	status      *nodestatus.Publisher
+	lease       *lease.Keeper
 	evicter     *evict.Evicter
 	events      nodeEvents
 	broadcaster record.EventBroadcaster
@@ -55,11 +57,23 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 	recorder := broadcaster.NewRecorder(client.Scheme(), v1.EventSource{Component: "evictd", Host: cfg.NodeName})
 
 	status, err := nodestatus.New(nodestatus.Config{
-		NodeName:          cfg.NodeName,
-		TaintEffect:       v1.TaintEffect(cfg.TaintEffect),
-		HeartbeatInterval: cfg.NodeStatusUpdateFrequency,
-		OnAPIError:        met.IncAPIError,
+		NodeName:        cfg.NodeName,
+		TaintEffect:     v1.TaintEffect(cfg.TaintEffect),
+		UpdateFrequency: cfg.NodeStatusUpdateFrequency,
+		ReportFrequency: cfg.NodeStatusReportFrequency,
+		OnAPIError:      met.IncAPIError,
 	}, client, recorder, log.With("component", "nodestatus"))
+	if err != nil {
+		broadcaster.Shutdown()
+		return nil, err
+	}
+	keeper, err := lease.New(lease.Config{
+		NodeName:   cfg.NodeName,
+		Namespace:  cfg.LeaseNamespace,
+		Duration:   cfg.LeaseDuration,
+		NodeUID:    status.NodeUID,
+		OnAPIError: met.IncAPIError,
+	}, client, log.With("component", "lease"))
 	if err != nil {
 		broadcaster.Shutdown()
 		return nil, err
@@ -67,6 +81,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 	return &kube{
 		pods:   podsource.New(client, cfg.NodeName, 0, log.With("component", "pods")),
 		status: status,
+		lease:  keeper,
 		evicter: evict.New(evict.Config{
 			NodeName:   cfg.NodeName,
 			OnAPIError: met.IncAPIError,
@@ -84,20 +99,21 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 	}, nil
 }
 
-// start runs the informers, the status writer and the owed evictions'
-// retries until ctx is done, each sending its result to errc, and waits
+// start runs the informers, the status writer, the Lease and the owed
+// evictions' retries until ctx is done, each sending its result to errc, and waits
 // (bounded) for the first list of pods. It returns how many goroutines it
 // started.
 func (k *kube) start(ctx context.Context, log *slog.Logger, errc chan<- error) int {
 	go func() { errc <- k.pods.Run(ctx) }()
 	go func() { errc <- k.status.Run(ctx) }()
 	go func() { errc <- k.evicter.Run(ctx) }()
+	go func() { errc <- k.lease.Run(ctx) }()
 	syncCtx, cancel := context.WithTimeout(ctx, initialSyncTimeout)
 	defer cancel()
 	if err := k.pods.WaitForSync(syncCtx); err != nil {
 		log.Warn("starting without a list of the node's pods; evictions wait until it arrives", "err", err)
 	}
-	return 3
+	return 4
 }
 
 func (k *kube) stop() { k.broadcaster.Shutdown() }

@@ -21,7 +21,7 @@ var layers = []struct {
 	{"loop", []string{"internal/manager"}},
 	{"adapters", []string{
 		"signals/host", "internal/notify", "internal/cri", "reclaim",
-		"internal/kubeclient", "internal/podsource", "internal/evict", "internal/nodestatus",
+		"internal/kubeclient", "internal/podsource", "internal/evict", "internal/nodestatus", "internal/lease",
 		"internal/config", "internal/snapshot", "internal/server", "systemd",
 	}},
 	{"main", []string{"cmd/evictd"}},

@@ -134,6 +134,12 @@ var settings = []setting{
 			d.nodeStatusUpdateFrequency = f.kc.NodeStatusUpdateFrequency.Duration
 			return d.nodeStatusUpdateFrequency != 0
 		}},
+	{"node-status-report-frequency", "nodeStatusReportFrequency", true,
+		func(d, s *Options) { d.nodeStatusReportFrequency = s.nodeStatusReportFrequency },
+		func(d *Options, f *kubeletConfigFile) bool {
+			d.nodeStatusReportFrequency = f.kc.NodeStatusReportFrequency.Duration
+			return d.nodeStatusReportFrequency != 0
+		}},
 }
 
 // Complete reads the files named by --config and --node-config, applies

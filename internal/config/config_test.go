@@ -316,8 +316,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 43 {
-		t.Errorf("got %d flags, want 43", n)
+	if n != 46 {
+		t.Errorf("got %d flags, want 46", n)
 	}
 }
 

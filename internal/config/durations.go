@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Durations that no flag sets but that the agent's derived durations use.
 const (
@@ -10,6 +13,11 @@ const (
 	// container runtime, unless the housekeeping interval is longer.
 	maxRuntimeRetry = time.Minute
 )
+
+// MinLeaseDuration is the shortest --lease-duration: renewed every quarter
+// of it, a shorter Lease would be renewed more often than the kubelet
+// renews its node Lease (every 10s of 40s).
+const MinLeaseDuration = 20 * time.Second
 
 // Durations are every period, age and timeout the agent runs with: the
 // duration flags, validated, and what is derived from them. They are
@@ -67,10 +75,19 @@ type Durations struct {
 	// (decide.DeciderConfig.TransitionPeriod).
 	// --eviction-pressure-transition-period, not negative. Default 5m.
 	PressureTransitionPeriod time.Duration
-	// NodeStatusUpdateFrequency is the longest time between two writes of
-	// the node's conditions (nodestatus.Config.HeartbeatInterval).
+	// NodeStatusUpdateFrequency is how often the node's conditions and
+	// taints are compared with evictd's (nodestatus.Config.UpdateFrequency).
 	// --node-status-update-frequency, positive. Default 10s.
 	NodeStatusUpdateFrequency time.Duration
+	// NodeStatusReportFrequency is the mean time between two writes of the
+	// conditions when nothing changes (nodestatus.Config.ReportFrequency).
+	// --node-status-report-frequency, positive and not below
+	// NodeStatusUpdateFrequency. Default 5m.
+	NodeStatusReportFrequency time.Duration
+	// LeaseDuration is the duration of evictd's Lease, renewed every
+	// quarter of it (lease.Config.Duration). --lease-duration, at least
+	// MinLeaseDuration. Default 2m.
+	LeaseDuration time.Duration
 	// FastPollInterval is how often the memory working set is read while
 	// a memory threshold is within FastPollMargin
 	// (notify.MemoryConfig.FastPollInterval). --fast-poll-interval, not
@@ -99,6 +116,7 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 		{"eviction-pressure-transition-period", o.pressureTransitionPeriod, false},
 		{"minimum-image-ttl-duration", o.minimumImageTTL, false},
 		{"node-status-update-frequency", o.nodeStatusUpdateFrequency, true},
+		{"node-status-report-frequency", o.nodeStatusReportFrequency, true},
 		{"housekeeping-interval", o.housekeepingInterval, true},
 		{"runtime-request-timeout", o.runtimeTimeout, true},
 		{"volume-stats-agg-period", o.volumeStatsAgg, false},
@@ -111,6 +129,14 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 		case d.v == 0 && d.positive:
 			bad(d.flag, d.v.String(), "must be positive")
 		}
+	}
+
+	if o.nodeStatusUpdateFrequency > 0 && o.nodeStatusReportFrequency > 0 && o.nodeStatusReportFrequency < o.nodeStatusUpdateFrequency {
+		bad("node-status-report-frequency", o.nodeStatusReportFrequency.String(),
+			fmt.Sprintf("must not be below --node-status-update-frequency (%s)", o.nodeStatusUpdateFrequency))
+	}
+	if o.leaseDuration < MinLeaseDuration {
+		bad("lease-duration", o.leaseDuration.String(), fmt.Sprintf("must be at least %s", MinLeaseDuration))
 	}
 
 	h := o.housekeepingInterval
@@ -130,6 +156,8 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 		MinimumImageTTL:           o.minimumImageTTL,
 		PressureTransitionPeriod:  o.pressureTransitionPeriod,
 		NodeStatusUpdateFrequency: o.nodeStatusUpdateFrequency,
+		NodeStatusReportFrequency: o.nodeStatusReportFrequency,
+		LeaseDuration:             o.leaseDuration,
 		FastPollInterval:          o.fastPollInterval,
 		LocalKillAfter:            o.localKillAfter,
 		CleanupTimeout:            podCleanupTimeout,

@@ -18,6 +18,8 @@ var defaultDurations = Durations{
 	MinimumImageTTL:           2 * time.Minute,
 	PressureTransitionPeriod:  5 * time.Minute,
 	NodeStatusUpdateFrequency: 10 * time.Second,
+	NodeStatusReportFrequency: 5 * time.Minute,
+	LeaseDuration:             2 * time.Minute,
 	FastPollInterval:          250 * time.Millisecond,
 	LocalKillAfter:            5 * time.Second,
 	CleanupTimeout:            30 * time.Second,
@@ -76,6 +78,11 @@ func TestDurations(t *testing.T) {
 			d.MinimumImageTTL = 5 * time.Minute
 			d.NodeStatusUpdateFrequency = time.Minute
 		})},
+		{"node-status-report-frequency and lease-duration", []string{"--node-status-report-frequency=1m", "--lease-duration=20s"}, with(func(d *Durations) {
+			d.NodeStatusReportFrequency = time.Minute
+			d.LeaseDuration = 20 * time.Second
+		})},
+		{"report frequency equal to the update frequency", []string{"--node-status-report-frequency=10s"}, with(func(d *Durations) { d.NodeStatusReportFrequency = 10 * time.Second })},
 		{"from --node-config", []string{"--node-config=" + writeTemp(t, "kubeletArguments:\n  node-status-update-frequency: [\"30s\"]\n")},
 			with(func(d *Durations) { d.NodeStatusUpdateFrequency = 30 * time.Second })},
 	}
@@ -111,6 +118,10 @@ func TestDurationRejections(t *testing.T) {
 			wantErr: `nodeStatusUpdateFrequency in ` + negativeFrequency + `: invalid value "-10s": must not be negative`},
 		{flag: "node-status-update-frequency", value: "-5s in --node-config", args: []string{"--node-config=" + nodeConfig},
 			wantErr: `kubeletArguments.node-status-update-frequency in ` + nodeConfig + `: invalid value "-5s": must not be negative`},
+		{flag: "node-status-report-frequency", value: "0s", wantErr: `--node-status-report-frequency: invalid value "0s": must be positive`},
+		{flag: "node-status-report-frequency", value: "5s", wantErr: `--node-status-report-frequency: invalid value "5s": must not be below --node-status-update-frequency (10s)`},
+		{flag: "lease-duration", value: "19s", wantErr: `--lease-duration: invalid value "19s": must be at least 20s`},
+		{flag: "lease-namespace", value: "Kube_System", wantErr: `--lease-namespace: invalid value "Kube_System": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		{flag: "runtime-request-timeout", value: "0s", wantErr: `--runtime-request-timeout: invalid value "0s": must be positive`},
 		{flag: "runtime-request-timeout", value: "-1s", wantErr: `--runtime-request-timeout: invalid value "-1s": must not be negative`},
 		{flag: "eviction-pressure-transition-period", value: "-1m", wantErr: `--eviction-pressure-transition-period: invalid value "-1m0s": must not be negative`},

@@ -22,6 +22,9 @@ const (
 	defaultContainerRuntimeEndpoint  = "unix:///run/containerd/containerd.sock"
 	defaultMinimumImageTTL           = 2 * time.Minute
 	defaultNodeStatusUpdateFrequency = 10 * time.Second
+	defaultNodeStatusReportFrequency = 5 * time.Minute
+	defaultLeaseDuration             = 2 * time.Minute
+	defaultLeaseNamespace            = "kube-system"
 	defaultHousekeepingInterval      = 10 * time.Second
 	defaultMetricsBindAddress        = "127.0.0.1:9847"
 	defaultProcRoot                  = "/proc"
@@ -78,6 +81,9 @@ type Options struct {
 	kubeconfig                string
 	hostnameOverride          string
 	nodeStatusUpdateFrequency time.Duration
+	nodeStatusReportFrequency time.Duration
+	leaseDuration             time.Duration
+	leaseNamespace            string
 
 	configFile           string
 	nodeConfigFile       string
@@ -163,7 +169,9 @@ func (o *Options) addKubeletFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.hostnameOverride, "hostname-override", "",
 		"Name of this node, lowercased, as the kubelet registers it. (default: the machine's hostname, lowercased)")
 	fs.DurationVar(&o.nodeStatusUpdateFrequency, "node-status-update-frequency", defaultNodeStatusUpdateFrequency,
-		"How often, as a Go duration, evictd posts its node conditions.")
+		"How often, as a Go duration, evictd compares its node conditions and taints with the node's; it writes them only when they differ or --node-status-report-frequency has passed.")
+	fs.DurationVar(&o.nodeStatusReportFrequency, "node-status-report-frequency", defaultNodeStatusReportFrequency,
+		"How often, as a Go duration, evictd writes its node conditions when nothing changed, each period jittered by ±50% as the kubelet does; a change is written at once.")
 }
 
 // addEvictdFlags registers the flags that are evictd's own.
@@ -172,6 +180,10 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Path of a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to take the eviction settings from; flags given on the command line override it, and it overrides --node-config. (default none)")
 	fs.StringVar(&o.nodeConfigFile, "node-config", "",
 		"Path of an OpenShift node-config.yaml to take the kubeletArguments from; --config and flags given on the command line override it. (default none)")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", defaultLeaseDuration,
+		"Duration, as a Go duration, of the coordination.k8s.io Lease evictd-<node> that shows evictd alive; it is renewed every quarter of it, with jitter. At least 20s.")
+	fs.StringVar(&o.leaseNamespace, "lease-namespace", defaultLeaseNamespace,
+		"Namespace of evictd's Lease: evictd's own, where its ServiceAccount is.")
 	fs.BoolVar(&o.mergeDefaults, "merge-default-eviction-settings", false,
 		"Add every default hard threshold that a partial --eviction-hard map leaves out (KubeletConfiguration mergeDefaultEvictionSettings). (default false)")
 	fs.DurationVar(&o.housekeepingInterval, "housekeeping-interval", defaultHousekeepingInterval,

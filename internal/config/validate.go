@@ -60,6 +60,9 @@ type Config struct {
 	ImageServiceEndpoint string
 	// Kubeconfig is evictd's own kubeconfig path; "" means in-cluster.
 	Kubeconfig string
+	// LeaseNamespace is the namespace of evictd's Lease, a DNS label.
+	// --lease-namespace, default kube-system.
+	LeaseNamespace string
 
 	// Durations are the duration flags, validated, and every duration
 	// derived from them, one field each (cfg.HousekeepingInterval,
@@ -143,6 +146,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		CgroupRoot:                o.cgroupRoot,
 		CgroupDriver:              o.cgroupDriver,
 		Kubeconfig:                o.kubeconfig,
+		LeaseNamespace:            o.leaseNamespace,
 		DryRun:                    o.dryRun,
 		HardEvictionLocalStop:     o.localStop,
 		MetricsBindAddress:        o.metricsBindAddress,
@@ -234,6 +238,9 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		c.TaintEffect = o.taintEffect
 	default:
 		bad("pressure-taint-effect", o.taintEffect, "want NoSchedule, PreferNoSchedule or NoExecute")
+	}
+	if msgs := validation.IsDNS1123Label(o.leaseNamespace); len(msgs) > 0 {
+		bad("lease-namespace", o.leaseNamespace, strings.Join(msgs, "; "))
 	}
 	if c.NodeName, err = o.nodeName(); err != nil {
 		errs = append(errs, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,21 +16,23 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// Client reaches the core/v1 and policy/v1 resources evictd reads and
-// writes, with one HTTP client (one connection pool, one rate limiter per
+// Client reaches the core/v1, policy/v1 and coordination.k8s.io/v1
+// resources evictd reads and writes, with one HTTP client (one connection pool, one rate limiter per
 // group as in client-go's clientset).
 type Client struct {
 	scheme *runtime.Scheme
 	params runtime.ParameterCodec
 	core   *rest.RESTClient // /api/v1
 	policy *rest.RESTClient // /apis/policy/v1
+	coord  *rest.RESTClient // /apis/coordination.k8s.io/v1
 }
 
-// NewScheme returns a scheme holding core/v1 and policy/v1 and the meta
+// NewScheme returns a scheme holding core/v1, policy/v1 and
+// coordination.k8s.io/v1 and the meta
 // types that go with them (options, Status, WatchEvent).
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, policyv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, policyv1.AddToScheme, coordinationv1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("build the API scheme: %w", err)
 		}
@@ -71,6 +74,9 @@ func NewForConfig(c *rest.Config) (*Client, error) {
 	if k.policy, err = restFor(policyv1.SchemeGroupVersion, "/apis"); err != nil {
 		return nil, err
 	}
+	if k.coord, err = restFor(coordinationv1.SchemeGroupVersion, "/apis"); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 
@@ -93,6 +99,13 @@ func (c *Client) Nodes() *gentype.ClientWithList[*v1.Node, *v1.NodeList] {
 	return gentype.NewClientWithList("nodes", c.core, c.params, "",
 		func() *v1.Node { return &v1.Node{} }, func() *v1.NodeList { return &v1.NodeList{} },
 		gentype.PrefersProtobuf[*v1.Node]())
+}
+
+// Leases returns a client of the Leases of namespace.
+func (c *Client) Leases(namespace string) *gentype.ClientWithList[*coordinationv1.Lease, *coordinationv1.LeaseList] {
+	return gentype.NewClientWithList("leases", c.coord, c.params, namespace,
+		func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },
+		gentype.PrefersProtobuf[*coordinationv1.Lease]())
 }
 
 // EventSink returns a record.EventSink that writes each event in its own

@@ -185,9 +185,9 @@ type APIVerb string
 
 // API server requests.
 const (
-	APINodeGet        APIVerb = "node_get"
 	APINodePatch      APIVerb = "node_patch"
-	APINodeUpdate     APIVerb = "node_update"
+	APINodeTaints     APIVerb = "node_patch_taints"
+	APILeaseRenew     APIVerb = "lease_renew"
 	APIPodGet         APIVerb = "pod_get"
 	APIPodEvict       APIVerb = "pod_evict"
 	APIPodDelete      APIVerb = "pod_delete"
@@ -195,9 +195,9 @@ const (
 )
 
 var apiVerbs = []value[APIVerb]{
-	{v: APINodeGet, means: "GET of the node"},
 	{v: APINodePatch, means: "PATCH of its conditions"},
-	{v: APINodeUpdate, means: "update of its taints"},
+	{v: APINodeTaints, means: "PATCH of its taints, with the node's resourceVersion"},
+	{v: APILeaseRenew, means: "create, update or GET of its Lease"},
 	{v: APIPodGet, means: "GET of a pod"},
 	{v: APIPodEvict, means: "POST of pods/eviction"},
 	{v: APIPodDelete, means: "DELETE of a pod, the hard fallback"},

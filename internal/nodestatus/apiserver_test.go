@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -54,10 +55,7 @@ func startEnv(t *testing.T) *env {
 	}
 	// The authorizer learns of the new binding through a watch: wait for it.
 	eventually(t, 10*time.Second, func() error {
-		_, err := evictd.CoreV1().Nodes().Get(context.Background(), "rbac-probe", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
+		_, err := evictd.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=rbac-probe"})
 		return err
 	})
 	return &env{cluster: c, admin: admin, evictd: evictd, agent: agent}
@@ -262,6 +260,12 @@ func waitIdle(t *testing.T, fc interface{ HasWaiters() bool }) {
 		return nil
 	})
 }
+
+// noJitter makes the report period exactly the report frequency.
+func noJitter(d time.Duration) time.Duration { return d }
+
+// everySecond retries a failed write every second of the fake clock.
+var everySecond = wait.Backoff{Duration: time.Second, Factor: 1, Steps: math.MaxInt32}
 
 // report is one PressureReport.
 func report(p signals.Pressure, active bool, since time.Time, msg string) decide.PressureReport {

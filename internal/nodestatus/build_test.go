@@ -216,6 +216,28 @@ func TestStatusPatchMergesByType(t *testing.T) {
 	}
 }
 
+// TestReportJitter: the report period is uniform in [0.5, 1.5) × the
+// frequency, as the kubelet's, and spreads: a fleet of agents started
+// together does not write together.
+func TestReportJitter(t *testing.T) {
+	const d = 5 * time.Minute
+	var lo, hi int
+	for range 10000 {
+		p := reportJitter(d)
+		if p < d/2 || p >= d*3/2 {
+			t.Fatalf("reportJitter(%s) = %s, want in [%s, %s)", d, p, d/2, d*3/2)
+		}
+		if p < d {
+			lo++
+		} else {
+			hi++
+		}
+	}
+	if lo < 4500 || hi < 4500 {
+		t.Errorf("of 10000 periods %d below %s and %d above, want about half each", lo, d, hi)
+	}
+}
+
 func TestConfigComplete(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -239,7 +261,8 @@ func TestConfigComplete(t *testing.T) {
 		{"bad taint key", Config{NodeName: "n", TaintKeys: map[signals.Pressure]string{signals.DiskPressure: "a b"}},
 			`taint key "a b" for disk pressure`},
 		{"bad effect", Config{NodeName: "n", TaintEffect: "NoScheduleAtAll"}, `taint effect "NoScheduleAtAll"`},
-		{"negative frequency", Config{NodeName: "n", HeartbeatInterval: -time.Second}, "node status update frequency -1s must be positive"},
+		{"negative frequency", Config{NodeName: "n", UpdateFrequency: -time.Second}, "node status update frequency -1s must be positive"},
+		{"negative report frequency", Config{NodeName: "n", ReportFrequency: -time.Minute}, "node status report frequency -1m0s must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,7 +271,8 @@ func TestConfigComplete(t *testing.T) {
 				if err != nil {
 					t.Fatalf("got error %v, want none", err)
 				}
-				if got.TaintEffect != v1.TaintEffectNoSchedule || got.HeartbeatInterval != 10*time.Second || got.Clock == nil ||
+				if got.TaintEffect != v1.TaintEffectNoSchedule || got.UpdateFrequency != 10*time.Second || got.ReportFrequency != 5*time.Minute ||
+					got.Jitter == nil || got.Retry != DefaultRetry || got.Clock == nil ||
 					len(got.ConditionTypes) != 3 || len(got.TaintKeys) != 3 {
 					t.Errorf("defaults not filled in: %+v", got)
 				}

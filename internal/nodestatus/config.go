@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/metrics"
@@ -33,24 +36,50 @@ type Config struct {
 	// TaintEffect is the effect of evictd's taints: NoSchedule (the
 	// default), PreferNoSchedule or NoExecute.
 	TaintEffect v1.TaintEffect
-	// HeartbeatInterval is the longest time between two writes of the
-	// conditions when nothing changes, and the cap of the retry backoff
-	// (--node-status-update-frequency, 10s by default).
-	HeartbeatInterval time.Duration
-	// Clock drives heartbeats and retries (the real clock by default).
+	// UpdateFrequency is how often the publisher compares the node, as
+	// its watch shows it, with evictd's state, without a request; it
+	// writes only what differs (--node-status-update-frequency, 10s by
+	// default).
+	UpdateFrequency time.Duration
+	// ReportFrequency is the mean time between two writes of the
+	// conditions when nothing changes: each period is jittered by ±50%,
+	// as the kubelet's nodeStatusReportFrequency
+	// (--node-status-report-frequency, 5m by default).
+	ReportFrequency time.Duration
+	// Jitter returns the report period to wait after a write, given
+	// ReportFrequency: uniform in [0.5, 1.5) × ReportFrequency by default.
+	// Tests fix it.
+	Jitter func(time.Duration) time.Duration
+	// Retry is the schedule of retries after a failed write. Default:
+	// 1s doubling to 16s, each delay stretched by up to 100% at random,
+	// so that a fleet returning from an API server outage spreads its
+	// writes over about half a minute.
+	Retry wait.Backoff
+	// Clock drives reports and retries (the real clock by default).
 	Clock clock.WithTicker
 	// OnAPIError, when set, is called from the publisher's goroutine with
-	// the request (metrics.APINodeGet, APINodePatch or APINodeUpdate) of
-	// every API request that failed, conflicts included (main counts them
-	// in evictd_api_errors_total).
+	// the request (metrics.APINodePatch or APINodeTaints) of every API
+	// request that failed, conflicts included (main counts them in
+	// evictd_api_errors_total).
 	OnAPIError func(verb metrics.APIVerb)
 }
 
 // Defaults used for the fields of Config left empty.
 const (
-	DefaultHeartbeatInterval = 10 * time.Second
-	DefaultTaintEffect       = v1.TaintEffectNoSchedule
+	DefaultUpdateFrequency = 10 * time.Second
+	DefaultReportFrequency = 5 * time.Minute
+	DefaultTaintEffect     = v1.TaintEffectNoSchedule
 )
+
+// DefaultRetry is Config.Retry's default.
+var DefaultRetry = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: 16 * time.Second}
+
+// reportJitter is the kubelet's jitter of nodeStatusReportFrequency: a
+// period uniform in [0.5, 1.5) × d, so that nodes started together do not
+// write together.
+func reportJitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d)))
+}
 
 // defaultConditionTypes and defaultTaintKeys are the names SPEC.md gives.
 var (
@@ -143,10 +172,22 @@ func (cfg Config) complete() (Config, error) {
 		return cfg, fmt.Errorf("node status: taint effect %q: want NoSchedule, PreferNoSchedule or NoExecute", cfg.TaintEffect)
 	}
 	switch {
-	case cfg.HeartbeatInterval == 0:
-		cfg.HeartbeatInterval = DefaultHeartbeatInterval
-	case cfg.HeartbeatInterval < 0:
-		return cfg, fmt.Errorf("node status: node status update frequency %s must be positive", cfg.HeartbeatInterval)
+	case cfg.UpdateFrequency == 0:
+		cfg.UpdateFrequency = DefaultUpdateFrequency
+	case cfg.UpdateFrequency < 0:
+		return cfg, fmt.Errorf("node status: node status update frequency %s must be positive", cfg.UpdateFrequency)
+	}
+	switch {
+	case cfg.ReportFrequency == 0:
+		cfg.ReportFrequency = DefaultReportFrequency
+	case cfg.ReportFrequency < 0:
+		return cfg, fmt.Errorf("node status: node status report frequency %s must be positive", cfg.ReportFrequency)
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = reportJitter
+	}
+	if cfg.Retry.Duration <= 0 {
+		cfg.Retry = DefaultRetry
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}

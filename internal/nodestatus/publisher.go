@@ -2,20 +2,23 @@ package nodestatus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
@@ -30,9 +33,9 @@ const fieldManager = "evictd"
 // server is away; the oldest are dropped (and logged) beyond it.
 const maxPending = 64
 
-// retryBase is the first retry delay after a failed write; it doubles up
-// to half the heartbeat interval.
-const retryBase = 200 * time.Millisecond
+// writeTimeout bounds one write: the conditions' patch, the taints' patch
+// and their retries on a conflict.
+const writeTimeout = 30 * time.Second
 
 // Publisher writes evictd's conditions, taints and events for one node. It
 // implements the loop's StatusPublisher; Run does the writing.
@@ -42,6 +45,7 @@ type Publisher struct {
 	recorder record.EventRecorder
 	log      *slog.Logger
 	poke     chan struct{}
+	nodes    cache.SharedIndexInformer // the node's own object, by field selector
 
 	mu       sync.Mutex
 	states   map[signals.Pressure]*pressureState
@@ -51,10 +55,13 @@ type Publisher struct {
 	lastSent atomic.Int64              // unix nanoseconds of the last successful write
 
 	// Owned by Run.
-	baseline  []v1.NodeCondition // the node's conditions before evictd's first write
-	haveBase  bool
-	written   map[signals.Pressure]decide.PressureReport
-	lastWrite time.Time
+	baseline   []v1.NodeCondition // the node's conditions before evictd's first write
+	haveBase   bool
+	written    map[signals.Pressure]decide.PressureReport
+	lastWrite  time.Time
+	nextReport time.Time // when the conditions are written again if nothing changes
+	answer     *v1.Node  // the API server's answer to evictd's last write
+	absent     bool      // the node was found missing, and that was logged
 }
 
 // New checks cfg, fills in its defaults and returns a Publisher ready to
@@ -68,7 +75,7 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 	if client == nil || recorder == nil || log == nil {
 		return nil, errors.New("node status: client, event recorder and logger are required")
 	}
-	return &Publisher{
+	p := &Publisher{
 		cfg:      cfg,
 		client:   client,
 		recorder: recorder,
@@ -77,7 +84,52 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 		states:   map[signals.Pressure]*pressureState{},
 		unknown:  map[signals.Pressure]bool{},
 		written:  map[signals.Pressure]decide.PressureReport{},
-	}, nil
+	}
+	// The node's own object only: the API server's watch cache sends this
+	// watch the events of this one node (nodes are indexed by name).
+	p.nodes = kubeclient.NewInformer(client.Nodes(), &v1.Node{}, 0, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+	})
+	if err := p.nodes.SetTransform(slimNode); err != nil {
+		return nil, fmt.Errorf("node status: %w", err)
+	}
+	if _, err := p.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { p.wake() },
+		UpdateFunc: func(any, any) { p.wake() },
+		DeleteFunc: func(any) { p.wake() },
+	}); err != nil {
+		return nil, fmt.Errorf("node status: %w", err)
+	}
+	if err := p.nodes.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		p.log.Debug("watch of the node failed; the informer retries with backoff", "err", err)
+	}); err != nil {
+		return nil, fmt.Errorf("node status: %w", err)
+	}
+	return p, nil
+}
+
+// slimNode drops from the cached node what the publisher never reads: its
+// managedFields and images, the largest parts of a Node.
+func slimNode(obj any) (any, error) {
+	if n, ok := obj.(*v1.Node); ok {
+		n.ManagedFields = nil
+		n.Status.Images = nil
+	}
+	return obj, nil
+}
+
+// slimNode1 is slimNode for one node.
+func slimNode1(n *v1.Node) *v1.Node {
+	slimNode(n)
+	return n
+}
+
+// wake makes Run look again; it never blocks.
+func (p *Publisher) wake() {
+	select {
+	case p.poke <- struct{}{}:
+	default:
+	}
 }
 
 // lastWritten returns when the conditions were last written successfully
@@ -116,10 +168,7 @@ func (p *Publisher) Publish(now time.Time, reports []decide.PressureReport) {
 		st.Report = r
 	}
 	p.mu.Unlock()
-	select {
-	case p.poke <- struct{}{}:
-	default:
-	}
+	p.wake()
 }
 
 // queueLocked adds tr to the transitions waiting for their event.
@@ -179,46 +228,75 @@ func (p *Publisher) changed(snap snapshot) bool {
 	return false
 }
 
-// Run writes the desired state until ctx ends: at once when it changed,
-// else every HeartbeatInterval. A failed write is retried with exponential
-// backoff (200ms doubling, jittered, capped at half the heartbeat
-// interval), each attempt with the latest state, so the node catches up
-// within one heartbeat interval of the API server's return and stale
-// intermediate states are never written. It returns nil when ctx ends.
+// Run watches the node and writes the desired state until ctx ends:
+// evictd's conditions at once when a pressure changes or the node shows
+// something else (another writer, a node created again), else every
+// ReportFrequency with its jitter; its taints whenever they differ. Nothing
+// is read from the API server but the watch: no GET before a write. A
+// failed write is retried on Config.Retry's jittered schedule, each
+// attempt with the latest state, so stale intermediate states are never
+// written. It returns nil when ctx ends.
 func (p *Publisher) Run(ctx context.Context) error {
-	clk, interval := p.cfg.Clock, p.cfg.HeartbeatInterval
-	bo := p.backoff()
+	go p.nodes.RunWithContext(ctx)
+	// Nothing can be written before the watch has listed the node: wait
+	// for it (the informer retries with backoff while the API server is
+	// away; Publish keeps recording meanwhile).
+	if !cache.WaitForCacheSync(ctx.Done(), p.nodes.HasSynced) {
+		return nil
+	}
+	clk := p.cfg.Clock
+	var bo wait.Backoff
 	var retryAt time.Time
 	failures := 0
 	for {
 		snap, ok := p.snapshot()
+		node := p.node()
 		now := clk.Now()
 		var next time.Time // when to look again; zero: only when poked
-		attempt := false
+		var why string     // why to write now; "" when nothing is due
 		switch {
 		case !ok:
-		case failures > 0:
-			attempt = !now.Before(retryAt)
+		case node == nil:
+			if !p.absent {
+				p.absent = true
+				p.log.Warn("the node does not exist (yet); evictd writes its conditions once the watch shows it")
+			}
+			next = now.Add(p.cfg.UpdateFrequency)
+		case failures > 0 && now.Before(retryAt):
 			next = retryAt
-		case p.changed(snap) || !now.Before(p.lastWrite.Add(interval)):
-			attempt = true
 		default:
-			next = p.lastWrite.Add(interval)
+			if p.absent {
+				p.absent = false
+				p.log.Info("the node exists; writing its conditions")
+			}
+			why = p.due(snap, node, now)
+			if why == "" {
+				next = now.Add(p.cfg.UpdateFrequency)
+				if p.nextReport.Before(next) {
+					next = p.nextReport
+				}
+			}
 		}
-		if !attempt {
+		if why == "" {
 			if !p.wait(ctx, next) {
 				return nil
 			}
 			continue
 		}
 
-		err := p.write(ctx, snap, failures > 0)
+		if failures == 0 {
+			bo = p.cfg.Retry
+		}
+		err := p.write(ctx, snap, node, why, failures > 0)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			failures++
 			delay := bo.Step()
+			if d, ok := apierrors.SuggestsClientDelay(err); ok && time.Duration(d)*time.Second > delay {
+				delay = time.Duration(d) * time.Second // 429 or 5xx with Retry-After
+			}
 			retryAt = clk.Now().Add(delay)
 			if failures == 1 {
 				p.log.Warn("could not write node status; retrying with backoff", "err", err, "retry_in", delay)
@@ -228,22 +306,78 @@ func (p *Publisher) Run(ctx context.Context) error {
 			continue
 		}
 		if failures > 0 {
-			p.log.Info("node status written after the API server came back", "failed_attempts", failures)
+			p.log.Info("node status written after failed attempts", "failed_attempts", failures)
 		}
-		failures, bo = 0, p.backoff()
+		failures = 0
 	}
 }
 
-// backoff returns the retry schedule: 200ms doubling up to half the
-// heartbeat interval, 20% jitter, so that with the jitter the next attempt
-// after the API server's return comes within one heartbeat interval.
-func (p *Publisher) backoff() wait.Backoff {
-	limit := p.cfg.HeartbeatInterval / 2
-	return wait.Backoff{Duration: min(retryBase, limit), Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: limit}
+// node returns the newest version of the node evictd knows, from its
+// watch or from the answer to its own last write, or nil when the watch
+// shows none.
+func (p *Publisher) node() *v1.Node {
+	obj, exists, err := p.nodes.GetStore().GetByKey(p.cfg.NodeName)
+	if err != nil || !exists {
+		return nil
+	}
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return nil
+	}
+	return p.answerOr(n)
+}
+
+// NodeUID returns the UID of the node as its watch shows it, or "" before
+// the watch has listed it. It is safe to call from any goroutine.
+func (p *Publisher) NodeUID() types.UID {
+	obj, exists, err := p.nodes.GetStore().GetByKey(p.cfg.NodeName)
+	if n, ok := obj.(*v1.Node); ok && exists && err == nil {
+		return n.UID
+	}
+	return ""
+}
+
+// newer reports whether resourceVersion a is later than b. The API server
+// gives no order to resourceVersions; etcd's are integers that grow, and
+// anything else counts as not newer, so the watch's version wins.
+func newer(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
+}
+
+// due says why the node must be written now, or "" when it need not be:
+// a transition, the node showing conditions or taints other than evictd's
+// state, or the report period having passed.
+func (p *Publisher) due(snap snapshot, node *v1.Node, now time.Time) string {
+	switch {
+	case p.changed(snap):
+		return "change"
+	case p.drifted(snap, node, now):
+		return "differs"
+	case !now.Before(p.nextReport):
+		return "report"
+	}
+	return ""
+}
+
+// drifted reports whether node shows evictd's conditions or taints other
+// than snap says: a condition missing or with another status or reason,
+// or evictd's taints not matching.
+func (p *Publisher) drifted(snap snapshot, node *v1.Node, now time.Time) bool {
+	for _, st := range snap.states {
+		c := findCondition(node.Status.Conditions, p.cfg.ConditionTypes[st.Report.Pressure])
+		if c == nil || c.Status != status(st.Report.Active) || c.Reason != Reason(st.Report.Pressure, st.Report.Active) {
+			return true
+		}
+	}
+	_, changed := setTaints(p.cfg, node.Spec.Taints, snap.states, now)
+	return changed
 }
 
 // wait blocks until next (by the publisher's clock; zero: no deadline), a
-// Publish or the end of ctx, and reports whether ctx is still live.
+// Publish, a change of the node or the end of ctx, and reports whether ctx
+// is still live.
 func (p *Publisher) wait(ctx context.Context, next time.Time) bool {
 	var timeout <-chan time.Time
 	if !next.IsZero() {
@@ -264,20 +398,15 @@ func (p *Publisher) wait(ctx context.Context, next time.Time) bool {
 	return true
 }
 
-// write makes the node show snap: conditions by a patch of nodes/status,
-// taints by an update of the node, then one event per pending transition.
-// late says earlier attempts failed, so the events say when they happened.
-func (p *Publisher) write(ctx context.Context, snap snapshot, late bool) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.HeartbeatInterval)
+// write makes node show snap: the conditions by a patch of nodes/status
+// when they are due (why) or differ, the taints by a patch carrying the
+// node's resourceVersion when they differ, then one event per pending
+// transition. late says earlier attempts failed, so the events say when
+// they happened.
+func (p *Publisher) write(ctx context.Context, snap snapshot, node *v1.Node, why string, late bool) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	nodes := p.client.Nodes()
 	name := p.cfg.NodeName
-
-	node, err := nodes.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		p.cfg.OnAPIError(metrics.APINodeGet)
-		return fmt.Errorf("get node %s: %w", name, err)
-	}
 	if !p.haveBase {
 		p.baseline = node.DeepCopy().Status.Conditions
 		p.haveBase = true
@@ -285,44 +414,29 @@ func (p *Publisher) write(ctx context.Context, snap snapshot, late bool) error {
 
 	now := p.cfg.Clock.Now()
 	conds := buildConditions(p.cfg, snap.states, node.Status.Conditions, now)
-	patch, err := statusPatch(conds)
-	if err != nil {
-		return err
-	}
-	// A patch without a resourceVersion is not refused for a conflict
-	// (the API server retries internally), but admission may still return
-	// 409 under contention; retrying it is harmless.
-	patched := node
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := nodes.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	if why != "differs" || conditionsDiffer(conds, node.Status.Conditions) {
+		patch, err := statusPatch(conds)
 		if err != nil {
-			p.cfg.OnAPIError(metrics.APINodePatch)
 			return err
 		}
-		patched = n
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("patch conditions of node %s: %w", name, err)
+		n, err := p.client.Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+		if err != nil {
+			p.cfg.OnAPIError(metrics.APINodePatch)
+			return fmt.Errorf("patch conditions of node %s: %w", name, err)
+		}
+		p.answer = slimNode1(n)
+		p.lastWrite = now
+		p.nextReport = now.Add(p.cfg.Jitter(p.cfg.ReportFrequency))
+		p.lastSent.Store(now.UnixNano())
+		p.logConditions(conds, node.Status.Conditions)
+		p.log.Debug("node conditions written", "why", why, "next_report", p.nextReport)
 	}
-	// The patched node carries the new resourceVersion: start from it, so
-	// the taint update does not conflict with evictd's own patch.
-	if err := p.updateTaints(ctx, patched, snap.states, now); err != nil {
+	// The answer carries the new resourceVersion: the taints' patch starts
+	// from it, so it does not conflict with evictd's own write.
+	if err := p.patchTaints(ctx, p.answerOr(node), snap.states, now); err != nil {
 		return err
 	}
 
-	for _, c := range conds {
-		old := findCondition(node.Status.Conditions, c.Type)
-		// The node keeps times in whole seconds: compare at that
-		// precision, or every heartbeat after a transition would log the
-		// condition as newly set.
-		since := c.LastTransitionTime.Rfc3339Copy()
-		if old == nil || old.Status != c.Status || !old.LastTransitionTime.Equal(&since) {
-			p.log.Info("node condition set", "condition", string(c.Type), "status", string(c.Status),
-				"reason", c.Reason, "message", c.Message, "since", c.LastTransitionTime.Time)
-		}
-	}
-	p.log.Debug("node status written", "heartbeat", now)
 	ref := &v1.ObjectReference{Kind: "Node", Name: node.Name, UID: node.UID, Namespace: ""}
 	for _, tr := range snap.events {
 		if typ, reason, msg, ok := transitionEvent(p.cfg, tr, p.baseline, late); ok {
@@ -335,44 +449,87 @@ func (p *Publisher) write(ctx context.Context, snap snapshot, late bool) error {
 	for _, st := range snap.states {
 		p.written[st.Report.Pressure] = st.Report
 	}
-	p.lastWrite = now
-	p.lastSent.Store(now.UnixNano())
 	return nil
 }
 
-// updateTaints makes node's taints match states by an update with the
-// node's resourceVersion, re-reading the node on a conflict. Only evictd's
-// own keys change; nothing is written when they are already right.
-func (p *Publisher) updateTaints(ctx context.Context, node *v1.Node, states []pressureState, now time.Time) error {
-	nodes := p.client.Nodes()
-	fresh := true
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !fresh {
-			n, err := nodes.Get(ctx, node.Name, metav1.GetOptions{})
-			if err != nil {
-				p.cfg.OnAPIError(metrics.APINodeGet)
-				return err
-			}
-			node = n
+// answerOr returns the answer to evictd's last write when it is a newer
+// version of node, else node.
+func (p *Publisher) answerOr(node *v1.Node) *v1.Node {
+	if a := p.answer; a != nil && a.UID == node.UID && newer(a.ResourceVersion, node.ResourceVersion) {
+		return a
+	}
+	return node
+}
+
+// conditionsDiffer reports whether any of conds is missing from existing
+// or has another status or reason there.
+func conditionsDiffer(conds, existing []v1.NodeCondition) bool {
+	for _, c := range conds {
+		old := findCondition(existing, c.Type)
+		if old == nil || old.Status != c.Status || old.Reason != c.Reason {
+			return true
 		}
-		fresh = false
-		taints, changed := setTaints(p.cfg, node.Spec.Taints, states, now)
-		if !changed {
-			return nil
+	}
+	return false
+}
+
+// logConditions logs each condition of conds that is new against existing.
+func (p *Publisher) logConditions(conds, existing []v1.NodeCondition) {
+	for _, c := range conds {
+		old := findCondition(existing, c.Type)
+		// The node keeps times in whole seconds: compare at that
+		// precision, or every report after a transition would log the
+		// condition as newly set.
+		since := c.LastTransitionTime.Rfc3339Copy()
+		if old == nil || old.Status != c.Status || !old.LastTransitionTime.Equal(&since) {
+			p.log.Info("node condition set", "condition", string(c.Type), "status", string(c.Status),
+				"reason", c.Reason, "message", c.Message, "since", c.LastTransitionTime.Time)
 		}
-		n := node.DeepCopy()
-		n.Spec.Taints = taints
-		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-			p.cfg.OnAPIError(metrics.APINodeUpdate)
-			return err
-		}
-		p.log.Info("node taints set", "taints", taintKeys(taints, p.cfg), "effect", string(p.cfg.TaintEffect))
+	}
+}
+
+// patchTaints makes node's taints match states by a JSON merge patch of
+// the whole taint list carrying node's resourceVersion: if anyone changed
+// the node since that version, the API server refuses it (409) and no one
+// else's taint is lost; the next attempt starts from the version the watch
+// brings. Only evictd's own keys change; nothing is written when they are
+// already right.
+func (p *Publisher) patchTaints(ctx context.Context, node *v1.Node, states []pressureState, now time.Time) error {
+	taints, changed := setTaints(p.cfg, node.Spec.Taints, states, now)
+	if !changed {
 		return nil
+	}
+	patch, err := taintPatch(node.ResourceVersion, taints)
+	if err != nil {
+		return err
+	}
+	n, err := p.client.Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	if err != nil {
+		p.cfg.OnAPIError(metrics.APINodeTaints)
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("patch taints of node %s: the node changed since version %s; retrying from the newer one: %w", node.Name, node.ResourceVersion, err)
+		}
+		return fmt.Errorf("patch taints of node %s: %w", node.Name, err)
+	}
+	p.answer = slimNode1(n)
+	p.log.Info("node taints set", "taints", taintKeys(taints, p.cfg), "effect", string(p.cfg.TaintEffect))
+	return nil
+}
+
+// taintPatch is the JSON merge patch that sets the node's whole taint list
+// if the node is still at resourceVersion rv.
+func taintPatch(rv string, taints []v1.Taint) ([]byte, error) {
+	if taints == nil {
+		taints = []v1.Taint{}
+	}
+	b, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": rv},
+		"spec":     map[string]any{"taints": taints},
 	})
 	if err != nil {
-		return fmt.Errorf("update taints of node %s: %w", node.Name, err)
+		return nil, fmt.Errorf("encode node taint patch: %w", err)
 	}
-	return nil
+	return b, nil
 }
 
 // taintKeys lists evictd's taint keys present in taints.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/decide"
@@ -46,7 +48,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	var errs apiErrors
 	p, stop := startPublisher(t, e, nodestatus.Config{NodeName: name, TaintEffect: v1.TaintEffectPreferNoSchedule,
-		HeartbeatInterval: interval, Clock: fc, OnAPIError: errs.record})
+		UpdateFrequency: time.Second, ReportFrequency: interval, Jitter: noJitter, Clock: fc, OnAPIError: errs.record})
 
 	// Memory pressure starts.
 	t1 := fc.Now()
@@ -163,7 +165,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 	if want := []bool{false, true, false}; !slices.Equal(taintFlips, want) {
 		t.Errorf("taint presence over the versions: %v, want %v", taintFlips, want)
 	}
-	if n := errs.count(metrics.APINodeGet) + errs.count(metrics.APINodePatch) + errs.count(metrics.APINodeUpdate); n != 0 {
+	if n := errs.count(metrics.APINodePatch) + errs.count(metrics.APINodeTaints); n != 0 {
 		t.Errorf("%d API errors, want none", n)
 	}
 
@@ -173,7 +175,7 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 	// sent in order, proves none was sent before it).
 	fc2 := clocktesting.NewFakeClock(t2.Add(time.Minute))
 	p2, _ := startPublisher(t, e, nodestatus.Config{NodeName: name, TaintEffect: v1.TaintEffectPreferNoSchedule,
-		HeartbeatInterval: interval, Clock: fc2, OnAPIError: errs.record})
+		UpdateFrequency: time.Second, ReportFrequency: interval, Jitter: noJitter, Clock: fc2, OnAPIError: errs.record})
 	t3 := fc2.Now()
 	p2.Publish(t3, []decide.PressureReport{report(memory, false, time.Time{}, off)})
 	eventually(t, 10*time.Second, func() error {
@@ -192,9 +194,9 @@ func TestTransitionsAndHeartbeats(t *testing.T) {
 }
 
 // TestCatchesUpAfterAPIServerOutage: transitions published while the API
-// server is away are retried with backoff; after its return the node gets
-// the latest state (never an intermediate one) within one heartbeat
-// interval, and every transition the publisher saw gets one event, late,
+// server is away are retried with jittered backoff; after its return the
+// node gets the latest state (never an intermediate one) within one
+// retry delay, and every transition the publisher saw gets one event, late,
 // saying when it happened.
 func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	t.Parallel()
@@ -206,7 +208,10 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	const interval = 10 * time.Second
 	fc := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	var errs apiErrors
-	p, _ := startPublisher(t, e, nodestatus.Config{NodeName: name, HeartbeatInterval: interval, Clock: fc, OnAPIError: errs.record})
+	// Retries: 1s doubling to 4s, jittered up to 100%: at most 8s apart.
+	retry := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: 4 * time.Second}
+	p, _ := startPublisher(t, e, nodestatus.Config{NodeName: name,
+		UpdateFrequency: time.Second, ReportFrequency: interval, Jitter: noJitter, Retry: retry, Clock: fc, OnAPIError: errs.record})
 
 	t0 := fc.Now()
 	p.Publish(t0, []decide.PressureReport{report(memory, false, time.Time{}, "mem clear"), report(disk, false, time.Time{}, "disk clear")})
@@ -227,8 +232,8 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	t1 := fc.Now()
 	p.Publish(t1, []decide.PressureReport{report(memory, true, t1, "mem on"), report(disk, false, time.Time{}, "disk clear")})
 	eventually(t, 10*time.Second, func() error {
-		if n := errs.count(metrics.APINodeGet); n < 1 {
-			return errors.New("no failed get yet")
+		if n := errs.count(metrics.APINodePatch); n < 1 {
+			return errors.New("no failed patch yet")
 		}
 		return nil
 	})
@@ -249,7 +254,7 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	if got := nodestatus.LastWritten(p); !got.Equal(before) {
 		t.Fatalf("LastWritten() = %s during the outage, want %s", got, before)
 	}
-	failed := errs.count(metrics.APINodeGet)
+	failed := errs.count(metrics.APINodePatch)
 	t.Logf("%d failed attempts during the outage", failed)
 	if failed < 3 {
 		t.Errorf("%d failed attempts during the outage, want retries (at least 3)", failed)
@@ -269,7 +274,8 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 	hist := watchNode(t, e.admin, name, list.ResourceVersion)
 
 	// Advance the publisher's clock a second at a time until it has
-	// written: no more than one heartbeat interval.
+	// written: no more than one retry delay (8s at most), within the report
+	// period.
 	back := fc.Now()
 	for nodestatus.LastWritten(p).Equal(before) && fc.Since(back) < interval {
 		fc.Step(time.Second)
@@ -351,12 +357,20 @@ func TestIdentityIsRefusedOutsideItsRights(t *testing.T) {
 			_, err := nodes.Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
 			return err
 		},
-		"patch the node's spec": func() error {
-			_, err := nodes.Patch(ctx, name, "application/merge-patch+json", []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+		"read the node": func() error {
+			_, err := nodes.Get(ctx, name, metav1.GetOptions{})
+			return err
+		},
+		"update the node": func() error {
+			n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
 			return err
 		},
 		"update nodes/status": func() error {
-			n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+			n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
