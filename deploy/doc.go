@@ -1,4 +1,5 @@
 // Package deploy holds evictd's Kubernetes manifests (rbac.yaml,
-// policy.yaml); its tests apply them to a real API server and try the writes
-// they must allow and refuse.
+// policy.yaml, flowcontrol.yaml); its tests apply them to a real API server,
+// try the writes they must allow and refuse, and check where Priority and
+// Fairness puts evictd's requests.
 package deploy

@@ -15,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,11 +27,12 @@ import (
 )
 
 // EvictdNodeToken gives tests evictd's production identity on node: it
-// creates the objects of the repository's deploy/rbac.yaml and
-// deploy/policy.yaml (once per cluster; they stay) with the admin client
-// and returns a token of the kube-system/evictd ServiceAccount bound to the
+// creates the objects of the repository's deploy/rbac.yaml,
+// deploy/policy.yaml and deploy/flowcontrol.yaml (once per cluster; they
+// stay) with the admin client and returns a token of the kube-system/evictd ServiceAccount bound to the
 // Node object node, which must exist. What evictd may do is then what RBAC
-// grants and the admission policy lets its node do.
+// grants and the admission policy lets its node do; its requests wait in
+// its own priority level once the API server has loaded the FlowSchema.
 func (c *Cluster) EvictdNodeToken(ctx context.Context, node string) (string, error) {
 	admin, err := kubernetes.NewForConfig(c.AdminConfig())
 	if err != nil {
@@ -75,14 +77,14 @@ func (c *Cluster) waitPolicy(ctx context.Context, token, node string) error {
 	return nil
 }
 
-// applyDeploy creates the objects of deploy/rbac.yaml and
-// deploy/policy.yaml, leaving those that exist already.
+// applyDeploy creates the objects of deploy/rbac.yaml, deploy/policy.yaml
+// and deploy/flowcontrol.yaml, leaving those that exist already.
 func (c *Cluster) applyDeploy(ctx context.Context, admin kubernetes.Interface) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
 	}
-	for _, f := range []string{"rbac.yaml", "policy.yaml"} {
+	for _, f := range []string{"rbac.yaml", "policy.yaml", "flowcontrol.yaml"} {
 		if _, err := createManifest(ctx, admin, filepath.Join(root, "deploy", f), true); err != nil {
 			return err
 		}
@@ -113,8 +115,9 @@ func (c *Cluster) EvictdToken(ctx context.Context) (string, error) {
 // CreateManifest creates, with client, every object of the multi-document
 // YAML file at path. It knows the kinds deploy/ holds (ServiceAccount,
 // ClusterRole, ClusterRoleBinding, Role, RoleBinding,
-// ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) and fails on any other, naming it; documents holding only comments are
-// skipped. It returns the objects' kinds and names.
+// ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+// PriorityLevelConfiguration, FlowSchema) and fails on any other, naming
+// it; documents holding only comments are skipped. It returns the objects' kinds and names.
 func CreateManifest(ctx context.Context, client kubernetes.Interface, path string) ([]string, error) {
 	return createManifest(ctx, client, path, false)
 }
@@ -165,6 +168,10 @@ func createManifest(ctx context.Context, client kubernetes.Interface, path strin
 			_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, create)
 		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 			_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, create)
+		case *flowcontrolv1.PriorityLevelConfiguration:
+			_, err = client.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, o, create)
+		case *flowcontrolv1.FlowSchema:
+			_, err = client.FlowcontrolV1().FlowSchemas().Create(ctx, o, create)
 		default:
 			return created, fmt.Errorf("%s: document %d: kind %s is not handled", path, i, gvk.Kind)
 		}
