@@ -139,8 +139,9 @@ func TestFlowSchemaEvictdOwnLevel(t *testing.T) {
 	}
 	evictd, last := recordingClient(t, c, token)
 	// The API server loads FlowSchemas through a watch.
+	ownNode := metav1.ListOptions{FieldSelector: "metadata.name=" + nodeA}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := evictd.CoreV1().Nodes().Get(ctx, nodeA, metav1.GetOptions{})
+		_, err := evictd.CoreV1().Nodes().List(ctx, ownNode)
 		return err == nil && last() == want, nil
 	})
 	if err != nil {
@@ -154,8 +155,8 @@ func TestFlowSchemaEvictdOwnLevel(t *testing.T) {
 		name string
 		do   func() error
 	}{
-		{"get of its node", func() error {
-			_, err := evictd.CoreV1().Nodes().Get(ctx, nodeA, metav1.GetOptions{})
+		{"list of its node", func() error {
+			_, err := evictd.CoreV1().Nodes().List(ctx, ownNode)
 			return err
 		}},
 		{"list of its node's pods", func() error {
@@ -174,8 +175,8 @@ func TestFlowSchemaEvictdOwnLevel(t *testing.T) {
 		// system-leader-election (precedence 100) takes the Lease get,
 		// create and update of every kube-system ServiceAccount: whatever
 		// RBAC answers, the request is classified first.
-		{"get of a Lease", func() error {
-			_, _ = evictd.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeA, metav1.GetOptions{})
+		{"get of its Lease", func() error {
+			_, _ = evictd.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "evictd-"+nodeA, metav1.GetOptions{})
 			return nil
 		}},
 	}
