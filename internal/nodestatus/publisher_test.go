@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/decide"
@@ -324,6 +326,35 @@ func TestCatchesUpAfterAPIServerOutage(t *testing.T) {
 			t.Errorf("version %s: taint %s was written after the outage", n.ResourceVersion, memTaint)
 		}
 	}
+
+	// The watch of the node, ended by the restart, runs again: a taint of
+	// evictd's removed by someone else is put back, without a report due.
+	if err := updateNodeAdmin(ctx, e.admin, name, func(n *v1.Node) { n.Spec.Taints = nil }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() error {
+		n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := hasTaint(n, "evictd.io/disk-pressure"); !ok {
+			return fmt.Errorf("taints %v: evictd.io/disk-pressure not put back", n.Spec.Taints)
+		}
+		return nil
+	})
+}
+
+// updateNodeAdmin changes node with change, as an administrator would.
+func updateNodeAdmin(ctx context.Context, admin kubernetes.Interface, node string, change func(*v1.Node)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(n)
+		_, err = admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // TestIdentityIsRefusedOutsideItsRights: the publisher runs under evictd's

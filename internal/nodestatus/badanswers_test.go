@@ -1,0 +1,267 @@
+package nodestatus_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/internal/nodestatus"
+	"github.com/evictd/evictd/internal/testing/testcluster"
+)
+
+// faults counts the publisher's writes (PATCH requests) and answers the
+// next ones itself with a status code, and a Retry-After when set.
+type faults struct {
+	mu         sync.Mutex
+	patches    int
+	code       int // answer this code to the next `left` patches
+	left       int
+	retryAfter string
+}
+
+func (f *faults) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodPatch {
+			return rt.RoundTrip(req)
+		}
+		f.mu.Lock()
+		f.patches++
+		fail := f.left > 0
+		code, after := f.code, f.retryAfter
+		if fail {
+			f.left--
+		}
+		f.mu.Unlock()
+		if !fail {
+			return rt.RoundTrip(req)
+		}
+		h := http.Header{"Content-Type": {"application/json"}}
+		if after != "" {
+			h.Set("Retry-After", after)
+		}
+		body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","code":%d}`, code)
+		return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+	})
+}
+
+func (f *faults) set(code, n int, retryAfter string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.code, f.left, f.retryAfter = code, n, retryAfter
+}
+
+func (f *faults) count() (patches, left int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.patches, f.left
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// syncBuffer is a log destination safe for the publisher's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) count(substr string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Count(s.b.String(), substr)
+}
+
+// startFaultyPublisher starts a publisher whose requests go through f and
+// whose log goes to the test's output and to log.
+func startFaultyPublisher(t *testing.T, e *env, cfg nodestatus.Config, f *faults, log *syncBuffer) *nodestatus.Publisher {
+	t.Helper()
+	token, err := testcluster.ServiceAccountToken(t.Context(), e.admin, "kube-system", "evictd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := e.cluster.TokenConfig(token)
+	rc.WrapTransport = f.wrap
+	client, err := kubeclient.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), log), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p, err := nodestatus.New(cfg, client, newRecorder(t, client, cfg.NodeName), logger)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return p
+}
+
+// TestBadAnswers: the node missing at start, deleted and created again;
+// 429s with Retry-After and 5xx answers to its writes. Each is logged
+// once, costs no request while nothing can be written, is retried on the
+// jittered schedule, and ends with the node showing evictd's state.
+func TestBadAnswers(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	ctx := context.Background()
+	const name = "node-late"
+	fc := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	var f faults
+	var log syncBuffer
+	var errs apiErrors
+	p := startFaultyPublisher(t, e, nodestatus.Config{NodeName: name, UpdateFrequency: time.Second, ReportFrequency: time.Hour,
+		Jitter: noJitter, Clock: fc, OnAPIError: errs.record}, &f, &log)
+	at := fc.Now()
+	p.Publish(at, []decide.PressureReport{report(memory, true, at, "mem on")})
+
+	showsPressure := func() error {
+		n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c := condition(n, memCond); c == nil || c.Status != v1.ConditionTrue {
+			return fmt.Errorf("%s is %+v", memCond, c)
+		}
+		if _, ok := hasTaint(n, memTaint); !ok {
+			return fmt.Errorf("taints %v: no %s", n.Spec.Taints, memTaint)
+		}
+		return nil
+	}
+
+	// The node does not exist yet: a warning, once, and no write however
+	// long it lasts.
+	for range 30 {
+		waitIdle(t, fc)
+		fc.Step(time.Second)
+	}
+	if n, _ := f.count(); n != 0 {
+		t.Errorf("%d writes to a node that does not exist, want 0", n)
+	}
+	if n := log.count("the node does not exist (yet)"); n != 1 {
+		t.Errorf("logged the missing node %d times, want once", n)
+	}
+	// Created (by its kubelet): written at once, without the clock moving.
+	createNode(t, e.admin, name)
+	eventually(t, 10*time.Second, showsPressure)
+	if n, _ := f.count(); n != 2 {
+		t.Errorf("%d writes after the node appeared, want 2 (conditions, taint)", n)
+	}
+
+	// Deleted and created again (a node re-registering): evictd's state
+	// is written again to the new object, which has none of it.
+	if err := e.admin.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if log.count("the node does not exist (yet)") != 2 {
+			return fmt.Errorf("the deletion is not noticed")
+		}
+		return nil
+	})
+	createNode(t, e.admin, name)
+	eventually(t, 10*time.Second, showsPressure)
+	if n, _ := f.count(); n != 4 {
+		t.Errorf("%d writes after the node came back, want 4 (2 + conditions, taint)", n)
+	}
+
+	// 429s with Retry-After: client-go waits as the server says and
+	// retries within the request; the publisher sees no failure.
+	waitIdle(t, fc)
+	f.set(http.StatusTooManyRequests, 2, "1")
+	start := time.Now()
+	p.Publish(fc.Now(), []decide.PressureReport{report(memory, false, fc.Now(), "mem off")})
+	eventually(t, 20*time.Second, func() error {
+		n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c := condition(n, memCond); c == nil || c.Status != v1.ConditionFalse {
+			return fmt.Errorf("%s is %+v", memCond, c)
+		}
+		return nil
+	})
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("written %s after two 429s with Retry-After: 1, want at least 2s", took)
+	}
+	if n := errs.count(metrics.APINodePatch); n != 0 {
+		t.Errorf("%d failed patches after 429s client-go retried, want 0", n)
+	}
+
+	// 500s without Retry-After: the publisher's own backoff, 1s doubling,
+	// each delay stretched by up to 100%; logged once.
+	eventually(t, 10*time.Second, func() error {
+		if _, ok := hasTaintNow(ctx, e, name); ok {
+			return fmt.Errorf("taint still there")
+		}
+		return nil
+	})
+	waitIdle(t, fc)
+	f.set(http.StatusInternalServerError, 4, "")
+	warned := log.count("could not write node status; retrying with backoff")
+	on := fc.Now()
+	p.Publish(on, []decide.PressureReport{report(memory, true, on, "mem on again")})
+	var attempts []time.Duration // fake-clock time of each failed attempt since on
+	for len(attempts) < 4 {
+		n := errs.count(metrics.APINodePatch)
+		waitIdle(t, fc)
+		if m := errs.count(metrics.APINodePatch); m > n || len(attempts) == 0 && m > 0 {
+			for range m - n {
+				attempts = append(attempts, fc.Since(on))
+			}
+		}
+		if len(attempts) < 4 {
+			fc.Step(250 * time.Millisecond)
+		}
+		if fc.Since(on) > time.Minute {
+			t.Fatalf("failed attempts at %v within a minute, want 4", attempts)
+		}
+	}
+	for i, base := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		if g := attempts[i+1] - attempts[i]; g < base || g > 2*base+250*time.Millisecond {
+			t.Errorf("attempt %d came %s after the one before, want within [%s, %s]", i+2, g, base, 2*base)
+		}
+	}
+	for fc.Since(on) < 2*time.Minute && showsPressure() != nil {
+		waitIdle(t, fc)
+		fc.Step(time.Second)
+	}
+	eventually(t, 10*time.Second, showsPressure)
+	if n := log.count("could not write node status; retrying with backoff") - warned; n != 1 {
+		t.Errorf("the failing episode logged %d warnings, want 1", n)
+	}
+}
+
+func hasTaintNow(ctx context.Context, e *env, name string) (v1.Taint, bool) {
+	n, err := e.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return v1.Taint{}, false
+	}
+	return hasTaint(n, memTaint)
+}
