@@ -96,6 +96,13 @@ func (s *syncBuffer) count(substr string) int {
 // whose log goes to the test's output and to log.
 func startFaultyPublisher(t *testing.T, e *env, cfg nodestatus.Config, f *faults, log *syncBuffer) *nodestatus.Publisher {
 	t.Helper()
+	return startFaultyPublisherIn(t, context.Background(), e, cfg, f, log)
+}
+
+// startFaultyPublisherIn is startFaultyPublisher, run until parent ends or
+// the test does.
+func startFaultyPublisherIn(t *testing.T, parent context.Context, e *env, cfg nodestatus.Config, f *faults, log *syncBuffer) *nodestatus.Publisher {
+	t.Helper()
 	token, err := testcluster.ServiceAccountToken(t.Context(), e.admin, "kube-system", "evictd")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +118,7 @@ func startFaultyPublisher(t *testing.T, e *env, cfg nodestatus.Config, f *faults
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(parent)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	t.Cleanup(func() {
@@ -264,4 +271,68 @@ func hasTaintNow(ctx context.Context, e *env, name string) (v1.Taint, bool) {
 		return v1.Taint{}, false
 	}
 	return hasTaint(n, memTaint)
+}
+
+// TestRestartWritesNothingNew: an evictd restarted while its node already
+// shows its state (a mass restart of a fleet, an upgrade) writes nothing
+// until its report comes due, a period after the node's heartbeat; one
+// whose state changed while it was down writes at once.
+func TestRestartWritesNothingNew(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	const name = "node-r"
+	createNode(t, e.admin, name)
+	const interval = 30 * time.Second
+	t0 := time.Now().Truncate(time.Second)
+	cfg := func(fc *clocktesting.FakeClock) nodestatus.Config {
+		return nodestatus.Config{NodeName: name, UpdateFrequency: time.Second, ReportFrequency: interval, Jitter: noJitter, Clock: fc}
+	}
+	state := []decide.PressureReport{report(memory, true, t0, "mem on"), report(disk, false, time.Time{}, "disk clear")}
+
+	var first faults
+	fc1 := clocktesting.NewFakeClock(t0)
+	ctx1, stop1 := context.WithCancel(context.Background())
+	p1 := startFaultyPublisherCtx(t, ctx1, e, cfg(fc1), &first, &syncBuffer{})
+	p1.Publish(t0, state)
+	eventually(t, 10*time.Second, func() error {
+		if n, _ := first.count(); n != 2 {
+			return fmt.Errorf("%d writes, want 2 (conditions, taint)", n)
+		}
+		return nil
+	})
+	stop1()
+
+	// Restarted 5s later: the node shows the same state, heartbeat t0.
+	var second faults
+	fc2 := clocktesting.NewFakeClock(t0.Add(5 * time.Second))
+	p2 := startFaultyPublisherCtx(t, context.Background(), e, cfg(fc2), &second, &syncBuffer{})
+	p2.Publish(fc2.Now(), []decide.PressureReport{report(memory, true, time.Time{}, "mem on"), report(disk, false, time.Time{}, "disk clear")})
+	for fc2.Since(t0) < interval-time.Second {
+		waitIdle(t, fc2)
+		fc2.Step(time.Second)
+	}
+	waitIdle(t, fc2)
+	if n, _ := second.count(); n != 0 {
+		t.Errorf("the restarted publisher wrote %d times before its report was due, want 0", n)
+	}
+	fc2.Step(time.Second)
+	eventually(t, 10*time.Second, func() error {
+		if n, _ := second.count(); n != 1 {
+			return fmt.Errorf("%d writes at the report, want 1 (conditions)", n)
+		}
+		return nil
+	})
+	// No event for a state the node already showed.
+	eventually(t, 10*time.Second, func() error {
+		return wantEvents(context.Background(), e, name, map[string]int32{"Warning/EvictdMemoryPressure": 1})
+	})
+}
+
+// startFaultyPublisherCtx is startFaultyPublisher stopped when ctx ends
+// (or the test does).
+func startFaultyPublisherCtx(t *testing.T, ctx context.Context, e *env, cfg nodestatus.Config, f *faults, log *syncBuffer) *nodestatus.Publisher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	return startFaultyPublisherIn(t, ctx, e, cfg, f, log)
 }

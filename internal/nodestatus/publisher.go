@@ -269,6 +269,10 @@ func (p *Publisher) Run(ctx context.Context) error {
 				p.absent = false
 				p.log.Info("the node exists; writing its conditions")
 			}
+			if !p.haveBase {
+				p.adopt(snap, node)
+				snap, _ = p.snapshot()
+			}
 			why = p.due(snap, node, now)
 			if why == "" {
 				next = now.Add(p.cfg.UpdateFrequency)
@@ -344,6 +348,41 @@ func newer(a, b string) bool {
 	x, err1 := strconv.ParseUint(a, 10, 64)
 	y, err2 := strconv.ParseUint(b, 10, 64)
 	return err1 == nil && err2 == nil && x > y
+}
+
+// adopt takes the node's conditions as evictd's starting point the first
+// time it sees the node: the baseline for the first events and, when the
+// node already shows every state of snap (evictd restarted) and no
+// transition needs an event, what was written, with the next report due
+// a jittered period after the oldest of their heartbeats. A fleet of
+// agents restarted together then writes no Node until each one's report
+// comes due.
+func (p *Publisher) adopt(snap snapshot, node *v1.Node) {
+	p.baseline = node.DeepCopy().Status.Conditions
+	p.haveBase = true
+	var oldest time.Time
+	for _, st := range snap.states {
+		c := findCondition(node.Status.Conditions, p.cfg.ConditionTypes[st.Report.Pressure])
+		if c == nil || c.Status != status(st.Report.Active) || c.Reason != Reason(st.Report.Pressure, st.Report.Active) {
+			return
+		}
+		if oldest.IsZero() || c.LastHeartbeatTime.Time.Before(oldest) {
+			oldest = c.LastHeartbeatTime.Time
+		}
+	}
+	for _, tr := range snap.events {
+		if _, _, _, ok := transitionEvent(p.cfg, tr, p.baseline, false); ok || !tr.Initial {
+			return
+		}
+	}
+	if n := len(snap.events); n > 0 {
+		p.ack(snap.events[n-1].Seq)
+	}
+	for _, st := range snap.states {
+		p.written[st.Report.Pressure] = st.Report
+	}
+	p.nextReport = oldest.Add(p.cfg.Jitter(p.cfg.ReportFrequency))
+	p.log.Info("the node already shows evictd's conditions; next written when they change or at the report", "next_report", p.nextReport)
 }
 
 // due says why the node must be written now, or "" when it need not be:
