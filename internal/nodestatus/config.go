@@ -51,9 +51,9 @@ type Config struct {
 	// Tests fix it.
 	Jitter func(time.Duration) time.Duration
 	// Retry is the schedule of retries after a failed write. Default:
-	// 1s doubling to 16s, each delay stretched by up to 100% at random,
+	// 1s doubling to 8s, each delay stretched by up to 100% at random,
 	// so that a fleet returning from an API server outage spreads its
-	// writes over about half a minute.
+	// writes over about 16 seconds.
 	Retry wait.Backoff
 	// Clock drives reports and retries (the real clock by default).
 	Clock clock.WithTicker
@@ -72,7 +72,7 @@ const (
 )
 
 // DefaultRetry is Config.Retry's default.
-var DefaultRetry = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: 16 * time.Second}
+var DefaultRetry = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: 8 * time.Second}
 
 // reportJitter is the kubelet's jitter of nodeStatusReportFrequency: a
 // period uniform in [0.5, 1.5) × d, so that nodes started together do not
