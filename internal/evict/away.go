@@ -348,6 +348,9 @@ func (e *Evicter) settle(ctx context.Context) bool {
 // would have.
 func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 	want := o.r.Pod
+	// The API server's word, not the cache's, for current's reasons; the
+	// cache is all the more likely behind just after the API server's
+	// return, its watch reconnecting with a backoff of its own.
 	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

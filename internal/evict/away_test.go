@@ -155,7 +155,7 @@ func TestEvictAPIServerAway(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &stops{err: tc.stopErr}
 			var owed []int
-			ev := New(Config{NodeName: nodeName, StopLocally: st.stop, LocalKillAfter: tc.killAfter, OnOwed: func(n int) { owed = append(owed, n) }},
+			ev := New(Config{NodeName: nodeName, Pods: &fakeCache{}, StopLocally: st.stop, LocalKillAfter: tc.killAfter, OnOwed: func(n int) { owed = append(owed, n) }},
 				clientFor(t, tc.host(t)), nil, testLog(t))
 			r := awayRequest(tc.hard)
 			start := time.Now()
