@@ -431,8 +431,12 @@ func terminal(pod *v1.Pod) bool {
 
 // budgetRefusal reports whether err is the Eviction API refusing because of
 // PodDisruptionBudgets, and the server's words for it:
-//   - 429 TooManyRequests: no disruption allowed now, or the budget's status
-//     is not computed yet;
+//   - 429 TooManyRequests with a DisruptionBudget cause: no disruption
+//     allowed now, or the budget's status is not computed yet. A 429
+//     without one is the API server's own throttling (API Priority and
+//     Fairness, a plain-text answer with Retry-After), not a budget's
+//     refusal: for a hard threshold it must not lead to the delete that
+//     bypasses budgets;
 //   - 403 Forbidden about a poddisruptionbudget: its status is corrupt
 //     (negative disruptions allowed, too many unconfirmed disruptions);
 //   - 500 when more than one budget covers the pod, which the Eviction API
@@ -444,7 +448,7 @@ func budgetRefusal(err error) (string, bool) {
 	}
 	st := se.Status()
 	switch {
-	case st.Code == http.StatusTooManyRequests:
+	case st.Code == http.StatusTooManyRequests && budgetCause(st):
 	case st.Code == http.StatusForbidden && st.Details != nil && st.Details.Group == policyv1.GroupName && st.Details.Kind == "poddisruptionbudget":
 	case st.Code == http.StatusInternalServerError && strings.Contains(st.Message, "more than one PodDisruptionBudget"):
 	default:
@@ -459,4 +463,18 @@ func budgetRefusal(err error) (string, bool) {
 		}
 	}
 	return msg, true
+}
+
+// budgetCause reports whether st names a PodDisruptionBudget among its
+// causes, as every 429 of the Eviction API does.
+func budgetCause(st metav1.Status) bool {
+	if st.Details == nil {
+		return false
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == policyv1.DisruptionBudgetCause {
+			return true
+		}
+	}
+	return false
 }
