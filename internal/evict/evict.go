@@ -330,7 +330,10 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request,
 // client-go's typed Evict makes, without client-go's own retries: a 429
 // that carries Retry-After (a PodDisruptionBudget whose status is not
 // computed yet says 10s) would otherwise be retried for up to ten times
-// that, while the node starves. The loop decides again.
+// that, while the node starves. The loop decides again. The Retry-After
+// of the API server's own throttling (a 429 of API Priority and Fairness)
+// is honoured by evictd's retries instead: Evict's for a hard threshold
+// and Run's (retryDelay).
 func (e *Evicter) postEviction(ctx context.Context, pod *v1.Pod, grace int64) error {
 	ev := &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
