@@ -78,12 +78,14 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 		broadcaster.Shutdown()
 		return nil, err
 	}
+	pods := podsource.New(client, cfg.NodeName, 0, log.With("component", "pods"))
 	return &kube{
-		pods:   podsource.New(client, cfg.NodeName, 0, log.With("component", "pods")),
+		pods:   pods,
 		status: status,
 		lease:  keeper,
 		evicter: evict.New(evict.Config{
 			NodeName:   cfg.NodeName,
+			Pods:       pods,
 			OnAPIError: met.IncAPIError,
 			OnIssued: func(r decide.Request, d time.Duration) {
 				met.ObserveIssueLatency(r.Signal, d)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/decide"
@@ -23,17 +25,20 @@ import (
 )
 
 // How a hard eviction and the owed evictions retry an API server that does
-// not answer.
+// not answer (see backoff).
 const (
-	// awayFirstRetry and awayMaxRetry space the attempts inside Evict,
-	// within Config.LocalKillAfter.
+	// awayFirstRetry and awayMaxRetry are the shortest first wait and
+	// the longest wait between the attempts inside Evict, within
+	// Config.LocalKillAfter.
 	awayFirstRetry = 200 * time.Millisecond
 	awayMaxRetry   = time.Second
 	// minAttempt is the least time one attempt gets, so that the last
 	// one before the local stop still has time to be answered.
 	minAttempt = time.Second
-	// owedFirstRetry and owedMaxRetry space Run's attempts to complete
-	// the owed evictions; owedAttempt bounds each request.
+	// owedFirstRetry and owedMaxRetry are the shortest first wait and
+	// the longest wait (unless the API server asks for more) between
+	// Run's attempts to complete the owed evictions; owedAttempt bounds
+	// each request.
 	owedFirstRetry = time.Second
 	owedMaxRetry   = 30 * time.Second
 	owedAttempt    = 10 * time.Second
@@ -61,7 +66,7 @@ func (e *Evicter) reach(ctx context.Context, log *slog.Logger, r decide.Request)
 	}
 	start := e.cfg.Clock.Now()
 	deadline := start.Add(e.cfg.LocalKillAfter)
-	delay := awayFirstRetry
+	b := backoff(awayFirstRetry, awayMaxRetry)
 	for tries := 1; ; tries++ {
 		actx, cancel := withClockTimeout(ctx, e.cfg.Clock, max(deadline.Sub(e.cfg.Clock.Now()), minAttempt))
 		pod, how, err := e.attempt(actx, log, r)
@@ -82,15 +87,36 @@ func (e *Evicter) reach(ctx context.Context, log *slog.Logger, r decide.Request)
 			return nil, "", e.stopAway(ctx, log, r, e.cfg.Clock.Since(start), tries, err)
 		}
 		log.Debug("the API server did not answer; retrying until the local stop", "try", tries, "localStopIn", left, "err", err)
-		t := e.cfg.Clock.NewTimer(min(delay, left))
+		t := e.cfg.Clock.NewTimer(min(retryDelay(&b, err), left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, "", fmt.Errorf("stopped retrying the API server: %w (last: %v)", ctx.Err(), err)
 		case <-t.C():
 		}
-		delay = min(2*delay, awayMaxRetry)
 	}
+}
+
+// backoff is the schedule of retries from first to longest: a step that
+// doubles, up to longest/2, plus a random part of up to as much again
+// (jitter): waits in [first, 2·first], [2·first, 4·first], ...
+// [longest/2, longest]. The agents of many nodes that lost the API server
+// at the same moment thus drift apart with every retry, and come back
+// spread over tens of seconds rather than all in the same one.
+func backoff(first, longest time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: first, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: longest / 2}
+}
+
+// retryDelay is b's next wait after err, never shorter than the delay the
+// API server asked for in err (a 429's or 5xx's Retry-After, a
+// ServerTimeout's suggestion), itself jittered alike so that the agents
+// told the same delay do not all come back in its same second.
+func retryDelay(b *wait.Backoff, err error) time.Duration {
+	d := b.Step()
+	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+		d = max(d, wait.Jitter(time.Duration(s)*time.Second, b.Jitter))
+	}
+	return d
 }
 
 // attempt is one try: the pod read back, then the eviction issued.
@@ -261,8 +287,10 @@ func (e *Evicter) Owed() int {
 }
 
 // Run completes the owed evictions until ctx is done, and returns nil
-// then. It tries them all, oldest first, as soon as one is owed, then with
-// a backoff from 1s to 30s while the API server still does not answer.
+// then. It tries them all, oldest first, 1 to 2s after one is owed, then
+// with a jittered exponential backoff (backoff) up to waits of 15 to 30s
+// while the API server still does not answer, never sooner than the
+// API server asked (Retry-After; see retryDelay).
 // Each is completed the usual way: the Eviction API with the pod's UID as
 // precondition (the delete for a hard threshold if a PodDisruptionBudget
 // refuses), evictd's DisruptionTarget condition and the Evicted event
@@ -271,7 +299,8 @@ func (e *Evicter) Owed() int {
 // It is dropped when the pod is gone or was replaced, or when the API
 // server has refused it maxOwedRefusals times (logged).
 func (e *Evicter) Run(ctx context.Context) error {
-	delay := owedFirstRetry
+	b := backoff(owedFirstRetry, owedMaxRetry)
+	delay := b.Step()
 	for {
 		var t clock.Timer
 		var retry <-chan time.Time
@@ -292,26 +321,28 @@ func (e *Evicter) Run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case kicked: // a new one: try in owedFirstRetry
-			delay = owedFirstRetry
+		case kicked: // a new one: try it soon
+			b = backoff(owedFirstRetry, owedMaxRetry)
+			delay = b.Step()
 			continue
 		}
-		if e.settle(ctx) {
-			delay = owedFirstRetry
+		if settled, err := e.settle(ctx); settled {
+			b = backoff(owedFirstRetry, owedMaxRetry)
+			delay = b.Step()
 		} else {
-			delay = min(2*delay, owedMaxRetry)
+			delay = retryDelay(&b, err)
 		}
 	}
 }
 
 // settle tries every owed eviction once, oldest first, and reports whether
 // they are all settled; it stops at the first the API server does not
-// answer.
-func (e *Evicter) settle(ctx context.Context) bool {
+// answer, and returns its error.
+func (e *Evicter) settle(ctx context.Context) (bool, error) {
 	settled := true
 	for _, o := range e.owed.list() {
 		if ctx.Err() != nil {
-			return false
+			return false, nil
 		}
 		actx, cancel := withClockTimeout(ctx, e.cfg.Clock, owedAttempt)
 		err := e.complete(actx, o)
@@ -322,10 +353,10 @@ func (e *Evicter) settle(ctx context.Context) bool {
 		case err == nil:
 			log.Info("the API server answers again: owed eviction completed", "message", o.r.Message)
 		case ctx.Err() != nil:
-			return false
+			return false, nil
 		case timedOut || apiServerAway(err):
 			log.Debug("the API server still does not answer; the eviction stays owed", "err", err)
-			return false
+			return false, err
 		case errors.Is(err, decide.ErrPodGone):
 			log.Info("owed eviction dropped: nothing left to evict", "reason", err)
 		case e.owed.refused(o.r.Pod.UID) < maxOwedRefusals:
@@ -337,7 +368,7 @@ func (e *Evicter) settle(ctx context.Context) bool {
 		}
 		e.owed.remove(o.r.Pod.UID)
 	}
-	return settled
+	return settled, nil
 }
 
 // complete issues an owed eviction, then (with Config.StopWhenIssued) stops
@@ -348,6 +379,9 @@ func (e *Evicter) settle(ctx context.Context) bool {
 // would have.
 func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 	want := o.r.Pod
+	// The API server's word, not the cache's, for current's reasons; the
+	// cache is all the more likely behind just after the API server's
+	// return, its watch reconnecting with a backoff of its own.
 	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -2,6 +2,7 @@ package evict
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,12 +11,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -155,7 +158,7 @@ func TestEvictAPIServerAway(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &stops{err: tc.stopErr}
 			var owed []int
-			ev := New(Config{NodeName: nodeName, StopLocally: st.stop, LocalKillAfter: tc.killAfter, OnOwed: func(n int) { owed = append(owed, n) }},
+			ev := New(Config{NodeName: nodeName, Pods: &fakeCache{}, StopLocally: st.stop, LocalKillAfter: tc.killAfter, OnOwed: func(n int) { owed = append(owed, n) }},
 				clientFor(t, tc.host(t)), nil, testLog(t))
 			r := awayRequest(tc.hard)
 			start := time.Now()
@@ -330,5 +333,135 @@ func waitOwed(t *testing.T, ev *Evicter, want int) {
 	})
 	if err != nil {
 		t.Fatalf("owed evictions: %d, want %d", ev.Owed(), want)
+	}
+}
+
+// fakeAPI is an API server for the pod default/hog of awayRequest, bound
+// to nodeName: GET answers with the pod, every other request with code
+// (429 as API Priority and Fairness throttles: plain text and
+// Retry-After: retryAfter); mode changes both, and records every request.
+type fakeAPI struct {
+	mu         sync.Mutex
+	get        int // GET's code: 200 the pod, or an error
+	code       int
+	retryAfter string
+	reqs       []string
+}
+
+func (f *fakeAPI) set(get, code int, retryAfter string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.get, f.code, f.retryAfter = get, code, retryAfter
+}
+
+func (f *fakeAPI) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.reqs...)
+}
+
+// count returns how many requests with that method were made.
+func (f *fakeAPI) count(method string) int {
+	n := 0
+	for _, r := range f.requests() {
+		if strings.HasPrefix(r, method+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.reqs = append(f.reqs, r.Method+" "+r.URL.Path)
+	get, code, retryAfter := f.get, f.code, f.retryAfter
+	f.mu.Unlock()
+	if r.Method == http.MethodGet {
+		code = get
+	}
+	switch {
+	case code == http.StatusOK:
+		pod := v1.Pod{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hog", UID: "uid-hog", ResourceVersion: "7"},
+			Spec:       v1.PodSpec{NodeName: nodeName},
+			Status:     v1.PodStatus{Phase: v1.PodRunning},
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(pod)
+	case code == http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", retryAfter)
+		http.Error(w, "Too many requests, please try again later.", code)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected %d","code":%d}`, code, code)
+	}
+}
+
+func (f *fakeAPI) client(t *testing.T) *kubeclient.Client {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return clientFor(t, srv.URL)
+}
+
+// TestThrottlingIsNoBudgetRefusal: a 429 of API Priority and Fairness on
+// the eviction is the API server's throttling, not a PodDisruptionBudget's
+// refusal: a soft eviction does not move on to the next pod as if the
+// budget had refused, and a hard one does not delete the pod past its
+// budgets.
+func TestThrottlingIsNoBudgetRefusal(t *testing.T) {
+	for _, hard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hard %v", hard), func(t *testing.T) {
+			api := &fakeAPI{}
+			api.set(http.StatusOK, http.StatusTooManyRequests, "3")
+			ev := New(Config{NodeName: nodeName, Pods: &fakeCache{}}, api.client(t), nil, testLog(t))
+			err := ev.Evict(t.Context(), awayRequest(hard))
+			t.Logf("Evict: %v", err)
+			if err == nil || errors.Is(err, decide.ErrDisruptionBudget) {
+				t.Errorf("Evict = %v, want an error that is no budget refusal", err)
+			}
+			if s, ok := apierrors.SuggestsClientDelay(err); !ok || s != 3 {
+				t.Errorf("SuggestsClientDelay(Evict's error) = %d, %v; want the Retry-After of 3", s, ok)
+			}
+			if n := api.count(http.MethodDelete); n != 0 {
+				t.Errorf("%d DELETE requests, want none; requests: %q", n, api.requests())
+			}
+		})
+	}
+}
+
+func TestBudgetRefusal(t *testing.T) {
+	pods := schema.GroupResource{Resource: "pods"}
+	withCause := func(err *apierrors.StatusError, msg string) *apierrors.StatusError {
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: msg})
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"no disruption allowed", withCause(apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0),
+			"The disruption budget db needs 2 healthy pods and has 2 currently"), true},
+		{"budget not processed yet, wrapped", fmt.Errorf("eviction: %w", withCause(apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10),
+			"The disruption budget db is still being processed by the server.")), true},
+		{"throttled by API Priority and Fairness", apierrors.NewGenericServerResponse(http.StatusTooManyRequests, "POST", pods, "web",
+			"Too many requests, please try again later.", 1, true), false},
+		{"429 without details", apierrors.NewTooManyRequests("slow down", 1), false},
+		{"corrupt budget", apierrors.NewForbidden(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudget"}, "db",
+			errors.New("pdb disruptions allowed is negative")), true},
+		{"RBAC", apierrors.NewForbidden(pods, "web", errors.New("RBAC")), false},
+		{"two budgets", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."}}, true},
+		{"500", apierrors.NewInternalError(errors.New("boom")), false},
+		{"transport", io.EOF, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if msg, got := budgetRefusal(tc.err); got != tc.want {
+				t.Errorf("budgetRefusal(%v) = %q, %v; want %v", tc.err, msg, got, tc.want)
+			}
+		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,12 +22,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/internal/podsource"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
@@ -36,10 +40,12 @@ const nodeName = "evict-test-node"
 
 // env is a running control plane with evictd's identity on it.
 type env struct {
-	admin  kubernetes.Interface // system:masters
-	evictd kubernetes.Interface // the ServiceAccount of deploy/rbac.yaml, for the test's checks
-	agent  *kubeclient.Client   // the same identity, as main builds it
-	rec    record.EventRecorder // records through evictd's identity
+	admin       kubernetes.Interface // system:masters
+	evictd      kubernetes.Interface // the ServiceAccount of deploy/rbac.yaml, for the test's checks
+	agent       *kubeclient.Client   // the same identity, as main builds it
+	agentConfig *rest.Config         // agent's config, for a client of the same identity
+	rec         record.EventRecorder // records through evictd's identity
+	pods        *podsource.Source    // the node's pods, watched with the same identity, as main does
 }
 
 // newEnv starts a control plane, applies deploy/rbac.yaml, and returns
@@ -75,7 +81,27 @@ func newEnvOn(t *testing.T, c *testcluster.Cluster) *env {
 	b.StartRecordingToSink(agent.EventSink())
 	t.Cleanup(b.Shutdown)
 	rec := b.NewRecorder(agent.Scheme(), v1.EventSource{Component: "evictd", Host: nodeName})
-	return &env{admin: admin, evictd: evictd, agent: agent, rec: rec}
+	return &env{admin: admin, evictd: evictd, agent: agent, agentConfig: c.TokenConfig(token), rec: rec, pods: watchPods(t, agent)}
+}
+
+// watchPods runs a pod source of nodeName until t ends, and waits for its
+// first list.
+func watchPods(t *testing.T, client *kubeclient.Client) *podsource.Source {
+	t.Helper()
+	src := podsource.New(client, nodeName, 0, nil)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(t.Context()) }()
+	t.Cleanup(func() {
+		if err := <-done; err != nil {
+			t.Errorf("pod source: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := src.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return src
 }
 
 // evictdToken returns a token of evictd's identity from deploy/rbac.yaml.
@@ -317,9 +343,38 @@ func (e *env) newEvicter(t *testing.T, cfg Config) (*Evicter, *apiErrors) {
 	if cfg.NodeName == "" {
 		cfg.NodeName = nodeName
 	}
+	if cfg.Pods == nil {
+		cfg.Pods = e.pods
+	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return New(cfg, e.agent, e.rec, log), errs
 }
+
+// requestLog records the method and path of a client's requests.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+// wrap is a rest.Config's WrapTransport that records each request.
+func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		l.mu.Lock()
+		l.reqs = append(l.reqs, r.Method+" "+r.URL.Path)
+		l.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+func (l *requestLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reqs)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 type testWriter struct{ t *testing.T }
 

@@ -55,8 +55,13 @@ type Config struct {
 	// loop waits as long for an eviction in flight: cmd/evictd gives both
 	// config.Durations.CleanupTimeout.
 	CleanupTimeout time.Duration
-	// PollInterval is the time between two looks at the pod while waiting
-	// (default 1s).
+	// Pods is the node's pods as an informer holds them (required;
+	// cmd/evictd gives internal/podsource.Source). The wait for an
+	// evicted pod to go reads it, not the API server.
+	Pods PodCache
+	// PollInterval is the time between two looks at the pod in Pods while
+	// waiting for it to go (default 1s, the kubelet's podCleanupPollFreq).
+	// A look reads the cache: it is no request to the API server.
 	PollInterval time.Duration
 	// Clock gives the wait its time (default the real clock).
 	Clock clock.Clock
@@ -147,9 +152,14 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 //  5. for a hard threshold, Config.StopLocally (with StopWhenIssued) stops the pod's
 //     containers on the node, bounded by the grace period and
 //     Config.CleanupTimeout but not by the wait below, while
-//  6. Evict polls the pod until it is gone (not found, replaced, or
-//     finished) and, once the stop has returned too, returns nil; or an
-//     error wrapping decide.ErrNotGoneInTime.
+//  6. Evict looks at the pod in Config.Pods, the informer's cache, until
+//     it is gone (no longer there, replaced, or finished; see podWatch) and,
+//     once the stop has returned too, returns nil; or an error wrapping
+//     decide.ErrNotGoneInTime.
+//
+// The API requests of one eviction are the read of step 2, the eviction
+// (and the delete, for a hard threshold a budget refused), the condition's
+// patch and the event; the wait makes none.
 func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	if r.Pod == nil {
 		return errors.New("evict: the request names no pod")
@@ -160,6 +170,7 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	}
 	log := e.log.With("pod", ref, "uid", r.Pod.UID, "signal", r.Signal, "hard", r.Hard, "gracePeriodSeconds", r.GracePeriod)
 
+	watch := e.watch(r.Pod) // before the eviction: see podWatch
 	pod, how, err := e.reach(ctx, log, r)
 	if err != nil {
 		return fmt.Errorf("evict %s: %w", ref, err)
@@ -175,7 +186,7 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	if r.Hard && e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
 		stopped = e.stopBeside(ctx, log, r)
 	}
-	if err := e.waitGone(ctx, pod); err != nil {
+	if err := e.waitGone(ctx, watch); err != nil {
 		return fmt.Errorf("evict %s (%s issued): %w", ref, how, err)
 	}
 	if stopped != nil {
@@ -229,6 +240,8 @@ func (e *Evicter) check(r decide.Request) error {
 		return errors.New("no API server client")
 	case e.cfg.NodeName == "":
 		return errors.New("no node name: evictd evicts only the pods of its own node")
+	case e.cfg.Pods == nil:
+		return errors.New("no pod cache: the wait for an evicted pod reads it")
 	}
 	return nil
 }
@@ -245,6 +258,15 @@ func criticalWhy(p *signals.Pod) string {
 
 // current reads the pod back and returns it if it is still the pod asked
 // for and still running; otherwise an error wrapping decide.ErrPodGone says why.
+//
+// This read is the API server's, not the cache's: the eviction's only
+// preconditions are the UID and a resource version, and a cache behind
+// the API server could let through what it must refuse: a pod already
+// terminating (the Eviction API deletes it at once with evictd's grace
+// period, cutting short the one its deleter chose), a pod that has
+// finished (the Eviction API deletes it, and its record with it), or a pod
+// the API server reports bound to another node. It is one request per
+// eviction, not per look.
 func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, error) {
 	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
@@ -308,7 +330,10 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request,
 // client-go's typed Evict makes, without client-go's own retries: a 429
 // that carries Retry-After (a PodDisruptionBudget whose status is not
 // computed yet says 10s) would otherwise be retried for up to ten times
-// that, while the node starves. The loop decides again.
+// that, while the node starves. The loop decides again. The Retry-After
+// of the API server's own throttling (a 429 of API Priority and Fairness)
+// is honoured by evictd's retries instead: Evict's for a hard threshold
+// and Run's (retryDelay).
 func (e *Evicter) postEviction(ctx context.Context, pod *v1.Pod, grace int64) error {
 	ev := &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
@@ -321,7 +346,10 @@ func (e *Evicter) postEviction(ctx context.Context, pod *v1.Pod, grace int64) er
 // goneAfter tells, after a NotFound or Conflict from an eviction or delete
 // with a UID precondition, whether the pod went away or was replaced in
 // the meantime, and returns the decide.ErrPodGone error that says so; nil when the
-// error means something else.
+// error means something else. After a Conflict it reads the pod from the
+// API server: the cache may not have seen the replacement yet, and a
+// Conflict can have other causes. That read is on this refusal's path
+// only.
 func (e *Evicter) goneAfter(ctx context.Context, pod *v1.Pod, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
@@ -406,8 +434,12 @@ func terminal(pod *v1.Pod) bool {
 
 // budgetRefusal reports whether err is the Eviction API refusing because of
 // PodDisruptionBudgets, and the server's words for it:
-//   - 429 TooManyRequests: no disruption allowed now, or the budget's status
-//     is not computed yet;
+//   - 429 TooManyRequests with a DisruptionBudget cause: no disruption
+//     allowed now, or the budget's status is not computed yet. A 429
+//     without one is the API server's own throttling (API Priority and
+//     Fairness, a plain-text answer with Retry-After), not a budget's
+//     refusal: for a hard threshold it must not lead to the delete that
+//     bypasses budgets;
 //   - 403 Forbidden about a poddisruptionbudget: its status is corrupt
 //     (negative disruptions allowed, too many unconfirmed disruptions);
 //   - 500 when more than one budget covers the pod, which the Eviction API
@@ -419,7 +451,7 @@ func budgetRefusal(err error) (string, bool) {
 	}
 	st := se.Status()
 	switch {
-	case st.Code == http.StatusTooManyRequests:
+	case st.Code == http.StatusTooManyRequests && budgetCause(st):
 	case st.Code == http.StatusForbidden && st.Details != nil && st.Details.Group == policyv1.GroupName && st.Details.Kind == "poddisruptionbudget":
 	case st.Code == http.StatusInternalServerError && strings.Contains(st.Message, "more than one PodDisruptionBudget"):
 	default:
@@ -434,4 +466,18 @@ func budgetRefusal(err error) (string, bool) {
 		}
 	}
 	return msg, true
+}
+
+// budgetCause reports whether st names a PodDisruptionBudget among its
+// causes, as every 429 of the Eviction API does.
+func budgetCause(st metav1.Status) bool {
+	if st.Details == nil {
+		return false
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == policyv1.DisruptionBudgetCause {
+			return true
+		}
+	}
+	return false
 }

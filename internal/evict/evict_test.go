@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +14,12 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
@@ -142,6 +145,48 @@ func TestEvict(t *testing.T) {
 			checkNoAPIErrors(t, errs)
 		})
 	}
+
+	// The wait for the pod to go reads the pod source's cache: however
+	// long the pod takes to go, the Evicter sends no request after the
+	// eviction's, and returns once the informer has seen the pod deleted.
+	t.Run("the wait reads the pod cache, not the API server", func(t *testing.T) {
+		ns := e.namespace(t, "cached")
+		pod := e.runningPod(t, ns, "web", nil, 30)
+		reqs := &requestLog{}
+		cfg := rest.CopyConfig(e.agentConfig)
+		cfg.Wrap(reqs.wrap)
+		client, err := kubeclient.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := &apiErrors{}
+		ev := New(Config{NodeName: nodeName, Pods: e.pods, PollInterval: 50 * time.Millisecond, OnAPIError: errs.inc}, client, e.rec, testLog(t))
+		seen := e.fakeKubelet(t, ns, "web")
+		r := request(pod, false, 2, message("cached"))
+		start := time.Now()
+		if err := ev.Evict(t.Context(), r); err != nil {
+			t.Fatalf("Evict: %v", err)
+		}
+		took := time.Since(start)
+		if cached, ok := e.pods.CachedPod(ns, "web"); ok {
+			t.Errorf("Evict returned while the pod cache still holds the pod (UID %s, deletionTimestamp %v)", cached.UID, cached.DeletionTimestamp)
+		}
+		path := "/api/v1/namespaces/" + ns + "/pods/web"
+		want := []string{"GET " + path, "POST " + path + "/eviction", "PATCH " + path + "/status"}
+		got := reqs.get()
+		t.Logf("the pod went in %s (grace period %ds, a look every 50ms); the Evicter's requests: %q", took.Round(time.Millisecond), r.GracePeriod, got)
+		if !slices.Equal(got, want) {
+			t.Errorf("the Evicter's requests = %q, want %q and none while waiting", got, want)
+		}
+		// The fake kubelet waits until the deletionTimestamp, in whole
+		// seconds: the pod terminated for more than a second, twenty
+		// looks.
+		if took < time.Duration(r.GracePeriod-1)*time.Second {
+			t.Errorf("Evict returned after %s, within a second of the grace period of %ds: the wait proved nothing", took, r.GracePeriod)
+		}
+		e.checkEvicted(t, seen, r)
+		checkNoAPIErrors(t, errs)
+	})
 
 	// The pod is gone from the API server while the runtime is still
 	// stopping its containers: the stop is neither cancelled nor left

@@ -216,6 +216,23 @@ func (s *Source) InFlight() []decide.InFlight {
 	return out
 }
 
+// CachedPod returns the node's pod of that namespace and name as the
+// cache holds it, without a request to the API server, and whether the
+// cache holds one: never before the first list of the node's pods has
+// arrived, nor for a pod bound to another node. The pod is the cache's,
+// slimmed (see slim), and must not be modified. It implements
+// internal/evict's PodCache.
+func (s *Source) CachedPod(namespace, name string) (*v1.Pod, bool) {
+	if !s.HasSynced() {
+		return nil, false
+	}
+	pod, err := s.podLister.Pods(namespace).Get(name)
+	if err != nil || !s.onNode(pod) {
+		return nil, false
+	}
+	return pod, true
+}
+
 // active reports a pod that still holds its resources: not terminal, not
 // being deleted.
 func active(pod *v1.Pod) bool {
@@ -290,10 +307,11 @@ func (s *Source) watchFailed(resource string, err error) {
 // slim drops from a cached object what evictd never reads, to keep the
 // cache small: managedFields (often the largest part of an object), the
 // last-applied-configuration kubectl keeps in an annotation and, of a pod,
-// everything Convert, active and inFlight do not look at: a
-// container keeps only its name, resources and restart policy, the status
-// only its phase, QoS class and the type, status and reason of its
-// DisruptionTarget condition.
+// everything Convert, active, inFlight and internal/evict's wait for an
+// evicted pod (UID, deletion timestamp and grace period, phase) do not
+// look at: a container keeps only its name, resources and restart policy,
+// the status only its phase, QoS class and the type, status and reason of
+// its DisruptionTarget condition.
 func slim(obj any) (any, error) {
 	m, ok := obj.(metav1.Object)
 	if !ok {

@@ -165,6 +165,9 @@ func TestSourceBeforeFirstList(t *testing.T) {
 	if got := s.InFlight(); got != nil {
 		t.Errorf("InFlight without a list = %v, want nil", got)
 	}
+	if pod, ok := s.CachedPod("shop", "web"); ok {
+		t.Errorf("CachedPod without a list = %v, true; want none", pod)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil after cancel", err)
@@ -339,6 +342,27 @@ func TestSourceKeepsOnlyItsNodesPods(t *testing.T) {
 	}
 	if !reflect.DeepEqual(inFlight, []string{"shop/mine-leaving"}) {
 		t.Errorf("InFlight = %q, want only shop/mine-leaving", inFlight)
+	}
+	for _, tc := range []struct {
+		name   string
+		want   bool
+		delete bool
+	}{
+		{"mine", true, false},
+		{"mine-leaving", true, true},
+		{"theirs", false, false},
+		{"theirs-leaving", false, false},
+		{"unbound", false, false},
+		{"never-listed", false, false},
+	} {
+		pod, ok := s.CachedPod("shop", tc.name)
+		switch {
+		case ok != tc.want:
+			t.Errorf("CachedPod(shop, %s) found %v, want %v", tc.name, ok, tc.want)
+		case ok && (string(pod.UID) != tc.name+"-uid" || (pod.DeletionTimestamp != nil) != tc.delete):
+			t.Errorf("CachedPod(shop, %s) = UID %s, deletionTimestamp %v; want UID %s-uid, being deleted %v",
+				tc.name, pod.UID, pod.DeletionTimestamp, tc.name, tc.delete)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -1,0 +1,163 @@
+package evict
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/signals"
+)
+
+// fakeCache is a PodCache whose pods the test sets.
+type fakeCache struct {
+	mu   sync.Mutex
+	pods map[string]*v1.Pod // by namespace/name
+}
+
+func (c *fakeCache) CachedPod(namespace, name string) (*v1.Pod, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pod, ok := c.pods[namespace+"/"+name]
+	return pod, ok
+}
+
+// set puts pod in the cache, or with pod nil, empties it.
+func (c *fakeCache) set(pod *v1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pods = map[string]*v1.Pod{}
+	if pod != nil {
+		c.pods[pod.Namespace+"/"+pod.Name] = pod
+	}
+}
+
+// cachedPod is the pod web of namespace shop with uid, as the cache holds
+// it; mutate changes it.
+func cachedPod(uid string, mutate ...func(*v1.Pod)) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: types.UID(uid)},
+		Spec:       v1.PodSpec{NodeName: nodeName},
+		Status:     v1.PodStatus{Phase: v1.PodRunning},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func terminating(p *v1.Pod) {
+	p.DeletionTimestamp = ptr.To(metav1.NewTime(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))
+	p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+}
+
+// TestPodWatchLook: what one look at the cache makes of the evicted pod
+// (UID "mine"), given what the cache held before the eviction and what it
+// holds now. Missing or replaced counts as gone only once the cache has
+// held the pod; before that the cache may just be behind.
+func TestPodWatchLook(t *testing.T) {
+	finished := func(p *v1.Pod) { p.Status.Phase = v1.PodFailed }
+	for _, tc := range []struct {
+		name        string
+		before, now *v1.Pod
+		wantGone    bool
+		wantState   string
+	}{
+		{"held, still running", cachedPod("mine"), cachedPod("mine"), false, "not terminating"},
+		{"held, terminating", cachedPod("mine"), cachedPod("mine", terminating), false, "terminating since 2026-03-01T12:00:00Z with a grace period of 30s"},
+		{"held, finished", cachedPod("mine"), cachedPod("mine", finished), true, "finished"},
+		{"held, then missing", cachedPod("mine"), nil, true, "gone"},
+		{"held, then replaced", cachedPod("mine"), cachedPod("theirs"), true, "replaced"},
+		{"not held before, held now", nil, cachedPod("mine", terminating), false, "terminating since"},
+		{"not held before, finished now", nil, cachedPod("mine", finished), true, "finished"},
+		{"never held: missing", nil, nil, false, "not in evictd's pod cache, which has not held it yet"},
+		{"never held: an older pod of the same name", cachedPod("older"), cachedPod("older"), false,
+			"holds another pod of the same name (UID older) and has not held this one yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &fakeCache{}
+			c.set(tc.before)
+			e := New(Config{Pods: c}, nil, nil, nil)
+			w := e.watch(&signals.Pod{Namespace: "shop", Name: "web", UID: "mine"})
+			c.set(tc.now)
+			gone, state := w.look()
+			if gone != tc.wantGone || !strings.Contains(state, tc.wantState) {
+				t.Errorf("look = %v, %q; want %v, %q", gone, state, tc.wantGone, tc.wantState)
+			}
+		})
+	}
+
+	// Seen at a later look counts as much as seen before the eviction.
+	c := &fakeCache{}
+	e := New(Config{Pods: c}, nil, nil, nil)
+	w := e.watch(&signals.Pod{Namespace: "shop", Name: "web", UID: "mine"})
+	for i, step := range []struct {
+		now      *v1.Pod
+		wantGone bool
+	}{{nil, false}, {cachedPod("mine", terminating), false}, {nil, true}} {
+		c.set(step.now)
+		if gone, state := w.look(); gone != step.wantGone {
+			t.Errorf("look %d = %v (%s), want %v", i, gone, state, step.wantGone)
+		}
+	}
+}
+
+// TestWaitGoneByTheClock: the wait looks at the cache every PollInterval
+// of the injected clock, returns at the first look that finds the pod
+// gone, and times out after CleanupTimeout with what the last look saw.
+func TestWaitGoneByTheClock(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		goneAfter int // looks; 0: never
+		wantLooks int
+		wantErr   error
+	}{
+		{"gone at the third look", 3, 3, nil},
+		{"gone at once", 1, 1, nil},
+		{"never gone", 0, 7, decide.ErrNotGoneInTime}, // at 0, 10m, ... 60m
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &fakeCache{}
+			c.set(cachedPod("mine", terminating))
+			fc := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			e := New(Config{Pods: c, Clock: fc, CleanupTimeout: time.Hour, PollInterval: 10 * time.Minute}, nil, nil, nil)
+			w := e.watch(&signals.Pod{Namespace: "shop", Name: "web", UID: "mine"})
+			if tc.goneAfter == 1 {
+				c.set(nil)
+			}
+			done := make(chan error, 1)
+			go func() { done <- e.waitGone(context.Background(), w) }()
+			looks := 1
+			for {
+				select {
+				case err := <-done:
+					if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) || looks != tc.wantLooks {
+						t.Fatalf("waitGone = %v after %d looks, want %v after %d", err, looks, tc.wantErr, tc.wantLooks)
+					}
+					if err != nil && !strings.Contains(err.Error(), "the pod is terminating since 2026-03-01T12:00:00Z") {
+						t.Errorf("waitGone = %v, want the last look's state", err)
+					}
+					return
+				case <-time.After(time.Millisecond):
+				}
+				if !fc.HasWaiters() {
+					continue
+				}
+				if looks+1 == tc.goneAfter {
+					c.set(nil)
+				}
+				fc.Step(10 * time.Minute)
+				looks++
+			}
+		})
+	}
+}
