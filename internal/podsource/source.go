@@ -15,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -73,7 +71,7 @@ func New(client *kubeclient.Client, nodeName string, resync time.Duration, log *
 	}
 	resync = max(resync, 0)
 	onNode := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-	s.podInf = newInformer(client.Pods(""), &v1.Pod{}, resync, func(o *metav1.ListOptions) { o.FieldSelector = onNode })
+	s.podInf = kubeclient.NewInformer(client.Pods(""), &v1.Pod{}, resync, func(o *metav1.ListOptions) { o.FieldSelector = onNode })
 	s.podLister = corelisters.NewPodLister(s.podInf.GetIndexer())
 
 	// These calls fail only on an informer already started; this one is new.
@@ -106,34 +104,6 @@ func (s *Source) Run(ctx context.Context) error {
 	s.log.Info("watching the node's pods")
 	s.podInf.RunWithContext(ctx)
 	return nil
-}
-
-// lister lists and watches one resource, as kubeclient.Client's typed
-// clients do.
-type lister[T, L runtime.Object] interface {
-	List(context.Context, metav1.ListOptions) (L, error)
-	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
-}
-
-// newInformer returns an informer of what l lists, with tweak (if not nil)
-// applied to every list and watch, indexed by namespace, as client-go's
-// generated informers build it.
-func newInformer[T, L runtime.Object](l lister[T, L], obj T, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
-	if tweak == nil {
-		tweak = func(*metav1.ListOptions) {}
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			tweak(&o)
-			return l.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			tweak(&o)
-			return l.Watch(ctx, o)
-		},
-	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, l), obj,
-		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 
 // HasSynced reports whether the node's pods have been listed.
