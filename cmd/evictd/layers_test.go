@@ -28,7 +28,7 @@ var layers = []struct {
 	// Test infrastructure and tools, linked into no agent.
 	{"test harnesses", []string{
 		"internal/testing/childproc", "internal/testing/testalloc", "internal/testing/testcluster",
-		"internal/testing/testruntime", "internal/testing/testnode",
+		"internal/testing/testruntime", "internal/testing/testnode", "internal/testing/hosttree",
 	}},
 	{"tools and suites", []string{"hack/benchnode", "hack/costnode", "hack/demo", "hack/soak", "hack/workload", "deploy", "e2e"}},
 }
