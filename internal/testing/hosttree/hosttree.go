@@ -51,6 +51,10 @@ type Node struct {
 	// KubepodsLimit − its working set).
 	Kubepods Memory
 	Pods     []Pod
+	// NoPSI leaves out /proc/pressure/memory. An agent arms a PSI trigger
+	// by writing to that file, which on a plain file overwrites the
+	// averages it reads.
+	NoPSI bool
 }
 
 // Tree is a written node: its two roots, for --proc-root and
@@ -82,6 +86,9 @@ func Write(dir string, n Node) (Tree, error) {
 		filepath.Join(mem, "kubepods", "memory.usage_in_bytes"): fmt.Sprintln(n.Kubepods.Usage),
 		filepath.Join(mem, "kubepods", "memory.stat"):           MemoryStatV1(n.Kubepods.Usage, n.Kubepods.InactiveFile),
 		filepath.Join(pids, "cgroup.procs"):                     "1\n",
+	}
+	if n.NoPSI {
+		delete(files, filepath.Join(t.Proc, "pressure", "memory"))
 	}
 	for _, p := range n.Pods {
 		rel := PodCgroupPath(p)
