@@ -61,7 +61,7 @@ type Request struct {
 	// ClusterWide is a list or watch whose field selector does not name
 	// the client's node.
 	ClusterWide bool
-	// Code is the response's status code (0 while a watch is open).
+	// Code is the response's status code.
 	Code int
 	// Received is requestReceivedTimestamp; Completed the ResponseComplete
 	// stage's timestamp, zero when the log holds no such stage (a watch
@@ -155,6 +155,9 @@ func ReadAudit(path string) ([]Request, error) {
 			i = len(reqs)
 			byID[ev.AuditID] = i
 			reqs = append(reqs, newRequest(ev))
+		}
+		if ev.ResponseStatus != nil && reqs[i].Code == 0 {
+			reqs[i].Code = ev.ResponseStatus.Code
 		}
 		if ev.Stage == "ResponseComplete" {
 			reqs[i].Completed = ev.StageTimestamp

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -266,7 +267,13 @@ func (f *Fleet) createObjects(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.opts.Logf("created %d nodes and %d pods", len(f.Nodes), pods)
+	size := 0
+	if n, err := f.admin.CoreV1().Nodes().Get(ctx, f.Nodes[0].Name, metav1.GetOptions{}); err == nil {
+		if b, err := json.Marshal(n); err == nil {
+			size = len(b)
+		}
+	}
+	f.opts.Logf("created %d nodes (%d bytes of JSON each, managedFields included) and %d pods", len(f.Nodes), size, pods)
 	return nil
 }
 
@@ -402,3 +409,6 @@ func parallel(ctx context.Context, nodes []*Node, workers int, fn func(context.C
 	wg.Wait()
 	return context.Cause(ctx)
 }
+
+// PodCount is the number of pods created on n.
+func (n *Node) PodCount() int { return len(n.pods) }
