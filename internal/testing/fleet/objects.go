@@ -57,6 +57,9 @@ func nodeObject(name string, i int) *v1.Node {
 				"node.alpha.kubernetes.io/ttl":                           "0",
 				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
 				"csi.volume.kubernetes.io/nodeid":                        fmt.Sprintf(`{"ebs.csi.aws.com":"i-%s"}`, hexOf(17, name)),
+				"alpha.kubernetes.io/provided-node-ip":                   fmt.Sprintf("10.1.%d.%d", i/250, 4+i%250),
+				"projectcalico.org/IPv4Address":                          fmt.Sprintf("10.1.%d.%d/20", i/250, 4+i%250),
+				"projectcalico.org/IPv4IPIPTunnelAddr":                   fmt.Sprintf("10.%d.%d.1", 64+i/256, i%256),
 			},
 		},
 		Spec: v1.NodeSpec{
@@ -129,6 +132,12 @@ func nodeStatus(name string, i int, now time.Time) v1.NodeStatus {
 			Architecture:            "amd64",
 		},
 		Images: images,
+		RuntimeHandlers: []v1.NodeRuntimeHandler{
+			{Name: "", Features: &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: new(true), UserNamespaces: new(true)}},
+			{Name: "runc", Features: &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: new(true), UserNamespaces: new(true)}},
+			{Name: "nvidia", Features: &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: new(true), UserNamespaces: new(false)}},
+		},
+		Features: &v1.NodeFeatures{SupplementalGroupsPolicy: new(true)},
 	}
 }
 
