@@ -131,6 +131,19 @@ bench: build
 bench-node: k8s-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchnode $(BENCH_NODE_ARGS)
 
+# What N evictd agents cost one shared API server: a real control plane
+# (etcd, kube-apiserver with an audit log, kube-controller-manager), N
+# simulated nodes each with pods, an emulated kubelet (the baseline) and a
+# real evictd process on a generated /proc and cgroup tree, through the
+# scenarios idle (10 min), memory pressure on 20% of the nodes, a 60 s API
+# server outage and a restart of every agent; every request counted from
+# the audit log. Tables and budgets on stdout and in bench-fleet.out. No
+# root, containerd or kubelet needed. BENCH_FLEET_ARGS e.g. --nodes 250,
+# --scenarios idle --idle 3m, --dir /tmp/fleet (keeps every log).
+.PHONY: bench-fleet
+bench-fleet: k8s-bins build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchfleet $(BENCH_FLEET_ARGS)
+
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/evictd
 	install -D -m 0644 systemd/evictd.service $(DESTDIR)$(UNITDIR)/evictd.service

@@ -28,9 +28,10 @@ var layers = []struct {
 	// Test infrastructure and tools, linked into no agent.
 	{"test harnesses", []string{
 		"internal/testing/childproc", "internal/testing/testalloc", "internal/testing/testcluster",
-		"internal/testing/testruntime", "internal/testing/testnode",
+		"internal/testing/testruntime", "internal/testing/testnode", "internal/testing/hosttree",
+		"internal/testing/fleet",
 	}},
-	{"tools and suites", []string{"hack/benchnode", "hack/costnode", "hack/demo", "hack/soak", "hack/workload", "deploy", "e2e"}},
+	{"tools and suites", []string{"hack/benchnode", "hack/benchfleet", "hack/costnode", "hack/demo", "hack/soak", "hack/workload", "deploy", "e2e"}},
 }
 
 // TestLayering keeps the import graph flowing one way: signals, then

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/internal/testing/hosttree"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
 	"github.com/evictd/evictd/thresholds"
@@ -47,42 +47,26 @@ type benchNode struct {
 // newBenchNode writes a node with n pod cgroups under dir.
 func newBenchNode(tb testing.TB, dir string, n int) benchNode {
 	tb.Helper()
-	proc := filepath.Join(dir, "proc")
-	cg := filepath.Join(dir, "cgroup")
-	mem := filepath.Join(cg, "memory")
-	pids := filepath.Join(cg, "pids")
-	files := map[string]string{
-		filepath.Join(proc, "meminfo"):                      "MemTotal:       16777216 kB\nMemFree:          102400 kB\nMemAvailable:     153600 kB\n",
-		filepath.Join(proc, "loadavg"):                      "3.10 2.95 2.80 4/1234 56789\n",
-		filepath.Join(proc, "pressure", "memory"):           "some avg10=1.50 avg60=0.80 avg300=0.20 total=123456\nfull avg10=0.40 avg60=0.10 avg300=0.02 total=45678\n",
-		filepath.Join(proc, "sys", "kernel", "pid_max"):     "4194304\n",
-		filepath.Join(proc, "sys", "kernel", "threads-max"): "126000\n",
+	node := hosttree.Node{
+		MemTotal: 16 * gi,
 		// Root cgroup: working set 16Gi − 50Mi, so memory.available is 50Mi.
-		filepath.Join(mem, "memory.limit_in_bytes"): "9223372036854771712\n",
-		filepath.Join(mem, "memory.usage_in_bytes"): fmt.Sprintln(17*gi - 50*mi),
-		filepath.Join(mem, "memory.stat"):           memoryStatV1(16*gi, gi),
+		Root: hosttree.Memory{Usage: 17*gi - 50*mi, InactiveFile: gi},
 		// kubepods: limit 15Gi, working set 14Gi − 512Mi.
-		filepath.Join(mem, "kubepods", "memory.limit_in_bytes"): fmt.Sprintln(15 * gi),
-		filepath.Join(mem, "kubepods", "memory.usage_in_bytes"): fmt.Sprintln(14 * gi),
-		filepath.Join(mem, "kubepods", "memory.stat"):           memoryStatV1(14*gi, 512*mi),
-		filepath.Join(pids, "cgroup.procs"):                     "1\n",
+		KubepodsLimit: 15 * gi,
+		Kubepods:      hosttree.Memory{Usage: 14 * gi, InactiveFile: 512 * mi},
 	}
 	for i := range n {
-		rel := podCgroupPath(i)
 		ws := int64(16+i*7919%1024) * mi
-		files[filepath.Join(mem, rel, "memory.limit_in_bytes")] = "9223372036854771712\n"
-		files[filepath.Join(mem, rel, "memory.usage_in_bytes")] = fmt.Sprintln(ws + 8*mi)
-		files[filepath.Join(mem, rel, "memory.stat")] = memoryStatV1(ws+8*mi, 8*mi)
-		files[filepath.Join(pids, rel, "pids.current")] = fmt.Sprintln(1 + i%40)
-		files[filepath.Join(pids, rel, "pids.max")] = "max\n"
+		node.Pods = append(node.Pods, hosttree.Pod{
+			UID:    fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i),
+			QOS:    benchTiers[i%len(benchTiers)],
+			Memory: hosttree.Memory{Usage: ws + 8*mi, InactiveFile: 8 * mi},
+			Tasks:  1 + i%40,
+		})
 	}
-	for p, content := range files {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			tb.Fatal(err)
-		}
+	tree, err := hosttree.Write(dir, node)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	kubelet := filepath.Join(dir, "kubelet")
 	if err := os.MkdirAll(kubelet, 0o755); err != nil {
@@ -90,51 +74,14 @@ func newBenchNode(tb testing.TB, dir string, n int) benchNode {
 	}
 	return benchNode{
 		cfg: host.Config{
-			ProcRoot:       proc,
-			CgroupMount:    cg,
+			ProcRoot:       tree.Proc,
+			CgroupMount:    tree.Cgroup,
 			CgroupRoot:     "/",
 			CgroupDriver:   host.DriverCgroupfs,
 			KubeletRootDir: kubelet,
 		},
 		pods: n,
 	}
-}
-
-// podCgroupPath is where pod i's cgroup lives under a controller's mount.
-func podCgroupPath(i int) string {
-	pod := fmt.Sprintf("pod%08x-0000-4000-8000-%012x", i, i)
-	switch benchTiers[i%len(benchTiers)] {
-	case signals.Burstable:
-		return filepath.Join("kubepods", "burstable", pod)
-	case signals.BestEffort:
-		return filepath.Join("kubepods", "besteffort", pod)
-	}
-	return filepath.Join("kubepods", pod)
-}
-
-// memoryStatV1 is a cgroup v1 memory.stat with every key the kernel writes,
-// so parsing costs what it costs on a real node.
-func memoryStatV1(usage, inactiveFile int64) string {
-	var b strings.Builder
-	cache := max(usage/4, inactiveFile)
-	rss := max(usage-cache, 0)
-	for _, kv := range []struct {
-		k string
-		v int64
-	}{
-		{"cache", cache}, {"rss", rss}, {"rss_huge", 0}, {"shmem", 0}, {"mapped_file", 8192},
-		{"dirty", 0}, {"writeback", 0}, {"pgpgin", 123456}, {"pgpgout", 65432}, {"pgfault", 345678},
-		{"pgmajfault", 12}, {"inactive_anon", 4096}, {"active_anon", rss}, {"inactive_file", inactiveFile},
-		{"active_file", cache - inactiveFile}, {"unevictable", 0}, {"hierarchical_memory_limit", 9223372036854771712},
-		{"total_cache", cache}, {"total_rss", rss}, {"total_rss_huge", 0}, {"total_shmem", 0},
-		{"total_mapped_file", 16384}, {"total_dirty", 0}, {"total_writeback", 0}, {"total_pgpgin", 223456},
-		{"total_pgpgout", 165432}, {"total_pgfault", 445678}, {"total_pgmajfault", 22},
-		{"total_inactive_anon", 8192}, {"total_active_anon", rss}, {"total_inactive_file", inactiveFile},
-		{"total_active_file", cache - inactiveFile}, {"total_unevictable", 0},
-	} {
-		fmt.Fprintf(&b, "%s %d\n", kv.k, kv.v)
-	}
-	return b.String()
 }
 
 // discoveredPods is standalone mode's pod source: the pod cgroups.

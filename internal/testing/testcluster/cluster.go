@@ -54,6 +54,20 @@ type Options struct {
 	// ReadyTimeout bounds the wait for each component to be ready; default
 	// 60 s.
 	ReadyTimeout time.Duration
+	// Audit, when set, has kube-apiserver write an audit log.
+	Audit *Audit
+}
+
+// Audit configures kube-apiserver's audit log: one JSON event per line
+// (--audit-log-format json), written as each request reaches a stage the
+// policy keeps, never rotated.
+type Audit struct {
+	// Policy is the audit policy, an audit.k8s.io/v1 Policy in YAML.
+	Policy string
+	// Path is where the log is written; default audit.log in the cluster's
+	// directory, which Stop removes. A path outside it outlives the
+	// cluster. A restarted kube-apiserver appends to it.
+	Path string
 }
 
 // Cluster is a running control plane. Its methods are safe for concurrent use.
@@ -111,6 +125,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("create cluster directory: %w", err)
 	}
 	c := &Cluster{opts: opts, dir: dir, bins: bins, tokens: tokens}
+	if opts.Audit != nil && opts.Audit.Path == "" {
+		audit := *opts.Audit
+		audit.Path = c.path("audit.log")
+		c.opts.Audit = &audit
+	}
 	if err := c.start(ctx); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
@@ -125,6 +144,11 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	if err := c.writeTokenFile(); err != nil {
 		return err
+	}
+	if a := c.opts.Audit; a != nil {
+		if err := os.WriteFile(c.path("audit-policy.yaml"), []byte(a.Policy), 0o600); err != nil {
+			return fmt.Errorf("write audit policy: %w", err)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -266,6 +290,15 @@ func (c *Cluster) URL() string { return c.url }
 // CAFile returns the path of the PEM CA certificate that signs
 // kube-apiserver's serving certificate.
 func (c *Cluster) CAFile() string { return c.pki.caCert }
+
+// AuditLogPath returns the path of the audit log, or "" when
+// Options.Audit is not set.
+func (c *Cluster) AuditLogPath() string {
+	if c.opts.Audit == nil {
+		return ""
+	}
+	return c.opts.Audit.Path
+}
 
 // Dir returns the cluster's temporary directory: certificates, tokens, etcd's
 // data and one <component>.log per process.

@@ -339,3 +339,38 @@ func names[T any, P interface {
 	}
 	return out
 }
+
+// TestAuditLog checks that Options.Audit has kube-apiserver log each
+// request, as JSON lines, to the given path, which outlives the cluster.
+func TestAuditLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	c := StartForTest(t, Options{Audit: &Audit{Path: path, Policy: `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+`}})
+	if got := c.AuditLogPath(); got != path {
+		t.Fatalf("AuditLogPath() = %q, want %q", got, path)
+	}
+	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	if _, err := admin.CoreV1().Namespaces().Get(t.Context(), "kube-system", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const want = `"requestURI":"/api/v1/namespaces/kube-system"`
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return false, nil
+		}
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if strings.Contains(line, want) && strings.Contains(line, `"stage":"ResponseComplete"`) && strings.Contains(line, `"username":"`+AdminUser+`"`) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no ResponseComplete event of the admin's GET in %s: %v", path, err)
+	}
+}

@@ -57,8 +57,17 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 // becomes the cluster's URL) if port is 0, and waits until /readyz answers
 // ok. The caller holds c.mu.
 func (c *Cluster) startAPIServer(ctx context.Context, port int) error {
+	var audit []string
+	if a := c.opts.Audit; a != nil {
+		audit = []string{
+			"--audit-policy-file=" + c.path("audit-policy.yaml"),
+			"--audit-log-path=" + a.Path,
+			"--audit-log-format=json",
+			"--audit-log-maxsize=0",
+		}
+	}
 	args := func(ports []int) []string {
-		return append([]string{
+		return append(append([]string{
 			"--etcd-servers=" + c.etcdURL,
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
@@ -82,7 +91,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, port int) error {
 			// close within 2 s; else open watches (the controller
 			// manager's) hold the server for --request-timeout (60 s).
 			"--shutdown-send-retry-after=true",
-		}, c.opts.APIServerFlags...)
+		}, audit...), c.opts.APIServerFlags...)
 	}
 	client, err := c.httpClient()
 	if err != nil {
