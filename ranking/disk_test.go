@@ -215,28 +215,3 @@ func TestRankInodes(t *testing.T) {
 		t.Errorf("req: got Request=%d Exceeds=%v Tier=%s Usage=%d, want 0, false, a, 5000", c.Request, c.ExceedsRequest, c.Tier, c.Usage)
 	}
 }
-
-func TestRankPIDs(t *testing.T) {
-	runRankCases(t, []rankCase{{
-		name: "no stats, then priority, then process count",
-		sig:  signals.PIDAvailable,
-		pods: []signals.Pod{
-			guaranteed("g", Gi),
-			mk("ds-many", signals.BestEffort, daemonSet),
-			mk("high-many", signals.Burstable, prio(1000)),
-			mk("few", signals.BestEffort),
-			mk("many", signals.Burstable, memReq(Gi)),
-			mk("nostats", signals.Burstable, prio(1000)),
-		},
-		stats: byUID(procs("g", 10000), procs("ds-many", 800), procs("high-many", 9000), procs("few", 10),
-			procs("many", 500), signals.PodStats{UID: "uid-nostats", MemoryWorkingSet: signals.Int64(Gi)}),
-		want:  []string{"nostats", "many", "few", "high-many", "ds-many", "g"},
-		first: "nostats",
-		keys: map[string]string{
-			"many":    "processes 500",
-			"few":     "priority 0",
-			"ds-many": daemonSetNote + "; not Guaranteed (BestEffort): processes 800",
-			"g":       guaranteedNote,
-		},
-	}})
-}

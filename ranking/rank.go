@@ -80,10 +80,14 @@ type Candidate struct {
 //  2. DaemonSet pods after the other pods of their tier: their controller
 //     recreates them on the same node at once (seed 001), so evicting one
 //     frees nothing for long.
-//  3. Pods without stats first: nothing says they are small.
+//  3. Pods without stats first: nothing says they are small. PIDs skip
+//     this key and apply it after priority (5b).
 //  4. Memory and disk bytes: pods whose usage exceeds their request first
 //     (this only matters among Guaranteed pods; elsewhere the tier says it).
 //  5. Lower priority first.
+//     5b. PIDs: pods without stats first, among equal priorities. The
+//     kubelet ranks PIDs by priority first; a pod whose task count could
+//     not be read is no reason to pass over a pod of lower priority.
 //  6. Memory and disk bytes: larger usage − request first. Inodes and PIDs:
 //     larger usage first. Inodes have no request; the kubelet subtracts the
 //     ephemeral-storage request (bytes) from the inode count, which mixes
@@ -218,7 +222,7 @@ func decide(m mode, a, b *Candidate) (key, int) {
 // kubelet's own order, used within a tier and to tell whether those rules
 // moved a pod back.
 func decideRest(m mode, a, b *Candidate) (key, int) {
-	if m != byPriority {
+	if m.statsBeforePriority() {
 		if c := falseFirst(a.HasStats, b.HasStats); c != 0 {
 			return keyStats, c
 		}
@@ -230,6 +234,11 @@ func decideRest(m mode, a, b *Candidate) (key, int) {
 	}
 	if c := cmp.Compare(a.Pod.Priority, b.Pod.Priority); c != 0 {
 		return keyPriority, c
+	}
+	if m != byPriority && !m.statsBeforePriority() {
+		if c := falseFirst(a.HasStats, b.HasStats); c != 0 {
+			return keyStats, c
+		}
 	}
 	// Usage is compared only between measured pods; two pods without
 	// stats are equal here, as in the kubelet.

@@ -23,6 +23,12 @@ const (
 // hasRequest reports whether the mode compares usage with a request.
 func (m mode) hasRequest() bool { return m == byMemory || m == byDisk }
 
+// statsBeforePriority reports whether pods without stats go before the
+// others whatever their priority, as the kubelet's first key puts them for
+// memory and disk. PIDs rank by priority first (as the kubelet's
+// rankPIDPressure), and pods without stats lead only among equal priorities.
+func (m mode) statsBeforePriority() bool { return m != byPriority && m != byPIDs }
+
 // fsPieces says which parts of a pod's disk usage land on the filesystem a
 // disk signal watches.
 type fsPieces struct {
