@@ -179,39 +179,3 @@ func TestRankDisk(t *testing.T) {
 	}
 	runRankCases(t, cases)
 }
-
-func TestRankInodes(t *testing.T) {
-	pods := []signals.Pod{
-		guaranteed("g", Gi),
-		mk("high", signals.BestEffort, prio(100)),
-		mk("small", signals.BestEffort),
-		mk("req", signals.Burstable, ephReq(10*Gi)),
-		mk("nostats", signals.BestEffort, prio(100)),
-	}
-	stats := byUID(
-		diskStats("g", fu(Mi, 1000000), fu(0, 0), nil),
-		diskStats("high", fu(Mi, 90000), fu(0, 0), nil),
-		diskStats("small", fu(Gi, 1000), fu(0, 0), nil),
-		// The kubelet would subtract the 10Gi ephemeral-storage request
-		// from these 5000 inodes and rank this pod last of its priority.
-		diskStats("req", fu(Mi, 4000), fu(0, 1000), nil),
-	)
-	runRankCases(t, []rankCase{{
-		name: "no stats, then priority, then inode count; Guaranteed last",
-		sig:  signals.NodeFsInodesFree, layout: signals.SingleFs,
-		pods: pods, stats: stats,
-		want:  []string{"nostats", "req", "small", "high", "g"},
-		first: "nostats",
-		keys: map[string]string{
-			"nostats": "no stats",
-			"req":     "inodes 5000",
-			"small":   "priority 0",
-			"high":    "not Guaranteed (BestEffort): inodes 90000",
-			"g":       guaranteedNote,
-		},
-	}})
-	c := find(t, Rank(signals.NodeFsInodesFree, signals.SingleFs, pods, stats), "req")
-	if c.Request != 0 || c.ExceedsRequest || c.Tier != TierA || c.Usage != 5000 {
-		t.Errorf("req: got Request=%d Exceeds=%v Tier=%s Usage=%d, want 0, false, a, 5000", c.Request, c.ExceedsRequest, c.Tier, c.Usage)
-	}
-}

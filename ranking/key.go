@@ -28,9 +28,9 @@ func writeKeys(cands []Candidate, m mode, sig signals.Signal, layout signals.FsL
 	// those pods are sorted by decideRest, so a DaemonSet pod of the tier
 	// would have preceded one of them iff it would precede this one.
 	lastPlain := [TierC + 1]int{-1, -1, -1, -1}
-	// latest is the non-Guaranteed pod the kubelet's own order (decideRest)
-	// would evict last; a Guaranteed pod was moved back iff it would have
-	// preceded it.
+	// latest is the non-Guaranteed pod that the order without tiers
+	// (decideRest) would evict last; a Guaranteed pod was moved back iff it
+	// would have preceded it.
 	latest := -1
 	for i := range cands {
 		c := &cands[i]
@@ -85,6 +85,9 @@ func describe(c, other *Candidate, k key, winner bool, m mode, note string) stri
 	case keyTier:
 		if c.Tier == TierC {
 			return guaranteedNote
+		}
+		if m == byInodes {
+			return qosOrderText(c, other, winner) + ": " + class(c, m, note)
 		}
 		if winner && other.Tier == TierC {
 			return "not Guaranteed" + qosSuffix(c.Pod.QOS) + ": " + class(c, m, note)
@@ -152,6 +155,25 @@ func priorityOnlyNote(m mode, sig signals.Signal, layout signals.FsLayout) strin
 		return "imagefs holds only images in the split-imagefs layout: no pod usage to measure"
 	}
 	return "no per-pod usage known for signal " + strconv.Quote(string(sig)) + " in the " + layout.String() + " layout"
+}
+
+// qosOrderText says, from c's side, that the QoS classes ordered c and
+// other (inodes: the lowest class first).
+func qosOrderText(c, other *Candidate, winner bool) string {
+	rel := " after "
+	if winner {
+		rel = " before "
+	}
+	return "QoS " + qosName(c.Pod.QOS) + rel + qosName(other.Pod.QOS) + " (lowest QoS class first)"
+}
+
+// qosName names a class; a pod of no known class ranks as Burstable.
+func qosName(q signals.QOSClass) string {
+	switch q {
+	case signals.BestEffort, signals.Burstable, signals.Guaranteed:
+		return string(q)
+	}
+	return "unknown class (as Burstable)"
 }
 
 func qosSuffix(q signals.QOSClass) string {

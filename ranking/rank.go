@@ -14,11 +14,14 @@ type Tier int
 
 // The tiers, in eviction order.
 const (
-	// TierA holds the non-Guaranteed pods that have no stats or use more
-	// than their request. For signals without requests (inodes, PIDs) and
-	// for priority-only ranking it holds every non-Guaranteed pod.
+	// TierA holds, for memory and disk bytes, the non-Guaranteed pods that
+	// have no stats or use more than their request; for inodes, the
+	// BestEffort pods; for PIDs and priority-only ranking, every
+	// non-Guaranteed pod.
 	TierA Tier = iota + 1
-	// TierB holds the non-Guaranteed pods within their request.
+	// TierB holds, for memory and disk bytes, the non-Guaranteed pods
+	// within their request; for inodes, the Burstable pods (and pods of no
+	// known class); for PIDs and priority-only ranking, none.
 	TierB
 	// TierC holds the Guaranteed pods.
 	TierC
@@ -76,18 +79,23 @@ type Candidate struct {
 //     relies on Guaranteed pods never exceeding their request, evictd makes
 //     it a rule. For memory and disk bytes, the non-Guaranteed pods that
 //     have no stats or exceed their request come before the others, as the
-//     kubelet's first key puts them.
+//     kubelet's first key puts them. For inodes the tiers are the QoS
+//     classes, BestEffort, then Burstable, then Guaranteed: seed 001 says
+//     the node "will reclaim inodes by evicting pods with the lowest
+//     quality of service first".
 //  2. DaemonSet pods after the other pods of their tier: their controller
 //     recreates them on the same node at once (seed 001), so evicting one
 //     frees nothing for long.
-//  3. Pods without stats first: nothing says they are small. PIDs skip
-//     this key and apply it after priority (5b).
+//  3. Memory and disk bytes: pods without stats first, nothing says they
+//     are small. Inodes and PIDs apply this key after priority (5b).
 //  4. Memory and disk bytes: pods whose usage exceeds their request first
 //     (this only matters among Guaranteed pods; elsewhere the tier says it).
 //  5. Lower priority first.
-//     5b. PIDs: pods without stats first, among equal priorities. The
-//     kubelet ranks PIDs by priority first; a pod whose task count could
-//     not be read is no reason to pass over a pod of lower priority.
+//     5b. Inodes and PIDs: pods without stats first, among equal
+//     priorities. The kubelet ranks PIDs by priority first, and the SPEC
+//     puts priority right after the QoS class for inodes; a pod whose
+//     count could not be read is no reason to pass over a pod of lower
+//     priority.
 //  6. Memory and disk bytes: larger usage − request first. Inodes and PIDs:
 //     larger usage first. Inodes have no request; the kubelet subtracts the
 //     ephemeral-storage request (bytes) from the inode count, which mixes
@@ -163,6 +171,12 @@ func tierOf(c *Candidate, m mode) Tier {
 	switch {
 	case c.Pod.QOS == signals.Guaranteed:
 		return TierC
+	case m == byInodes && c.Pod.QOS == signals.BestEffort:
+		return TierA
+	case m == byInodes:
+		// Burstable, or a class no one set: not the lowest class, and
+		// not Guaranteed.
+		return TierB
 	case !m.hasRequest() || !c.HasStats || c.ExceedsRequest:
 		return TierA
 	}
@@ -218,8 +232,9 @@ func decide(m mode, a, b *Candidate) (key, int) {
 	return decideRest(m, a, b)
 }
 
-// decideRest is the order without the tier and DaemonSet rules: the
-// kubelet's own order, used within a tier and to tell whether those rules
+// decideRest is the order without the tier and DaemonSet rules (for
+// memory, disk bytes and PIDs the kubelet's own order; for inodes the order
+// within a QoS class), used within a tier and to tell whether those rules
 // moved a pod back.
 func decideRest(m mode, a, b *Candidate) (key, int) {
 	if m.statsBeforePriority() {

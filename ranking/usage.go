@@ -25,9 +25,10 @@ func (m mode) hasRequest() bool { return m == byMemory || m == byDisk }
 
 // statsBeforePriority reports whether pods without stats go before the
 // others whatever their priority, as the kubelet's first key puts them for
-// memory and disk. PIDs rank by priority first (as the kubelet's
-// rankPIDPressure), and pods without stats lead only among equal priorities.
-func (m mode) statsBeforePriority() bool { return m != byPriority && m != byPIDs }
+// memory and disk bytes. PIDs rank by priority first (as the kubelet's
+// rankPIDPressure), inodes by QoS class then priority (seed 001), and there
+// pods without stats lead only among equal priorities.
+func (m mode) statsBeforePriority() bool { return m.hasRequest() }
 
 // fsPieces says which parts of a pod's disk usage land on the filesystem a
 // disk signal watches.
