@@ -83,6 +83,12 @@ func TestSimulateExamples(t *testing.T) {
 		{"only-guaranteed-left.json", nil, []want{{outcome: "evict", victim: "default/reports", grace: 1, pressure: true}}},
 		{"disk-dedicated-imagefs.json", nil, []want{{outcome: "evict", victim: "default/scratch-writer", grace: 1, pressure: true}}},
 		{"pid-pressure.json", nil, []want{{outcome: "evict", victim: "default/fork-bomb", grace: 1, pressure: true}}},
+		// Seed 001: inodes go from the lowest QoS class first, so the small
+		// BestEffort pod before the big Burstable one.
+		{"inode-pressure-lowest-qos-first.json", nil, []want{{outcome: "evict", victim: "default/thumbnails", grace: 1, pressure: true}}},
+		// PIDs rank by priority first: the high-priority pod whose task
+		// count cannot be read is not chosen before the fork bomb.
+		{"pid-pressure-priority-first.json", nil, []want{{outcome: "evict", victim: "default/fork-bomb", grace: 1, pressure: true}}},
 		// Memory pressure stall with memory.available still plentiful: the
 		// soft some.avg60>10% sets memory pressure and waits its grace
 		// period; the hard full.avg10>20% evicts the pod furthest over its
@@ -111,6 +117,40 @@ func TestSimulateExamples(t *testing.T) {
 				if s.Victim != "" && !strings.HasPrefix(s.Message, "The node was low on resource: ") {
 					t.Errorf("step %d: message %q is not in the kubelet's form", i, s.Message)
 				}
+			}
+		})
+	}
+}
+
+// The whole order simulate prints for inode and PID pressure is the one the
+// rules give. Inodes: the lowest QoS class first (BestEffort, Burstable,
+// Guaranteed), DaemonSet pods after the others of their class, then
+// priority, then inode count. PIDs: priority first, then pods without
+// stats, then task count.
+func TestSimulateInodeAndPIDOrder(t *testing.T) {
+	for _, tc := range []struct {
+		file, signal string
+		want         []string
+	}{
+		{"inode-pressure-lowest-qos-first.json", "nodefs.inodesFree",
+			[]string{"default/thumbnails", "default/batch", "default/log-shipper", "default/mail-spool", "default/index"}},
+		{"pid-pressure-priority-first.json", "pid.available",
+			[]string{"default/fork-bomb", "default/web", "default/metrics-agent", "default/important"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			steps := simulated(t, filepath.Join("..", "..", "examples", tc.file))
+			if len(steps) != 1 {
+				t.Fatalf("got %d steps, want 1", len(steps))
+			}
+			if steps[0].Signal != tc.signal {
+				t.Errorf("signal: got %q, want %q", steps[0].Signal, tc.signal)
+			}
+			var got []string
+			for _, c := range steps[0].Ranking {
+				got = append(got, c.Pod)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ranking: got %v, want %v", got, tc.want)
 			}
 		})
 	}
