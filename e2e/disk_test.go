@@ -98,7 +98,8 @@ func TestDiskNode(t *testing.T) {
 
 	// Inodes: a pod creating 6000 files crosses nodefs.inodesFree 3000
 	// below what is free now; nothing is left to reclaim, and it is the
-	// pod with the most inodes, not the Burstable one, that goes.
+	// BestEffort pod, not the Burstable one, that goes: inodes take the
+	// lowest QoS class first (seed 001), whatever the inode counts.
 	inodes0 := statfsFiles(t, n.RootDir())
 	inodeThreshold := inodes0 - 3000
 	startEvictd(t, n,
