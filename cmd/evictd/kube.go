@@ -79,6 +79,9 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 		return nil, err
 	}
 	pods := podsource.New(client, cfg.NodeName, 0, log.With("component", "pods"))
+	// A mirror pod counts as the node's own only with the Node's UID in
+	// its ownerReference, as the node's watch shows it.
+	pods.SetNodeUID(status.NodeUID)
 	return &kube{
 		pods:   pods,
 		status: status,

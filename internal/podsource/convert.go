@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/evictd/evictd/internal/qos"
@@ -38,13 +39,21 @@ const (
 // hugepages, so a pod with them has no ephemeral-storage request for the
 // kubelet, and none here.
 func Convert(pod *v1.Pod) signals.Pod {
-	p, _ := convert(pod)
+	p, _ := convert(pod, "")
+	return p
+}
+
+// ConvertOn is Convert on a node whose Node object has UID nodeUID: a
+// mirror pod's controller ownerReference must then name that UID too. ""
+// (the node not yet seen) checks the name alone.
+func ConvertOn(pod *v1.Pod, nodeUID types.UID) signals.Pod {
+	p, _ := convert(pod, nodeUID)
 	return p
 }
 
 // convert is Convert that also says what it had to clamp or guess, one
 // note per oddity, for the Source to log.
-func convert(pod *v1.Pod) (signals.Pod, []string) {
+func convert(pod *v1.Pod, nodeUID types.UID) (signals.Pod, []string) {
 	var notes []string
 	note := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
 
@@ -59,7 +68,7 @@ func convert(pod *v1.Pod) (signals.Pod, []string) {
 		QOS:       qosClass(pod, note),
 		// A static pod reaches the API server only as its mirror: no pod
 		// read from it is static by its own say.
-		Mirror:    isMirror(pod),
+		Mirror:    isMirror(pod, nodeUID),
 		DaemonSet: ownedByDaemonSet(pod),
 	}
 	if pod.Spec.Priority != nil {
@@ -173,14 +182,17 @@ func clampBytes(q resource.Quantity, note func(string, ...any), what string, arg
 // carry. The annotations are written by whoever creates the pod, so
 // either alone makes nothing critical: a tenant's pod with
 // kubernetes.io/config.source: file or a config.mirror annotation is
-// ranked and evicted like any other. (A forged ownerReference must also
-// carry the Node's UID, or the garbage collector deletes the pod.)
-func isMirror(pod *v1.Pod) bool {
+// ranked and evicted like any other. The ownerReference must name the
+// Node's UID as well when it is known (nodeUID not ""): a reference to a
+// Node that went (or never was) is no proof, and the garbage collector
+// deletes such a pod anyway.
+func isMirror(pod *v1.Pod, nodeUID types.UID) bool {
 	if _, ok := pod.Annotations[configMirrorAnnotation]; !ok || pod.Spec.NodeName == "" {
 		return false
 	}
 	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.APIVersion == "v1" && ref.Kind == "Node" && ref.Name == pod.Spec.NodeName
+	return ref != nil && ref.APIVersion == "v1" && ref.Kind == "Node" && ref.Name == pod.Spec.NodeName &&
+		(nodeUID == "" || ref.UID == nodeUID)
 }
 
 // ownedByDaemonSet reports whether the pod's controller is an apps

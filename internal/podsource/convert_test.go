@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/evictd/evictd/signals"
 )
@@ -84,7 +85,7 @@ func TestConvertQOS(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := podOf(tt.spec)
 			pod.Status.QOSClass = tt.status
-			got, notes := convert(pod)
+			got, notes := convert(pod, "")
 			if got.QOS != tt.want {
 				t.Errorf("QOS = %s, want %s", got.QOS, tt.want)
 			}
@@ -183,7 +184,7 @@ func TestConvertRequests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := podOf(tt.spec)
 			before := pod.DeepCopy()
-			got, notes := convert(pod)
+			got, notes := convert(pod, "")
 			if got.MemoryRequest != tt.memory {
 				t.Errorf("MemoryRequest = %d, want %d", got.MemoryRequest, tt.memory)
 			}
@@ -219,6 +220,7 @@ func TestConvertIdentity(t *testing.T) {
 		annotations map[string]string
 		owners      []metav1.OwnerReference
 		priority    *int32
+		nodeUID     types.UID // the Node's UID as evictd's watch shows it; "" unknown
 		want        func(p signals.Pod) bool
 	}{
 		{name: "plain pod", want: func(p signals.Pod) bool {
@@ -242,6 +244,10 @@ func TestConvertIdentity(t *testing.T) {
 			want: func(p signals.Pod) bool { return !p.Mirror && !p.Critical() }},
 		{name: "Node owner without the mirror annotation", owners: nodeOwner("v1", "node-a", true),
 			want: func(p signals.Pod) bool { return !p.Mirror && !p.Critical() }},
+		{name: "mirror naming its Node's UID", annotations: mirrorAnn, owners: nodeOwner("v1", "node-a", true), nodeUID: "node-uid",
+			want: func(p signals.Pod) bool { return p.Mirror && p.Critical() }},
+		{name: "mirror naming another UID than its Node's", annotations: mirrorAnn, owners: nodeOwner("v1", "node-a", true), nodeUID: "node-a-registered-again",
+			want: func(p signals.Pod) bool { return !p.Mirror && !p.Critical() }},
 		{name: "system-cluster-critical", priority: prio(2000000000), want: func(p signals.Pod) bool { return p.Priority == 2000000000 && p.Critical() }},
 		{name: "just below critical", priority: prio(1999999999), want: func(p signals.Pod) bool { return !p.Critical() }},
 		{name: "negative priority", priority: prio(-5), want: func(p signals.Pod) bool { return p.Priority == -5 }},
@@ -255,8 +261,8 @@ func TestConvertIdentity(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := podOf(v1.PodSpec{NodeName: "node-a", Containers: []v1.Container{ctr("a", nil, nil)}, Priority: tt.priority})
 			pod.Annotations, pod.OwnerReferences = tt.annotations, tt.owners
-			if got := Convert(pod); !tt.want(got) {
-				t.Errorf("Convert = %+v", got)
+			if got := ConvertOn(pod, tt.nodeUID); !tt.want(got) {
+				t.Errorf("ConvertOn(pod, %q) = %+v", tt.nodeUID, got)
 			}
 		})
 	}
@@ -397,7 +403,7 @@ func TestConvertLocalStorageLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, notes := convert(podOf(tt.spec))
+			got, notes := convert(podOf(tt.spec), "")
 			if got.EphemeralStorageLimit != tt.pod {
 				t.Errorf("EphemeralStorageLimit = %d, want %d", got.EphemeralStorageLimit, tt.pod)
 			}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -44,6 +45,27 @@ type Source struct {
 
 	mu       sync.Mutex
 	watchErr map[string]string // last watch error logged, by resource
+	uidOf    func() types.UID  // the Node's UID, "" when unknown
+}
+
+// SetNodeUID gives the Source the UID of its node's Node object (from a
+// watch of it), which a mirror pod's ownerReference must name. Call it
+// before Run.
+func (s *Source) SetNodeUID(uid func() types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.uidOf = uid
+}
+
+// nodeUID returns the Node's UID, or "" when it is not known.
+func (s *Source) nodeUID() types.UID {
+	s.mu.Lock()
+	f := s.uidOf
+	s.mu.Unlock()
+	if f == nil {
+		return ""
+	}
+	return f()
 }
 
 // New returns a Source for the pods bound to nodeName (field selector
@@ -146,7 +168,7 @@ func (s *Source) Pods(_ context.Context) ([]signals.Pod, error) {
 		if !active(pod) || !s.onNode(pod) {
 			continue
 		}
-		out = append(out, Convert(pod))
+		out = append(out, ConvertOn(pod, s.nodeUID()))
 	}
 	slices.SortFunc(out, func(a, b signals.Pod) int {
 		return cmpStrings(a.Namespace, b.Namespace, a.Name, b.Name)
@@ -247,7 +269,7 @@ func (s *Source) noteOddities(obj any) {
 			"pod", pod.Namespace+"/"+pod.Name, "boundTo", pod.Spec.NodeName)
 		return
 	}
-	if _, notes := convert(pod); len(notes) > 0 {
+	if _, notes := convert(pod, ""); len(notes) > 0 {
 		s.log.Warn("odd values in pod; ranking uses the corrected ones",
 			"pod", pod.Namespace+"/"+pod.Name, "notes", strings.Join(notes, "; "))
 	}
