@@ -68,11 +68,14 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 		return nil, err
 	}
 	keeper, err := lease.New(lease.Config{
-		NodeName:   cfg.NodeName,
-		Namespace:  cfg.LeaseNamespace,
-		Duration:   cfg.LeaseDuration,
-		NodeUID:    status.NodeUID,
-		OnAPIError: met.IncAPIError,
+		NodeName:  cfg.NodeName,
+		Namespace: cfg.LeaseNamespace,
+		Duration:  cfg.LeaseDuration,
+		// The first renewal within one renewal interval: a fleet
+		// restarted at once spreads its Lease writes over it.
+		StartWithin: cfg.LeaseDuration / 4,
+		NodeUID:     status.NodeUID,
+		OnAPIError:  met.IncAPIError,
 	}, client, log.With("component", "lease"))
 	if err != nil {
 		broadcaster.Shutdown()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -37,6 +38,12 @@ type Config struct {
 	// when unknown: the Lease then names the Node as its owner, so the
 	// garbage collector deletes it with the Node.
 	NodeUID func() types.UID
+	// StartWithin spreads the first renewal: it comes at a random time
+	// within this long after Run starts (0: at once). A fleet restarted at
+	// once then does not renew at once; a Lease renewed before the restart
+	// stays valid meanwhile as long as StartWithin is below three
+	// quarters of Duration.
+	StartWithin time.Duration
 	// Retry is the schedule of retries after a failed renewal. Default:
 	// 1s doubling to the renewal interval, each delay stretched by up to
 	// 100% at random.
@@ -73,6 +80,9 @@ func New(cfg Config, client *kubeclient.Client, log *slog.Logger) (*Keeper, erro
 	if cfg.Duration < 4*time.Second {
 		return nil, fmt.Errorf("lease: duration %s is too short (at least 4s)", cfg.Duration)
 	}
+	if cfg.StartWithin < 0 || cfg.StartWithin >= cfg.Duration*3/4 {
+		return nil, fmt.Errorf("lease: first renewal within %s: want 0 or more and below three quarters of the duration %s", cfg.StartWithin, cfg.Duration)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -91,7 +101,8 @@ func New(cfg Config, client *kubeclient.Client, log *slog.Logger) (*Keeper, erro
 // interval is the time between two renewals.
 func (k *Keeper) interval() time.Duration { return k.cfg.Duration / 4 }
 
-// Run renews the Lease until ctx ends: at once, then every quarter of its
+// Run renews the Lease until ctx ends: at once (or within StartWithin),
+// then every quarter of its
 // duration stretched by up to 10% at random, so that agents started
 // together drift apart. A failed renewal is retried on Config.Retry's
 // jittered schedule, and after a 429 or 5xx with Retry-After not before
@@ -100,6 +111,9 @@ func (k *Keeper) interval() time.Duration { return k.cfg.Duration / 4 }
 func (k *Keeper) Run(ctx context.Context) error {
 	failures := 0
 	bo := k.cfg.Retry
+	if d := k.cfg.StartWithin; d > 0 && !k.sleep(ctx, time.Duration(rand.Int64N(int64(d)))) {
+		return nil
+	}
 	for {
 		err := k.renew(ctx)
 		if ctx.Err() != nil {
@@ -125,13 +139,22 @@ func (k *Keeper) Run(ctx context.Context) error {
 				k.log.Debug("could not renew the lease", "err", err, "attempt", failures, "retry_in", delay)
 			}
 		}
-		t := k.cfg.Clock.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !k.sleep(ctx, delay) {
 			return nil
-		case <-t.C():
 		}
+	}
+}
+
+// sleep waits d by the keeper's clock and reports whether ctx is still
+// live.
+func (k *Keeper) sleep(ctx context.Context, d time.Duration) bool {
+	t := k.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
 	}
 }
 

@@ -322,3 +322,32 @@ func TestBacksOffAndHonoursRetryAfter(t *testing.T) {
 		t.Errorf("renewed %s (fake clock) after the API server came back, want within one capped retry (20s)", s)
 	}
 }
+
+// TestFirstRenewalSpread: with StartWithin the first renewal waits a
+// random time below it, different from agent to agent, and nothing is
+// requested before it.
+func TestFirstRenewalSpread(t *testing.T) {
+	t.Parallel()
+	const node = "node-s"
+	e := startEnv(t, node)
+	const within = 10 * time.Second
+	var firsts []time.Duration
+	for i := range 3 {
+		fc := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+		var reqs requests
+		stop := e.keeper(t, lease.Config{NodeName: node, Namespace: "kube-system", Duration: 40 * time.Second, StartWithin: within, Clock: fc}, &reqs)
+		start := fc.Now()
+		for len(reqs.take()) == 0 {
+			waitTimer(t, fc)
+			if fc.Since(start) >= within {
+				t.Fatalf("agent %d: no request within %s", i, within)
+			}
+			fc.Step(100 * time.Millisecond)
+		}
+		firsts = append(firsts, fc.Since(start))
+		stop()
+	}
+	if firsts[0] == firsts[1] && firsts[1] == firsts[2] {
+		t.Errorf("three agents renewed first after %v: the same delay, want them spread", firsts)
+	}
+}
