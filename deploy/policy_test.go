@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +220,44 @@ func TestPolicyOwnNodeOnly(t *testing.T) {
 			return updateNode(ctx, e.onA, nodeA, func(n *v1.Node) { n.Spec.Unschedulable = true })
 		}},
 		{"node.kubernetes.io/ taint on node A", func() error { return setTaint(ctx, e.onA, nodeA, "node.kubernetes.io/unreachable") }},
+		{"another owner's taint added on node A", func() error { return setTaint(ctx, e.onA, nodeA, "example.com/dedicated") }},
+		{"another owner's taint removed from node A", func() error {
+			if err := setTaint(ctx, e.admin, nodeA, "example.com/keep"); err != nil {
+				return fmt.Errorf("the admin's taint: %w", err)
+			}
+			return updateNode(ctx, e.onA, nodeA, func(n *v1.Node) {
+				n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == "example.com/keep" })
+			})
+		}},
+		{"podCIDR of node A", func() error {
+			_, err := nodes.Patch(ctx, nodeA, types.MergePatchType, []byte(`{"spec":{"podCIDR":"10.99.0.0/24","podCIDRs":["10.99.0.0/24"]}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"label of node A through nodes/status", func() error {
+			_, err := nodes.Patch(ctx, nodeA, types.MergePatchType, []byte(`{"metadata":{"labels":{"evictd.io/test":"x"}}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"another writer's condition on node A", func() error {
+			_, err := nodes.Patch(ctx, nodeA, types.StrategicMergePatchType, conditionPatch("ExampleComDiskHealthy"), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"addresses of node A", func() error {
+			_, err := nodes.Patch(ctx, nodeA, types.MergePatchType, []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"10.9.9.9"}]}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"label of a pod on node A through pods/status", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"hijacked"}}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"another condition of a pod on node A", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType,
+				[]byte(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Test"}]}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"phase of a pod on node A", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.MergePatchType, []byte(`{"status":{"phase":"Failed","reason":"Evicted"}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
 	}
 	for _, tc := range refused {
 		t.Run("refused/"+tc.name, func(t *testing.T) {
