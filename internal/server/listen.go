@@ -9,8 +9,16 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
+
+// maxConns bounds the connections served at once. Prometheus scrapes and
+// probes need a few; more wait in the kernel's listen backlog, costing
+// evictd no goroutine or buffer, until a served one closes. Without the
+// bound, ten thousand idle connections would push evictd past its unit's
+// MemoryMax.
+const maxConns = 64
 
 // defaultRetry is the schedule of listen attempts while the address cannot
 // be bound: 1s doubling to 15s, each delay stretched by up to 100% at
@@ -31,7 +39,7 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return s.listenError(err)
 	}
-	s.ln = ln
+	s.ln = netutil.LimitListener(ln, maxConns)
 	return nil
 }
 

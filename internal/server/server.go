@@ -20,7 +20,10 @@ import (
 
 // Timeouts of the HTTP server. A scrape of evictd's few hundred series takes
 // milliseconds; the limits only stop a stuck or slow client from holding a
-// connection (and a goroutine) of a process that must stay small.
+// connection (and a goroutine) of a process that must stay small. With at
+// most maxConns connections they also bound how long idle clients hold the
+// slots a probe waits for: a connection that sends no request is closed
+// after readHeaderTimeout, an idle keep-alive one after idleTimeout.
 const (
 	readHeaderTimeout = 5 * time.Second
 	writeTimeout      = 30 * time.Second
@@ -46,7 +49,7 @@ type Server struct {
 	clock clock.Clock
 
 	mu sync.Mutex
-	ln net.Listener // nil: not bound yet
+	ln net.Listener // bound and limited to maxConns connections; nil: not yet
 }
 
 // New builds a server for addr (host:port; port 0 picks a free port) that
@@ -125,7 +128,7 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() { serveErr <- s.srv.Serve(ln) }()
 	}
 	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil,
-		"listenAttempts", attempts)
+		"maxConnections", maxConns, "listenAttempts", attempts)
 
 	select {
 	case err := <-serveErr:
