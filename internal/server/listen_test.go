@@ -58,7 +58,7 @@ func healthz(t *testing.T, base string, done <-chan error) {
 // A port another process holds while evictd starts is retried on the
 // backoff's schedule: Run does not return (evictd goes on evicting), warns
 // once, and serves once the port is free.
-func TestRunWaitsForTakenPort(t *testing.T) {
+func TestListenRetriesTakenPort(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestRunWaitsForTakenPort(t *testing.T) {
 }
 
 // Run waiting for a taken port returns nil when its context ends.
-func TestRunStopsWhileWaitingForPort(t *testing.T) {
+func TestListenStopsWhileWaitingForPort(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +260,7 @@ func (c *connCounter) hook(_ net.Conn, st http.ConnState) {
 // 5,000 idle connections: the server holds maxConns of them, the rest
 // wait in the kernel's backlog, so evictd's heap and goroutines barely
 // grow; when the flood ends, /healthz answers at once.
-func TestIdleConnectionsWaitInBacklog(t *testing.T) {
+func TestServeIdleConnectionsInBacklog(t *testing.T) {
 	const idle = 5000
 	raiseNoFile(t, idle+maxConns+256)
 	s := New("127.0.0.1:0", prometheus.NewRegistry(), nil, nil, nil)
@@ -303,7 +303,7 @@ func TestIdleConnectionsWaitInBacklog(t *testing.T) {
 // Clients that hold every slot with idle keep-alive connections hold it
 // only until IdleTimeout: the server closes them, and a probe waiting in
 // the backlog meanwhile is answered.
-func TestIdleKeepAlivesMakeWayForProbe(t *testing.T) {
+func TestServeIdleKeepAlivesMakeWayForProbe(t *testing.T) {
 	s := New("127.0.0.1:0", prometheus.NewRegistry(), nil, nil, nil)
 	s.srv.IdleTimeout = 300 * time.Millisecond
 	// firstClosed is when the server first closed an idle keep-alive
