@@ -224,6 +224,9 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	// The server retries a port that is taken in the background and does
+	// not return meanwhile: a local user who binds it first must not stop
+	// the loop, nor the watchdog, which is fed from the loop's readiness.
 	go func() { errc <- srv.Run(ctx) }()
 	go func() { errc <- m.Run(ctx) }()
 	go func() { errc <- systemd.Watchdog(ctx, func() bool { return m.Ready() == nil }, log) }()

@@ -115,6 +115,58 @@ func TestAgentNotifiesSystemd(t *testing.T) {
 	}
 }
 
+// TestAgentWaitsForItsPort starts the agent while another listener holds
+// its metrics port: it passes and feeds the watchdog meanwhile, warns once,
+// and serves /healthz once the port is free.
+func TestAgentWaitsForItsPort(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatalf("listen on %s: %v", sock, err)
+	}
+	defer conn.Close()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+
+	cmd, logs := startAgent(t, []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=400000"},
+		"--metrics-bind-address", addr, "--root-dir", t.TempDir(), "--housekeeping-interval", "1s")
+	got := map[string]int{}
+	buf := make([]byte, 4096)
+	deadline := time.Now().Add(20 * time.Second)
+	for got["READY=1"] == 0 || got["WATCHDOG=1"] < 3 {
+		_ = conn.SetReadDeadline(deadline)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("port taken: waiting for READY=1 and three watchdog pings, got %v: %v", got, err)
+		}
+		for _, line := range strings.Split(string(buf[:n]), "\n") {
+			if line != "" {
+				got[line]++
+			}
+		}
+	}
+
+	taken.Close()
+	waitHTTP(t, "http://"+addr+"/healthz")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("agent exit after SIGTERM: %v, want status 0", err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "serving nothing until the port is free; evicting as usual"); n != 1 {
+		t.Errorf("got %d warnings about the taken port, want 1:\n%s", n, out)
+	}
+	if n := strings.Count(out, "serving /metrics"); n != 1 {
+		t.Errorf("got %d lines on serving, want 1:\n%s", n, out)
+	}
+}
+
 // TestAgentReportsThisHost checks that standalone evictd exports this
 // machine's real memory, filesystem, inode and PID figures, compared with
 // what the test reads itself from /proc, the memory cgroup and statfs.

@@ -14,11 +14,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 )
 
 // Timeouts of the HTTP server. A scrape of evictd's few hundred series takes
 // milliseconds; the limits only stop a stuck or slow client from holding a
-// connection (and a goroutine) of a process that must stay small.
+// connection (and a goroutine) of a process that must stay small. With at
+// most maxConns connections they also bound how long idle clients hold the
+// slots a probe waits for: a connection that sends no request is closed
+// after readHeaderTimeout, an idle keep-alive one after idleTimeout.
 const (
 	readHeaderTimeout = 5 * time.Second
 	writeTimeout      = 30 * time.Second
@@ -38,8 +43,13 @@ type Server struct {
 
 	tokenSum []byte // SHA-256 of the bearer token /metrics and /status ask for; nil: none
 
+	// retry is the schedule of listen attempts while the address cannot
+	// be bound (defaultRetry); clock times them.
+	retry wait.Backoff
+	clock clock.Clock
+
 	mu sync.Mutex
-	ln net.Listener
+	ln net.Listener // bound and limited to maxConns connections; nil: not yet
 }
 
 // New builds a server for addr (host:port; port 0 picks a free port) that
@@ -51,7 +61,7 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{addr: addr, log: log.With("component", "http")}
+	s := &Server{addr: addr, log: log.With("component", "http"), retry: defaultRetry, clock: clock.RealClock{}}
 
 	mux := http.NewServeMux()
 	if reg != nil {
@@ -95,44 +105,18 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 	return s
 }
 
-// Listen binds the address without serving yet, so that the caller (or a
-// test using port 0) can learn Addr before Run. Run calls it if needed.
-func (s *Server) Listen() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln != nil {
-		return nil
-	}
-	ln, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s for metrics and health endpoints: %w", s.addr, err)
-	}
-	s.ln = ln
-	return nil
-}
-
-// Addr is the address the server is bound to once listening (with the real
-// port when the configured one was 0), else the configured address.
-func (s *Server) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln != nil {
-		return s.ln.Addr().String()
-	}
-	return s.addr
-}
-
 // Run listens (unless Listen already did) and serves until ctx is done, then
 // shuts down gracefully, waiting at most a few seconds for open requests. It
 // returns nil after a clean shutdown, or the error that stopped serving.
+// A port that is taken, or another listen error that may pass, does not
+// stop it: it retries in the background (see listenRetrying) and returns
+// nil if ctx ends first. A malformed address is an error at once.
 // A Server runs once.
 func (s *Server) Run(ctx context.Context) error {
-	if err := s.Listen(); err != nil {
+	ln, attempts, err := s.listenRetrying(ctx)
+	if err != nil || ln == nil {
 		return err
 	}
-	s.mu.Lock()
-	ln := s.ln
-	s.mu.Unlock()
 	addr := ln.Addr().String()
 
 	serveErr := make(chan error, 1)
@@ -143,7 +127,8 @@ func (s *Server) Run(ctx context.Context) error {
 	} else {
 		go func() { serveErr <- s.srv.Serve(ln) }()
 	}
-	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil)
+	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil,
+		"maxConnections", maxConns, "listenAttempts", attempts)
 
 	select {
 	case err := <-serveErr:
@@ -156,8 +141,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// ctx is already done: shut down on a fresh deadline.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
-	err := s.srv.Shutdown(sctx)
-	if err != nil {
+	if err := s.srv.Shutdown(sctx); err != nil {
 		// Requests still running after the deadline: cut them off.
 		err = errors.Join(err, s.srv.Close())
 		return fmt.Errorf("shut down http server on %s: %w", addr, err)

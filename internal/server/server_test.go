@@ -384,24 +384,3 @@ func TestShutdownWaitsForRequests(t *testing.T) {
 		t.Errorf("got Run error %v, want nil", err)
 	}
 }
-
-func TestListenErrorNamesAddress(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	defer taken.Close()
-	tests := []struct{ name, addr string }{
-		{"address in use", taken.Addr().String()},
-		{"bad port", "127.0.0.1:notaport"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := New(tt.addr, prometheus.NewRegistry(), nil, nil, nil)
-			err := s.Run(t.Context())
-			if err == nil || !strings.Contains(err.Error(), "listen on "+tt.addr) {
-				t.Errorf("got %v, want an error naming %s", err, tt.addr)
-			}
-		})
-	}
-}
