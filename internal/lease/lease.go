@@ -102,9 +102,9 @@ func New(cfg Config, client *kubeclient.Client, log *slog.Logger) (*Keeper, erro
 func (k *Keeper) interval() time.Duration { return k.cfg.Duration / 4 }
 
 // Run renews the Lease until ctx ends: at once (or within StartWithin),
-// then every quarter of its
-// duration stretched by up to 10% at random, so that agents started
-// together drift apart. A failed renewal is retried on Config.Retry's
+// then every quarter of its duration stretched by up to 10% at random, so
+// that agents started together drift apart; after a renewal that ends a
+// run of failures, within half to one and a half quarters. A failed renewal is retried on Config.Retry's
 // jittered schedule, and after a 429 or 5xx with Retry-After not before
 // the server asks. Failures are logged once per episode. It returns nil
 // when ctx ends.
@@ -121,11 +121,16 @@ func (k *Keeper) Run(ctx context.Context) error {
 		}
 		var delay time.Duration
 		switch {
-		case err == nil:
-			if failures > 0 {
-				k.log.Info("lease renewed after failed attempts", "failed_attempts", failures)
-			}
+		case err == nil && failures > 0:
+			// The first success after an outage: agents that were
+			// retrying come back together (an API server accepts the
+			// waiting requests at once when it is up), so draw the next
+			// renewal anywhere in [0.5, 1.5) intervals to break the wave,
+			// instead of keeping them in phase for many renewals.
+			k.log.Info("lease renewed after failed attempts", "failed_attempts", failures)
 			failures, bo = 0, k.cfg.Retry
+			delay = k.interval()/2 + time.Duration(rand.Int64N(int64(k.interval())))
+		case err == nil:
 			delay = wait.Jitter(k.interval(), 0.1)
 		default:
 			failures++

@@ -321,6 +321,26 @@ func TestBacksOffAndHonoursRetryAfter(t *testing.T) {
 	if s := fc.Since(back); s > 20*time.Second+time.Second {
 		t.Errorf("renewed %s (fake clock) after the API server came back, want within one capped retry (20s)", s)
 	}
+
+	// The renewal after the outage is not a quarter later, in phase with
+	// every other agent that came back at once, but anywhere within half
+	// to one and a half quarters.
+	waitTimer(t, fc)
+	renewed := e.lease(t, "kube-system", "evictd-"+node).Spec.RenewTime.Time
+	from := fc.Now()
+	for {
+		fc.Step(250 * time.Millisecond)
+		waitTimer(t, fc)
+		if got := e.lease(t, "kube-system", "evictd-"+node).Spec.RenewTime.Time; got.After(renewed) {
+			break
+		}
+		if fc.Since(from) > d*3/8 {
+			t.Fatalf("not renewed within %s of the renewal after the outage", d*3/8)
+		}
+	}
+	if s := fc.Since(from); s < d/8 {
+		t.Errorf("renewed again %s after the renewal that ended the outage, want at least half a quarter (%s)", s, d/8)
+	}
 }
 
 // TestFirstRenewalSpread: with StartWithin the first renewal waits a
