@@ -175,6 +175,25 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	containers, err := c.listContainers(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stats, err := c.listContainerStats(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	byPod, layers, memory := runtimeUsage(sandboxes, containers, stats)
+	return byPod, layers, memory, nil
+}
+
+// runtimeUsage is writableLayers on the runtime's answers: the containers
+// by pod UID (the sandbox's io.kubernetes.pod.uid label, else its
+// metadata's UID) and name (the io.kubernetes.container.name label, else
+// its metadata's name), the writable layers reported with both bytes and
+// inodes, and the working sets, by container ID. Counts beyond int64 are
+// clamped to math.MaxInt64; a container of an unknown sandbox is left out.
+func runtimeUsage(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, stats []*runtimeapi.ContainerStats) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage, map[string]*int64) {
 	uidOf := make(map[string]string, len(sandboxes))
 	for _, s := range sandboxes {
 		uid := s.GetLabels()[labelPodUID]
@@ -182,10 +201,6 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 			uid = s.GetMetadata().GetUid()
 		}
 		uidOf[s.GetId()] = uid
-	}
-	containers, err := c.listContainers(ctx)
-	if err != nil {
-		return nil, nil, nil, err
 	}
 	byPod := map[string]map[string]runtimeContainer{}
 	for _, ctr := range containers {
@@ -206,10 +221,6 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 			byPod[uid][name] = rc
 		}
 	}
-	stats, err := c.listContainerStats(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	layers := make(map[string]*signals.FsUsage, len(stats))
 	memory := make(map[string]*int64, len(stats))
 	for _, s := range stats {
@@ -225,7 +236,7 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 			Inodes: clampInt64(wl.GetInodesUsed().GetValue()),
 		}
 	}
-	return byPod, layers, memory, nil
+	return byPod, layers, memory
 }
 
 // better reports whether a should stand for its pod's container name rather
@@ -237,6 +248,7 @@ func better(a, b runtimeContainer) bool {
 	return a.created > b.created
 }
 
+// clampInt64 is v as an int64, math.MaxInt64 when v is beyond it.
 func clampInt64(v uint64) int64 {
 	if v > 1<<63-1 {
 		return 1<<63 - 1
