@@ -88,6 +88,7 @@ type runtimeContainer struct {
 	id, name string
 	running  bool
 	created  int64
+	attempt  uint32
 }
 
 func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, pods []signals.Pod, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
@@ -212,7 +213,7 @@ func runtimeUsage(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.C
 		if name == "" {
 			name = ctr.GetMetadata().GetName()
 		}
-		rc := runtimeContainer{id: ctr.GetId(), name: name, created: ctr.GetCreatedAt(),
+		rc := runtimeContainer{id: ctr.GetId(), name: name, created: ctr.GetCreatedAt(), attempt: ctr.GetMetadata().GetAttempt(),
 			running: ctr.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING}
 		if byPod[uid] == nil {
 			byPod[uid] = map[string]runtimeContainer{}
@@ -240,12 +241,22 @@ func runtimeUsage(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.C
 }
 
 // better reports whether a should stand for its pod's container name rather
-// than b: running before not running, then the later created.
+// than b: running before not running, then the later created, then the
+// later attempt, then the greater ID. The last two make the pick of one of
+// several containers created at the same time (a runtime that reports no
+// creation times) the same whatever the order the runtime lists them in,
+// which for containerd is a map's.
 func better(a, b runtimeContainer) bool {
 	if a.running != b.running {
 		return a.running
 	}
-	return a.created > b.created
+	if a.created != b.created {
+		return a.created > b.created
+	}
+	if a.attempt != b.attempt {
+		return a.attempt > b.attempt
+	}
+	return a.id > b.id
 }
 
 // clampInt64 is v as an int64, math.MaxInt64 when v is beyond it.
