@@ -67,9 +67,10 @@ test: vet fmt-check k8s-bins runtime build
 	$(MAKE) --no-print-directory e2e-run
 
 # Every parser of operator or kernel input fuzzed, one target after another,
-# FUZZTIME each (about 6 minutes at the default): the threshold settings, the
-# KubeletConfiguration and node-config.yaml files, snapshots, and the cgroup
-# and /proc files. Their seed corpora (testdata/fuzz/) also run as plain
+# FUZZTIME each (about 7 minutes at the default): the threshold settings, the
+# KubeletConfiguration and node-config.yaml files, snapshots, the cgroup
+# and /proc files, the pods tenants write and the container runtime's
+# replies. Their seed corpora (testdata/fuzz/) also run as plain
 # tests in `go test`; an input that fails is written there and stays a seed.
 FUZZTIME     ?= 30s
 FUZZPARALLEL ?= 1
@@ -83,7 +84,9 @@ FUZZ_TARGETS := \
 	./signals/host/:FuzzLoadavg \
 	./signals/host/:FuzzCgroupFiles \
 	./signals/host/:FuzzPSI \
-	./internal/notify/:FuzzMemoryEvents
+	./internal/notify/:FuzzMemoryEvents \
+	./internal/podsource/:FuzzConvert \
+	./internal/cri/:FuzzRuntimeUsage
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -88,6 +88,7 @@ type runtimeContainer struct {
 	id, name string
 	running  bool
 	created  int64
+	attempt  uint32
 }
 
 func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, pods []signals.Pod, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
@@ -175,6 +176,25 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	containers, err := c.listContainers(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stats, err := c.listContainerStats(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	byPod, layers, memory := runtimeUsage(sandboxes, containers, stats)
+	return byPod, layers, memory, nil
+}
+
+// runtimeUsage is writableLayers on the runtime's answers: the containers
+// by pod UID (the sandbox's io.kubernetes.pod.uid label, else its
+// metadata's UID) and name (the io.kubernetes.container.name label, else
+// its metadata's name), the writable layers reported with both bytes and
+// inodes, and the working sets, by container ID. Counts beyond int64 are
+// clamped to math.MaxInt64; a container of an unknown sandbox is left out.
+func runtimeUsage(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, stats []*runtimeapi.ContainerStats) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage, map[string]*int64) {
 	uidOf := make(map[string]string, len(sandboxes))
 	for _, s := range sandboxes {
 		uid := s.GetLabels()[labelPodUID]
@@ -182,10 +202,6 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 			uid = s.GetMetadata().GetUid()
 		}
 		uidOf[s.GetId()] = uid
-	}
-	containers, err := c.listContainers(ctx)
-	if err != nil {
-		return nil, nil, nil, err
 	}
 	byPod := map[string]map[string]runtimeContainer{}
 	for _, ctr := range containers {
@@ -197,7 +213,7 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 		if name == "" {
 			name = ctr.GetMetadata().GetName()
 		}
-		rc := runtimeContainer{id: ctr.GetId(), name: name, created: ctr.GetCreatedAt(),
+		rc := runtimeContainer{id: ctr.GetId(), name: name, created: ctr.GetCreatedAt(), attempt: ctr.GetMetadata().GetAttempt(),
 			running: ctr.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING}
 		if byPod[uid] == nil {
 			byPod[uid] = map[string]runtimeContainer{}
@@ -205,10 +221,6 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 		if old, ok := byPod[uid][name]; !ok || better(rc, old) {
 			byPod[uid][name] = rc
 		}
-	}
-	stats, err := c.listContainerStats(ctx)
-	if err != nil {
-		return nil, nil, nil, err
 	}
 	layers := make(map[string]*signals.FsUsage, len(stats))
 	memory := make(map[string]*int64, len(stats))
@@ -225,18 +237,29 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 			Inodes: clampInt64(wl.GetInodesUsed().GetValue()),
 		}
 	}
-	return byPod, layers, memory, nil
+	return byPod, layers, memory
 }
 
 // better reports whether a should stand for its pod's container name rather
-// than b: running before not running, then the later created.
+// than b: running before not running, then the later created, then the
+// later attempt, then the greater ID. The last two make the pick of one of
+// several containers created at the same time (a runtime that reports no
+// creation times) the same whatever the order the runtime lists them in,
+// which for containerd is a map's.
 func better(a, b runtimeContainer) bool {
 	if a.running != b.running {
 		return a.running
 	}
-	return a.created > b.created
+	if a.created != b.created {
+		return a.created > b.created
+	}
+	if a.attempt != b.attempt {
+		return a.attempt > b.attempt
+	}
+	return a.id > b.id
 }
 
+// clampInt64 is v as an int64, math.MaxInt64 when v is beyond it.
 func clampInt64(v uint64) int64 {
 	if v > 1<<63-1 {
 		return 1<<63 - 1

@@ -211,3 +211,40 @@ func TestMergeDisk(t *testing.T) {
 		t.Errorf("pod b (disk only) missing")
 	}
 }
+
+// TestRuntimeUsagePick: of several containers of one pod and name, the
+// running one, else the latest created, stands for the name; a tie (two
+// attempts created at the same time, as a runtime reporting no creation
+// time lists them) goes to the later attempt, then to the greater ID, in
+// whatever order the runtime lists them.
+func TestRuntimeUsagePick(t *testing.T) {
+	ctr := func(id string, state runtimeapi.ContainerState, created int64, attempt uint32) *runtimeapi.Container {
+		return &runtimeapi.Container{Id: id, PodSandboxId: "s", State: state, CreatedAt: created,
+			Metadata: &runtimeapi.ContainerMetadata{Name: "app", Attempt: attempt}}
+	}
+	const (
+		running = runtimeapi.ContainerState_CONTAINER_RUNNING
+		exited  = runtimeapi.ContainerState_CONTAINER_EXITED
+	)
+	tests := []struct {
+		name       string
+		containers []*runtimeapi.Container
+		want       string
+	}{
+		{"running before exited", []*runtimeapi.Container{ctr("old", running, 1, 0), ctr("new", exited, 2, 1)}, "old"},
+		{"latest created", []*runtimeapi.Container{ctr("a", exited, 2, 0), ctr("b", exited, 1, 1)}, "a"},
+		{"no creation times: the later attempt", []*runtimeapi.Container{ctr("a", exited, 0, 1), ctr("b", exited, 0, 0)}, "a"},
+		{"no creation times, no attempts: the greater ID", []*runtimeapi.Container{ctr("a", exited, 0, 0), ctr("b", exited, 0, 0)}, "b"},
+	}
+	sandboxes := []*runtimeapi.PodSandbox{{Id: "s", Metadata: &runtimeapi.PodSandboxMetadata{Uid: "uid"}}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, order := range [][]*runtimeapi.Container{tt.containers, {tt.containers[1], tt.containers[0]}} {
+				byPod, _, _ := runtimeUsage(sandboxes, order, nil)
+				if got := byPod["uid"]["app"].id; got != tt.want {
+					t.Errorf("listed as %s, %s: picked %q, want %q", order[0].GetId(), order[1].GetId(), got, tt.want)
+				}
+			}
+		})
+	}
+}
