@@ -360,10 +360,11 @@ func fuzzList(s string) v1.ResourceList {
 }
 
 // maxFuzzExponent bounds the decimal exponent of the quantities fuzzPod
-// builds. apimachinery's own arithmetic on a quantity is linear in its
-// exponent (Cmp(1e3000000, 0), which the API server's validation does too,
-// takes 0.3 s; 1e2147483647 does not finish), so larger exponents only
-// measure apimachinery, and stall the fuzzer.
+// builds. Parsing and comparing such a quantity costs time linear in its
+// exponent in apimachinery (Cmp(1e3000000, 0) takes 0.3 s; 1e2147483647
+// does not finish): evictd bounds absurd magnitudes before it compares
+// anything (qos.WithDefaults; TestWithDefaults has 1e3000000), but the
+// fuzzer's own parse and checks would stall on them.
 const maxFuzzExponent = 1000
 
 // fuzzQuantity parses s as resource.ParseQuantity does; false when it

@@ -1,7 +1,10 @@
 package qos
 
 import (
+	"math"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
@@ -14,7 +17,13 @@ import (
 // of this (every pod read from the API server) is returned as is;
 // otherwise a copy, pod is not changed. Hugepage limit defaulting is left
 // out: it touches no resource evictd reads.
+//
+// Quantities of absurd magnitude (beyond ±2^62 of their unit, such as a
+// tenant's memory limit of 1e3000000) are first bounded to ±2^62: comparing such a quantity
+// costs time that grows with its exponent (half a second at 1e3000000,
+// without end at 1e2147483647), and no node has that much of anything.
 func WithDefaults(pod *v1.Pod) *v1.Pod {
+	pod = bounded(pod)
 	if !containersNeedDefaults(pod.Spec.Containers) && !containersNeedDefaults(pod.Spec.InitContainers) &&
 		len(podRequestDefaults(pod)) == 0 {
 		return pod
@@ -89,4 +98,68 @@ func podRequestDefaults(pod *v1.Pod) v1.ResourceList {
 		}
 	}
 	return add
+}
+
+// hugeQuantity bounds a quantity's magnitude, in its unit (bytes, cores).
+const hugeQuantity = 1 << 62
+
+// bounded returns pod, or a copy with every resource quantity of absurd
+// magnitude replaced by the bound, keeping its sign. Only cheap reads of
+// the quantities (sign, approximate value) are made.
+func bounded(pod *v1.Pod) *v1.Pod {
+	if !anyAbsurd(pod) {
+		return pod
+	}
+	pod = pod.DeepCopy()
+	for _, l := range resourceLists(pod) {
+		for name, q := range l {
+			if b, ok := bound(q); ok {
+				l[name] = b
+			}
+		}
+	}
+	return pod
+}
+
+// anyAbsurd reports whether any resource quantity of pod needs bounding.
+func anyAbsurd(pod *v1.Pod) bool {
+	for _, l := range resourceLists(pod) {
+		for _, q := range l {
+			if _, ok := bound(q); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resourceLists returns every resource list of pod whose quantities
+// evictd reads: each container's and init container's requests and
+// limits, the pod-level ones and the overhead.
+func resourceLists(pod *v1.Pod) []v1.ResourceList {
+	lists := []v1.ResourceList{pod.Spec.Overhead}
+	if r := pod.Spec.Resources; r != nil {
+		lists = append(lists, r.Requests, r.Limits)
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			lists = append(lists, cs[i].Resources.Requests, cs[i].Resources.Limits)
+		}
+	}
+	return lists
+}
+
+// bound returns the bounded quantity for q and true when q's magnitude is
+// absurd, else false.
+func bound(q resource.Quantity) (resource.Quantity, bool) {
+	sign := q.Sign()
+	if sign == 0 {
+		return q, false
+	}
+	// The API server stores quantities to the nano (smaller ones round
+	// up), so only the large side needs a bound.
+	if f := math.Abs(q.AsApproximateFloat64()); f > hugeQuantity || math.IsInf(f, 0) || math.IsNaN(f) {
+		return *resource.NewQuantity(int64(sign)*hugeQuantity, q.Format), true
+	}
+	return q, false
 }
