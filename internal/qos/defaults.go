@@ -18,8 +18,9 @@ import (
 // otherwise a copy, pod is not changed. Hugepage limit defaulting is left
 // out: it touches no resource evictd reads.
 //
-// Quantities of absurd magnitude (beyond ±2^62 of their unit, such as a
-// tenant's memory limit of 1e3000000) are first bounded to ±2^62: comparing such a quantity
+// Quantities of absurd magnitude (beyond ±1e100 of their unit, such as a
+// tenant's memory limit of 1e3000000) are first bounded to ±1e100, which
+// is still beyond every limit evictd clamps to: comparing such a quantity
 // costs time that grows with its exponent (half a second at 1e3000000,
 // without end at 1e2147483647), and no node has that much of anything.
 func WithDefaults(pod *v1.Pod) *v1.Pod {
@@ -100,8 +101,9 @@ func podRequestDefaults(pod *v1.Pod) v1.ResourceList {
 	return add
 }
 
-// hugeQuantity bounds a quantity's magnitude, in its unit (bytes, cores).
-const hugeQuantity = 1 << 62
+// hugeExponent bounds a quantity's magnitude: 10^hugeExponent of its unit
+// (bytes, cores). Comparing quantities up to it costs microseconds.
+const hugeExponent = 100
 
 // bounded returns pod, or a copy with every resource quantity of absurd
 // magnitude replaced by the bound, keeping its sign. Only cheap reads of
@@ -158,8 +160,10 @@ func bound(q resource.Quantity) (resource.Quantity, bool) {
 	}
 	// The API server stores quantities to the nano (smaller ones round
 	// up), so only the large side needs a bound.
-	if f := math.Abs(q.AsApproximateFloat64()); f > hugeQuantity || math.IsInf(f, 0) || math.IsNaN(f) {
-		return *resource.NewQuantity(int64(sign)*hugeQuantity, q.Format), true
+	if f := math.Abs(q.AsApproximateFloat64()); f > math.Pow10(hugeExponent) || math.IsInf(f, 0) || math.IsNaN(f) {
+		b := resource.NewScaledQuantity(int64(sign), hugeExponent)
+		b.Format = resource.DecimalExponent // "1e100"
+		return *b, true
 	}
 	return q, false
 }
