@@ -41,7 +41,8 @@ const DefaultTimeout = 30 * time.Second
 const DefaultSettle = 5 * time.Second
 
 // While settling, the filesystem is read every settlePoll and counts as
-// settled once a reading has not changed for settleQuiet.
+// settled once space has come back and a reading has not changed for
+// settleQuiet since.
 const (
 	settlePoll  = 100 * time.Millisecond
 	settleQuiet = time.Second
@@ -244,8 +245,8 @@ func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout sign
 			a = r.removeUnusedImages(ctx, log)
 		}
 		after, errAfter := r.cfg.Measure(path)
-		if errAfter == nil && a.Removed > 0 {
-			after, errAfter = r.settle(ctx, path, after)
+		if errAfter == nil && errBefore == nil && a.Removed > 0 {
+			after, errAfter = r.settle(ctx, path, before, after)
 		}
 		if err := errors.Join(errBefore, errAfter); err != nil {
 			log.Warn("cannot measure what reclaim freed", "kind", kind, "path", path, "err", err)
@@ -259,16 +260,20 @@ func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout sign
 	return actions, nil
 }
 
-// settle reads path's filesystem until its available bytes have not changed
-// for settleQuiet, at most for the configured Settle, and returns the last
-// reading (last is the one just taken).
-func (r *Reclaimer) settle(ctx context.Context, path string, last int64) (int64, error) {
+// settle reads path's filesystem until its available bytes have risen
+// above before and not changed for settleQuiet since, at most for the
+// configured Settle, and returns the last reading (last is the one just
+// taken).
+func (r *Reclaimer) settle(ctx context.Context, path string, before, last int64) (int64, error) {
 	if r.cfg.Settle < 0 {
 		return last, nil
 	}
 	clk := r.cfg.Clock
 	deadline, quietSince := clk.Now().Add(r.cfg.Settle), clk.Now()
-	for clk.Now().Before(deadline) && clk.Since(quietSince) < settleQuiet {
+	// Quiet counts only once some space has come back: on a busy node
+	// containerd's collector may not have run for seconds after the
+	// removal, and a filesystem that has not changed yet is not settled.
+	for clk.Now().Before(deadline) && (last <= before || clk.Since(quietSince) < settleQuiet) {
 		select {
 		case <-ctx.Done():
 			return last, nil
