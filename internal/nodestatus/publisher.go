@@ -118,12 +118,6 @@ func slimNode(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimNode1 is slimNode for one node.
-func slimNode1(n *v1.Node) *v1.Node {
-	slimNode(n)
-	return n
-}
-
 // wake makes Run look again; it never blocks.
 func (p *Publisher) wake() {
 	select {
@@ -362,8 +356,8 @@ func (p *Publisher) adopt(snap snapshot, node *v1.Node) {
 	p.haveBase = true
 	var oldest time.Time
 	for _, st := range snap.states {
-		c := findCondition(node.Status.Conditions, p.cfg.ConditionTypes[st.Report.Pressure])
-		if c == nil || c.Status != status(st.Report.Active) || c.Reason != Reason(st.Report.Pressure, st.Report.Active) {
+		c := p.shown(node, st)
+		if c == nil {
 			return
 		}
 		if oldest.IsZero() || c.LastHeartbeatTime.Time.Before(oldest) {
@@ -404,11 +398,8 @@ func (p *Publisher) due(snap snapshot, node *v1.Node, now time.Time) string {
 // than snap says: a condition missing or with another status or reason,
 // or evictd's taints not matching.
 func (p *Publisher) drifted(snap snapshot, node *v1.Node, now time.Time) bool {
-	for _, st := range snap.states {
-		c := findCondition(node.Status.Conditions, p.cfg.ConditionTypes[st.Report.Pressure])
-		if c == nil || c.Status != status(st.Report.Active) || c.Reason != Reason(st.Report.Pressure, st.Report.Active) {
-			return true
-		}
+	if !p.conditionsShown(node, snap.states) {
+		return true
 	}
 	_, changed := setTaints(p.cfg, node.Spec.Taints, snap.states, now)
 	return changed
@@ -453,7 +444,7 @@ func (p *Publisher) write(ctx context.Context, snap snapshot, node *v1.Node, why
 
 	now := p.cfg.Clock.Now()
 	conds := buildConditions(p.cfg, snap.states, node.Status.Conditions, now)
-	if why != "differs" || conditionsDiffer(conds, node.Status.Conditions) {
+	if why != "differs" || !p.conditionsShown(node, snap.states) {
 		patch, err := statusPatch(conds)
 		if err != nil {
 			return err
@@ -463,7 +454,8 @@ func (p *Publisher) write(ctx context.Context, snap snapshot, node *v1.Node, why
 			p.cfg.OnAPIError(metrics.APINodePatch)
 			return fmt.Errorf("patch conditions of node %s: %w", name, err)
 		}
-		p.answer = slimNode1(n)
+		slimNode(n)
+		p.answer = n
 		p.lastWrite = now
 		p.nextReport = now.Add(p.cfg.Jitter(p.cfg.ReportFrequency))
 		p.lastSent.Store(now.UnixNano())
@@ -500,16 +492,24 @@ func (p *Publisher) answerOr(node *v1.Node) *v1.Node {
 	return node
 }
 
-// conditionsDiffer reports whether any of conds is missing from existing
-// or has another status or reason there.
-func conditionsDiffer(conds, existing []v1.NodeCondition) bool {
-	for _, c := range conds {
-		old := findCondition(existing, c.Type)
-		if old == nil || old.Status != c.Status || old.Reason != c.Reason {
-			return true
+// shown returns the node's condition for st when it shows st (same
+// status and reason), else nil.
+func (p *Publisher) shown(node *v1.Node, st pressureState) *v1.NodeCondition {
+	c := findCondition(node.Status.Conditions, p.cfg.ConditionTypes[st.Report.Pressure])
+	if c == nil || c.Status != status(st.Report.Active) || c.Reason != Reason(st.Report.Pressure, st.Report.Active) {
+		return nil
+	}
+	return c
+}
+
+// conditionsShown reports whether node shows every state of states.
+func (p *Publisher) conditionsShown(node *v1.Node, states []pressureState) bool {
+	for _, st := range states {
+		if p.shown(node, st) == nil {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // logConditions logs each condition of conds that is new against existing.
@@ -550,7 +550,8 @@ func (p *Publisher) patchTaints(ctx context.Context, node *v1.Node, states []pre
 		}
 		return fmt.Errorf("patch taints of node %s: %w", node.Name, err)
 	}
-	p.answer = slimNode1(n)
+	slimNode(n)
+	p.answer = n
 	p.log.Info("node taints set", "taints", taintKeys(taints, p.cfg), "effect", string(p.cfg.TaintEffect))
 	return nil
 }
