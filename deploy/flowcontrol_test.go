@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
@@ -32,15 +33,19 @@ type match struct {
 	flowSchema, priorityLevel types.UID
 }
 
-// recordingClient returns a client authenticated by token and a function
-// returning the match of the last response it received.
-func recordingClient(t *testing.T, c *testcluster.Cluster, token string) (kubernetes.Interface, func() match) {
+// recordingClient returns a client authenticated by token, acting as the
+// node asNode unless it is empty, and a function returning the match of
+// the last response it received.
+func recordingClient(t *testing.T, c *testcluster.Cluster, token, asNode string) (kubernetes.Interface, func() match) {
 	t.Helper()
 	var (
 		mu   sync.Mutex
 		last match
 	)
 	cfg := c.TokenConfig(token)
+	if asNode != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + asNode}
+	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
@@ -137,7 +142,12 @@ func TestFlowSchemaEvictdOwnLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evictd, last := recordingClient(t, c, token)
+	evictd, last := recordingClient(t, c, token, "")
+	// The node's pods are read and evicted acting as the node: the API
+	// server classifies those requests as the node's own, the kubelet's
+	// (system-nodes), after impersonation.
+	asNode, asNodeLast := recordingClient(t, c, token, nodeA)
+	nodes := schema(t, e.admin, "system-nodes", names)
 	// The API server loads FlowSchemas through a watch.
 	ownNode := metav1.ListOptions{FieldSelector: "metadata.name=" + nodeA}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -152,43 +162,52 @@ func TestFlowSchemaEvictdOwnLevel(t *testing.T) {
 	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA}
 	before := dispatched(t, e.admin, flowName)
 	requests := []struct {
-		name string
-		do   func() error
+		name   string
+		do     func() error
+		asNode bool
 	}{
 		{"list of its node", func() error {
 			_, err := evictd.CoreV1().Nodes().List(ctx, ownNode)
 			return err
-		}},
+		}, false},
 		{"list of its node's pods", func() error {
-			_, err := evictd.CoreV1().Pods(v1.NamespaceAll).List(ctx, onNode)
+			_, err := asNode.CoreV1().Pods(v1.NamespaceAll).List(ctx, onNode)
 			return err
-		}},
+		}, true},
 		{"watch of its node's pods", func() error {
-			w, err := evictd.CoreV1().Pods(v1.NamespaceAll).Watch(ctx, onNode)
+			w, err := asNode.CoreV1().Pods(v1.NamespaceAll).Watch(ctx, onNode)
 			if err != nil {
 				return err
 			}
 			w.Stop()
 			return nil
-		}},
-		{"eviction of a pod on its node", func() error { return evict(ctx, evictd, p) }},
+		}, true},
+		{"eviction of a pod on its node", func() error { return evict(ctx, asNode, p) }, true},
 		// system-leader-election (precedence 100) takes the Lease get,
 		// create and update of every kube-system ServiceAccount: whatever
 		// RBAC answers, the request is classified first.
 		{"get of its Lease", func() error {
 			_, _ = evictd.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "evictd-"+nodeA, metav1.GetOptions{})
 			return nil
-		}},
+		}, false},
 	}
+	own := 0
 	for _, tc := range requests {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.do(); err != nil {
 				t.Fatalf("got %v, want success", err)
 			}
-			if got := last(); got != want {
+			got, want := last(), want
+			if tc.asNode {
+				got, want = asNodeLast(), nodes
+			}
+			if got != want {
 				t.Errorf("got %s, want %s", names.of(got), names.of(want))
 			}
 		})
+		if !tc.asNode {
+			own++
+		}
 	}
 
 	// Another ServiceAccount of kube-system, its token bound to node A
@@ -201,14 +220,14 @@ func TestFlowSchemaEvictdOwnLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherClient, otherLast := recordingClient(t, c, otherToken)
+	otherClient, otherLast := recordingClient(t, c, otherToken, "")
 	_, _ = otherClient.CoreV1().Nodes().Get(ctx, nodeA, metav1.GetOptions{}) // refused by RBAC, after classification
 	if got := otherLast(); got != kubeSystem {
 		t.Errorf("%s/%s: got %s, want %s", other.Namespace, other.Name, names.of(got), names.of(kubeSystem))
 	}
 
 	// The API server's own count: evictd's requests, and only they.
-	if got, want := dispatched(t, e.admin, flowName)-before, float64(len(requests)); got != want {
+	if got, want := dispatched(t, e.admin, flowName)-before, float64(own); got != want {
 		t.Errorf("apiserver_flowcontrol_dispatched_requests_total{flow_schema=%q} rose by %v, want %v", flowName, got, want)
 	}
 }

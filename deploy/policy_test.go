@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
@@ -33,6 +34,8 @@ const (
 type policyEnv struct {
 	admin kubernetes.Interface
 	onA   kubernetes.Interface // evictd's ServiceAccount, token bound to node A
+	asA   kubernetes.Interface // the same token acting as node A (system:node:node-a), as evictd reads, evicts and deletes pods
+	asB   kubernetes.Interface // the same token trying to act as node B
 }
 
 func newPolicyEnv(t *testing.T) (*testcluster.Cluster, *policyEnv) {
@@ -70,7 +73,16 @@ func newPolicyEnv(t *testing.T) (*testcluster.Cluster, *policyEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &policyEnv{admin: admin, onA: onA}
+	asNode := func(node string) kubernetes.Interface {
+		cfg := c.TokenConfig(token)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client
+	}
+	e := &policyEnv{admin: admin, onA: onA, asA: asNode(nodeA), asB: asNode(nodeB)}
 	e.waitPolicy(t)
 	return c, e
 }
@@ -199,7 +211,6 @@ func TestPolicyOwnNodeOnly(t *testing.T) {
 			_, err := pods.Patch(ctx, b1.Name, types.StrategicMergePatchType, disruptionPatch(), metav1.PatchOptions{}, "status")
 			return err
 		}},
-		{"delete of a pod on node B", func() error { return pods.Delete(ctx, b1.Name, metav1.DeleteOptions{}) }},
 		{"event from node B", func() error {
 			_, err := e.onA.CoreV1().Events(ns).Create(ctx, event(nodeB, a1), metav1.CreateOptions{})
 			return err
@@ -269,6 +280,50 @@ func TestPolicyOwnNodeOnly(t *testing.T) {
 		})
 	}
 
+	// What no admission policy can see (an Eviction names the pod, not its
+	// node), the API server itself refuses: evictd reads, evicts and
+	// deletes pods acting as its node, which the Node authorizer and
+	// NodeRestriction judge as they judge the kubelet; and its own
+	// identity may not touch pods at all.
+	forbidden := []struct {
+		name  string
+		write func() error
+		says  string // in the refusal
+	}{
+		{"eviction of a pod on node B, as node A", func() error { return evict(ctx, e.asA, b2) }, "can only evict pods with spec.nodeName set to itself"},
+		{"delete of a pod on node B, as node A", func() error { return e.asA.CoreV1().Pods(ns).Delete(ctx, b1.Name, metav1.DeleteOptions{}) },
+			"can only delete pods with spec.nodeName set to itself"},
+		{"list of node B's pods, as node A", func() error {
+			_, err := e.asA.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeB})
+			return err
+		}, "spec.nodeName field selector"},
+		{"list of every pod, as node A", func() error {
+			_, err := e.asA.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+			return err
+		}, "spec.nodeName field selector"},
+		{"status of a pod on node A, as node A (its own identity's write, narrowed by the policy)", func() error {
+			_, err := e.asA.CoreV1().Pods(ns).Patch(ctx, a1.Name, types.MergePatchType, []byte(`{"status":{"phase":"Failed"}}`), metav1.PatchOptions{}, "status")
+			return err
+		}, "impersonate-on:associated-node:patch"},
+		{"eviction of a pod on node B, as node B", func() error { return evict(ctx, e.asB, b2) }, "impersonate"},
+		{"eviction of a pod on node A, without acting as node A", func() error { return evict(ctx, e.onA, a3) }, "cannot create resource \"pods/eviction\""},
+		{"eviction of a pod on node B, without acting as a node", func() error { return evict(ctx, e.onA, b2) }, "cannot create resource \"pods/eviction\""},
+		{"delete of a pod on node B, without acting as a node", func() error { return pods.Delete(ctx, b1.Name, metav1.DeleteOptions{}) }, "cannot delete resource \"pods\""},
+		{"list of pods, without acting as a node", func() error {
+			_, err := pods.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA})
+			return err
+		}, "cannot list resource \"pods\""},
+	}
+	for _, tc := range forbidden {
+		t.Run("forbidden/"+tc.name, func(t *testing.T) {
+			err := tc.write()
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %v, want 403 Forbidden saying %q", err, tc.says)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+
 	allowed := []struct {
 		name  string
 		write func() error
@@ -282,15 +337,16 @@ func TestPolicyOwnNodeOnly(t *testing.T) {
 			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, disruptionPatch(), metav1.PatchOptions{}, "status")
 			return err
 		}},
-		{"delete of a pod on node A", func() error { return pods.Delete(ctx, a2.Name, metav1.DeleteOptions{}) }},
-		{"eviction of a pod on node A", func() error { return evict(ctx, e.onA, a3) }},
+		{"delete of a pod on node A, as node A", func() error { return e.asA.CoreV1().Pods(ns).Delete(ctx, a2.Name, metav1.DeleteOptions{}) }},
+		{"eviction of a pod on node A, as node A", func() error { return evict(ctx, e.asA, a3) }},
+		{"list of node A's pods, as node A", func() error {
+			_, err := e.asA.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA})
+			return err
+		}},
 		{"event from node A", func() error {
 			_, err := e.onA.CoreV1().Events(ns).Create(ctx, event(nodeA, a1), metav1.CreateOptions{})
 			return err
 		}},
-		// What the policy cannot restrict: the Eviction object names the
-		// pod but not its node, and a policy sees only the request.
-		{"eviction of a pod on node B (not restricted)", func() error { return evict(ctx, e.onA, b2) }},
 	}
 	for _, tc := range allowed {
 		t.Run("allowed/"+tc.name, func(t *testing.T) {
@@ -315,8 +371,10 @@ func TestPolicyOwnNodeOnly(t *testing.T) {
 			t.Errorf("node B has condition %s, want it absent", c.Type)
 		}
 	}
-	if _, err := e.admin.CoreV1().Pods(ns).Get(ctx, b1.Name, metav1.GetOptions{}); err != nil {
-		t.Errorf("pod %s on node B: %v, want it still there", b1.Name, err)
+	for _, p := range []*v1.Pod{b1, b2} {
+		if got, err := e.admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || got.DeletionTimestamp != nil {
+			t.Errorf("pod %s on node B: %v, want it still there and not terminating", p.Name, err)
+		}
 	}
 }
 
@@ -359,4 +417,39 @@ func equal(a authenticationv1.ExtraValue, b []string) bool {
 	ja, _ := json.Marshal([]string(a))
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb) || (len(a) == 0 && len(b) == 0)
+}
+
+// TestBefore136 applies rbac-before-1.36.yaml, for clusters where evictd
+// cannot act as its node (--impersonate-node=false), and shows what it
+// grants and what it opens: node A's evictd lists its pods and evicts one
+// under its own identity; the policy still refuses it the delete of a pod
+// on node B; and the eviction of a pod on node B, which no admission
+// policy can see, goes through (deploy/README.md, "Before Kubernetes
+// 1.36").
+func TestBefore136(t *testing.T) {
+	_, e := newPolicyEnv(t)
+	ctx := t.Context()
+	if _, err := testcluster.CreateManifest(ctx, e.admin, "rbac-before-1.36.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	a, b1, b2 := e.pod(t, "old-a", nodeA), e.pod(t, "old-b", nodeB), e.pod(t, "old-b-evict", nodeB)
+	pods := e.onA.CoreV1().Pods(ns)
+	// RBAC learns of the binding through a watch.
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, last = pods.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA})
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("rbac-before-1.36.yaml never let evictd list pods: %v", last)
+	}
+	if err := evict(ctx, e.onA, a); err != nil {
+		t.Errorf("eviction of a pod on node A under evictd's own identity: %v, want success", err)
+	}
+	if err := pods.Delete(ctx, b1.Name, metav1.DeleteOptions{}); !refusedByPolicy(err) {
+		t.Errorf("delete of a pod on node B: %v, want a refusal by ValidatingAdmissionPolicy %s", err, policyName)
+	}
+	if err := evict(ctx, e.onA, b2); err != nil {
+		t.Errorf("eviction of a pod on node B under evictd's own identity: %v, want success (what this role opens)", err)
+	}
 }

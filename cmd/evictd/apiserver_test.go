@@ -192,7 +192,7 @@ func newE2E(t *testing.T) *e2e {
 	if e.sa, err = kubernetes.NewForConfig(c.TokenConfig(token)); err != nil {
 		t.Fatal(err)
 	}
-	waitAllowed(t, e.sa, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"})
+	waitAllowed(t, e.sa, authorizationv1.ResourceAttributes{Verb: "impersonate-on:associated-node:create", Resource: "pods", Subresource: "eviction"})
 	kubeconfig := filepath.Join(t.TempDir(), "evictd.kubeconfig")
 	if err := c.WriteKubeconfig(kubeconfig, token); err != nil {
 		t.Fatal(err)

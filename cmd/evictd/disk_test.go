@@ -197,7 +197,7 @@ func (dc *diskCluster) newEnvSized(t *testing.T, node string, single bool, image
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitAllowed(t, sa, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"})
+	waitAllowed(t, sa, authorizationv1.ResourceAttributes{Verb: "impersonate-on:associated-node:create", Resource: "pods", Subresource: "eviction"})
 	e.kubeconfig = filepath.Join(t.TempDir(), "evictd.kubeconfig")
 	if err := dc.c.WriteKubeconfig(e.kubeconfig, token); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,9 @@ import (
 const initialSyncTimeout = 5 * time.Second
 
 // kube is evictd's side of the API server: the node's pods, the node's
-// conditions and taints, and evictions, all under evictd's own identity.
+// conditions and taints, and evictions. The pods are read, evicted and
+// deleted as the node's own identity (cfg.ImpersonateNode), everything
+// else under evictd's own.
 type kube struct {
 	pods        *podsource.Source
 	status      *nodestatus.Publisher
@@ -50,6 +52,16 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 	client, err := kubeclient.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+	}
+
+	// The node's pods: read, evicted and deleted as the node itself, so
+	// that the API server refuses any pod bound to another node whatever
+	// evictd asks.
+	podClient := client
+	if cfg.ImpersonateNode {
+		if podClient, err = kubeclient.NewForConfigAsNode(rc, cfg.NodeName); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+		}
 	}
 
 	broadcaster := record.NewBroadcaster()
@@ -81,7 +93,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 		broadcaster.Shutdown()
 		return nil, err
 	}
-	pods := podsource.New(client, cfg.NodeName, 0, log.With("component", "pods"))
+	pods := podsource.New(podClient, cfg.NodeName, 0, log.With("component", "pods"))
 	// A mirror pod counts as the node's own only with the Node's UID in
 	// its ownerReference, as the node's watch shows it.
 	pods.SetNodeUID(status.NodeUID)
@@ -101,6 +113,7 @@ func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLoc
 			StopWhenIssued: cfg.HardEvictionLocalStop,
 			LocalKillAfter: cfg.LocalKillAfter,
 			OnOwed:         met.SetOwed,
+			AsNode:         podClient,
 		}, client, recorder, log.With("component", "evict")),
 		events:      newNodeEvents(recorder, cfg.NodeName),
 		broadcaster: broadcaster,

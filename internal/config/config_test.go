@@ -247,6 +247,10 @@ func TestFlagSyntax(t *testing.T) {
 		{"fast-poll-interval zero disables", []string{"--fast-poll-interval=0"}, func(c *Config) any { return c.FastPollInterval }, time.Duration(0), ""},
 		{"fast-poll-interval negative", []string{"--fast-poll-interval=-1s"}, nil, nil,
 			`--fast-poll-interval: invalid value "-1s": must not be negative`},
+		{"impersonate-node default", nil, func(c *Config) any { return c.ImpersonateNode }, true, ""},
+		{"impersonate-node off", []string{"--impersonate-node=false"}, func(c *Config) any { return c.ImpersonateNode }, false, ""},
+		{"impersonate-node garbled", []string{"--impersonate-node=maybe"}, nil, nil,
+			`invalid argument "maybe" for "--impersonate-node" flag: strconv.ParseBool: parsing "maybe": invalid syntax`},
 		{"local-kill-after default", nil, func(c *Config) any { return c.LocalKillAfter }, 5 * time.Second, ""},
 		{"local-kill-after", []string{"--local-kill-after=2s"}, func(c *Config) any { return c.LocalKillAfter }, 2 * time.Second, ""},
 		{"local-kill-after zero disables", []string{"--local-kill-after=0"}, func(c *Config) any { return c.LocalKillAfter }, time.Duration(0), ""},
@@ -316,8 +320,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 46 {
-		t.Errorf("got %d flags, want 46", n)
+	if n != 47 {
+		t.Errorf("got %d flags, want 47", n)
 	}
 }
 

@@ -84,6 +84,7 @@ type Options struct {
 	nodeStatusReportFrequency time.Duration
 	leaseDuration             time.Duration
 	leaseNamespace            string
+	impersonateNode           bool
 
 	configFile           string
 	nodeConfigFile       string
@@ -184,6 +185,9 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Duration, as a Go duration, of the coordination.k8s.io Lease evictd-<node> that shows evictd alive; it is renewed every quarter of it, with jitter. At least 20s.")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", defaultLeaseNamespace,
 		"Namespace of evictd's Lease: evictd's own, where its ServiceAccount is.")
+	fs.BoolVar(&o.impersonateNode, "impersonate-node", true,
+		"Read, delete and evict the node's pods as the node's own identity, system:node:<node>, by constrained impersonation (Kubernetes 1.36 or later, or 1.35 with the ConstrainedImpersonation feature gate): "+
+			"the API server's Node authorizer and NodeRestriction then refuse every pod bound to another node. false: as evictd's ServiceAccount, which deploy/rbac-before-1.36.yaml must grant (deploy/README.md).")
 	fs.BoolVar(&o.mergeDefaults, "merge-default-eviction-settings", false,
 		"Add every default hard threshold that a partial --eviction-hard map leaves out (KubeletConfiguration mergeDefaultEvictionSettings). (default false)")
 	fs.DurationVar(&o.housekeepingInterval, "housekeeping-interval", defaultHousekeepingInterval,

@@ -63,6 +63,9 @@ type Config struct {
 	// LeaseNamespace is the namespace of evictd's Lease, a DNS label.
 	// --lease-namespace, default kube-system.
 	LeaseNamespace string
+	// ImpersonateNode reads, deletes and evicts the node's pods as
+	// system:node:<node> (--impersonate-node, default true).
+	ImpersonateNode bool
 
 	// Durations are the duration flags, validated, and every duration
 	// derived from them, one field each (cfg.HousekeepingInterval,
@@ -147,6 +150,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		CgroupDriver:              o.cgroupDriver,
 		Kubeconfig:                o.kubeconfig,
 		LeaseNamespace:            o.leaseNamespace,
+		ImpersonateNode:           o.impersonateNode,
 		DryRun:                    o.dryRun,
 		HardEvictionLocalStop:     o.localStop,
 		MetricsBindAddress:        o.metricsBindAddress,

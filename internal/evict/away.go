@@ -16,7 +16,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
@@ -382,7 +381,7 @@ func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 	// The API server's word, not the cache's, for current's reasons; the
 	// cache is all the more likely behind just after the API server's
 	// return, its watch reconnecting with a backoff of its own.
-	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	pod, err := e.pods().PodOnNode(ctx, want.Namespace, want.Name, e.cfg.NodeName)
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%w: not found", decide.ErrPodGone)

@@ -337,7 +337,8 @@ func waitOwed(t *testing.T, ev *Evicter, want int) {
 }
 
 // fakeAPI is an API server for the pod default/hog of awayRequest, bound
-// to nodeName: GET answers with the pod, every other request with code
+// to nodeName: GET answers with the pod (a list of it, as evictd reads a
+// pod by name and node), every other request with code
 // (429 as API Priority and Fairness throttles: plain text and
 // Retry-After: retryAfter); mode changes both, and records every request.
 type fakeAPI struct {
@@ -388,6 +389,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Status:     v1.PodStatus{Phase: v1.PodRunning},
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/pods") {
+			_ = json.NewEncoder(w).Encode(v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: []v1.Pod{pod}})
+			return
+		}
 		_ = json.NewEncoder(w).Encode(pod)
 	case code == http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", retryAfter)

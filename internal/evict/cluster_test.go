@@ -43,13 +43,16 @@ type env struct {
 	admin       kubernetes.Interface // system:masters
 	evictd      kubernetes.Interface // the ServiceAccount of deploy/rbac.yaml, for the test's checks
 	agent       *kubeclient.Client   // the same identity, as main builds it
+	agentNode   *kubeclient.Client   // the same identity acting as its node, as main builds it
 	agentConfig *rest.Config         // agent's config, for a client of the same identity
+	cluster     *testcluster.Cluster
 	rec         record.EventRecorder // records through evictd's identity
 	pods        *podsource.Source    // the node's pods, watched with the same identity, as main does
 }
 
-// newEnv starts a control plane, applies deploy/rbac.yaml, and returns
-// clients for the admin and for evictd's ServiceAccount token.
+// newEnv starts a control plane, applies deploy/ (RBAC, admission policy,
+// flow control), and returns clients for the admin and for evictd's
+// ServiceAccount token bound to the node nodeName, as evictd runs.
 func newEnv(t *testing.T, opts testcluster.Options) *env {
 	t.Helper()
 	return newEnvOn(t, testcluster.StartForTest(t, opts))
@@ -63,7 +66,10 @@ func newEnvOn(t *testing.T, c *testcluster.Cluster) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := evictdToken(t, c)
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create node: %v", err)
+	}
+	token := evictdToken(t, c, nodeName)
 	evictd, err := kubernetes.NewForConfig(c.TokenConfig(token))
 	if err != nil {
 		t.Fatal(err)
@@ -72,16 +78,17 @@ func newEnvOn(t *testing.T, c *testcluster.Cluster) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitAllowed(t, evictd, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"})
-
-	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create node: %v", err)
+	agentNode, err := kubeclient.NewForConfigAsNode(c.TokenConfig(token), nodeName)
+	if err != nil {
+		t.Fatal(err)
 	}
+	waitAllowed(t, evictd, authorizationv1.ResourceAttributes{Verb: "impersonate-on:associated-node:create", Resource: "pods", Subresource: "eviction"})
+
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(agent.EventSink())
 	t.Cleanup(b.Shutdown)
 	rec := b.NewRecorder(agent.Scheme(), v1.EventSource{Component: "evictd", Host: nodeName})
-	return &env{admin: admin, evictd: evictd, agent: agent, agentConfig: c.TokenConfig(token), rec: rec, pods: watchPods(t, agent)}
+	return &env{admin: admin, evictd: evictd, agent: agent, agentNode: agentNode, agentConfig: c.TokenConfig(token), cluster: c, rec: rec, pods: watchPods(t, agentNode)}
 }
 
 // watchPods runs a pod source of nodeName until t ends, and waits for its
@@ -104,10 +111,11 @@ func watchPods(t *testing.T, client *kubeclient.Client) *podsource.Source {
 	return src
 }
 
-// evictdToken returns a token of evictd's identity from deploy/rbac.yaml.
-func evictdToken(t *testing.T, c *testcluster.Cluster) string {
+// evictdToken returns a token of evictd's identity from deploy/rbac.yaml
+// bound to the Node node.
+func evictdToken(t *testing.T, c *testcluster.Cluster, node string) string {
 	t.Helper()
-	token, err := c.EvictdToken(t.Context())
+	token, err := c.EvictdNodeToken(t.Context(), node)
 	if err != nil {
 		t.Fatalf("evictd's identity: %v", err)
 	}
@@ -345,6 +353,9 @@ func (e *env) newEvicter(t *testing.T, cfg Config) (*Evicter, *apiErrors) {
 	}
 	if cfg.Pods == nil {
 		cfg.Pods = e.pods
+	}
+	if cfg.AsNode == nil {
+		cfg.AsNode = e.agentNode
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return New(cfg, e.agent, e.rec, log), errs

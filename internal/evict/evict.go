@@ -96,6 +96,14 @@ type Config struct {
 	// OnOwed, when set, is called with the number of owed evictions each
 	// time it changes, for evictd_evictions_owed.
 	OnOwed func(n int)
+	// AsNode, when set, reads, evicts and deletes pods in place of the
+	// Evicter's own client: a client acting as the node's own identity
+	// (kubeclient.NewForConfigAsNode), so that the API server itself
+	// refuses a pod bound to another node. The DisruptionTarget patch
+	// stays with the own client, whose writes deploy/policy.yaml narrows
+	// to that condition (a node's identity may write all of its pods'
+	// status).
+	AsNode *kubeclient.Client
 }
 
 // Evicter evicts pods through the API server. It implements
@@ -125,6 +133,15 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Evicter{cfg: cfg, client: client, recorder: recorder, log: log, owed: newOwedSet(cfg.OnOwed)}
+}
+
+// pods returns the client that reads, evicts and deletes pods: Config.AsNode
+// when set, the own client otherwise.
+func (e *Evicter) pods() *kubeclient.Client {
+	if e.cfg.AsNode != nil {
+		return e.cfg.AsNode
+	}
+	return e.client
 }
 
 // Evict evicts one pod and waits, bounded by Config.CleanupTimeout, until it
@@ -257,7 +274,9 @@ func criticalWhy(p *signals.Pod) string {
 }
 
 // current reads the pod back and returns it if it is still the pod asked
-// for and still running; otherwise an error wrapping decide.ErrPodGone says why.
+// for, still bound to this node and still running; otherwise an error
+// wrapping decide.ErrPodGone says why. A pod bound to another node reads as
+// not found (kubeclient.PodOnNode).
 //
 // This read is the API server's, not the cache's: the eviction's only
 // preconditions are the UID and a resource version, and a cache behind
@@ -268,7 +287,7 @@ func criticalWhy(p *signals.Pod) string {
 // the API server reports bound to another node. It is one request per
 // eviction, not per look.
 func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, error) {
-	pod, err := e.client.Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	pod, err := e.pods().PodOnNode(ctx, want.Namespace, want.Name, e.cfg.NodeName)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("%w: not found", decide.ErrPodGone)
@@ -315,7 +334,7 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request,
 	// A delete sets no condition: mark the pod first, so that whoever sees
 	// it terminate knows it was disrupted.
 	e.markDisruptionTarget(ctx, log, pod, r.Message, !hasDisruptionTarget(pod))
-	err = e.client.Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOptions(pod.UID, r.GracePeriod))
+	err = e.pods().Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOptions(pod.UID, r.GracePeriod))
 	if err == nil {
 		return "delete", nil
 	}
@@ -339,7 +358,7 @@ func (e *Evicter) postEviction(ctx context.Context, pod *v1.Pod, grace int64) er
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		DeleteOptions: ptr.To(deleteOptions(pod.UID, grace)),
 	}
-	return e.client.Core().Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
+	return e.pods().Core().Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
 		SubResource("eviction").MaxRetries(0).Body(ev).Do(ctx).Error()
 }
 
@@ -355,7 +374,7 @@ func (e *Evicter) goneAfter(ctx context.Context, pod *v1.Pod, err error) error {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%w: went away before the eviction", decide.ErrPodGone)
 	case apierrors.IsConflict(err):
-		now, gerr := e.client.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		now, gerr := e.pods().PodOnNode(ctx, pod.Namespace, pod.Name, e.cfg.NodeName)
 		switch {
 		case apierrors.IsNotFound(gerr):
 			return fmt.Errorf("%w: went away before the eviction", decide.ErrPodGone)

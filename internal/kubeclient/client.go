@@ -2,11 +2,15 @@ package kubeclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -134,4 +138,49 @@ func (eventSink) in(r *rest.Request, ev *v1.Event) *rest.Request {
 func (eventSink) into(r *rest.Request) (*v1.Event, error) {
 	out := &v1.Event{}
 	return out, r.Do(context.Background()).Into(out)
+}
+
+// NodeUser is the user name of node's own identity, the one the kubelet's
+// client certificate carries: system:node:<node>.
+func NodeUser(node string) string { return "system:node:" + node }
+
+// NewForConfigAsNode returns a Client like NewForConfig's whose every
+// request impersonates node's own identity (NodeUser) and nothing more:
+// no group, UID or extra, which the API server then sets itself
+// (system:nodes). On Kubernetes 1.36 and later (ConstrainedImpersonation)
+// a ServiceAccount whose token is bound to node (its
+// authentication.kubernetes.io/node-name) may do so with the verb
+// impersonate:associated-node on nodes in authentication.k8s.io, for the
+// requests that impersonate-on:associated-node:<verb> grants; the Node
+// authorizer and the NodeRestriction admission plugin then judge the
+// request as the kubelet's own, and refuse any pod bound to another node.
+func NewForConfigAsNode(c *rest.Config, node string) (*Client, error) {
+	if node == "" {
+		return nil, errors.New("API server client as the node: no node name")
+	}
+	cfg := rest.CopyConfig(c)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: NodeUser(node)}
+	return NewForConfig(cfg)
+}
+
+// PodOnNode reads the pod namespace/name from the API server if it is bound
+// to node, with a list whose field selector names both the pod and the node:
+// unlike a get, a node's identity may make it for any pod (the Node
+// authorizer allows a node to list the pods it selects by spec.nodeName, but
+// to get only the pods it already knows), and a pod that is gone or bound
+// elsewhere reads as NotFound either way. Without a resourceVersion, the list
+// is as fresh as a get (a consistent read). An answer that ignores the
+// selector is checked item by item: only the pod of that name on node counts.
+func (c *Client) PodOnNode(ctx context.Context, namespace, name, node string) (*v1.Pod, error) {
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("metadata.name", name), fields.OneTermEqualSelector("spec.nodeName", node))
+	list, err := c.Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if p := &list.Items[i]; p.Namespace == namespace && p.Name == name && p.Spec.NodeName == node {
+			return p, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(v1.Resource("pods"), name)
 }

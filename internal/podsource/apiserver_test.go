@@ -40,7 +40,8 @@ func (w testLog) Write(p []byte) (int, error) {
 }
 
 // TestSourceAgainstAPIServer runs the Source against a real kube-apiserver
-// under evictd's own identity (deploy/rbac.yaml, a TokenRequest token): it
+// under evictd's own identity (deploy/, a token bound to the node, acting
+// as the node): it
 // lists only this node's active pods, converted as the kubelet sees them,
 // with their PodDisruptionBudgets, and evictd's evictions in flight; keeps
 // answering while the API server is down; and catches up when it returns.
@@ -52,16 +53,16 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 		t.Fatalf("admin client: %v", err)
 	}
 
-	created, err := testcluster.CreateManifest(ctx, admin, "../../deploy/rbac.yaml")
-	if err != nil {
-		t.Fatalf("apply deploy/rbac.yaml: %v", err)
-	}
-	t.Logf("deploy/rbac.yaml: created %s", strings.Join(created, ", "))
-	token, err := testcluster.ServiceAccountToken(ctx, admin, "kube-system", "evictd")
+	submitted := createWorld(t, ctx, admin)
+	createTerminating(t, ctx, admin)
+
+	// evictd's production identity: deploy/ applied, a token bound to
+	// this node, the pods read as the node itself.
+	token, err := c.EvictdNodeToken(ctx, thisNode)
 	if err != nil {
 		t.Fatal(err)
 	}
-	evictd, err := kubeclient.NewForConfig(c.TokenConfig(token))
+	evictd, err := kubeclient.NewForConfigAsNode(c.TokenConfig(token), thisNode)
 	if err != nil {
 		t.Fatalf("evictd client: %v", err)
 	}
@@ -69,9 +70,10 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	if err := evictd.Core().Get().Namespace("kube-system").Resource("secrets").Do(ctx).Error(); !apierrors.IsForbidden(err) {
 		t.Fatalf("evictd listing secrets: err = %v, want Forbidden", err)
 	}
-
-	submitted := createWorld(t, ctx, admin)
-	createTerminating(t, ctx, admin)
+	// Acting as its node, it may list no other node's pods.
+	if _, err := evictd.Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + otherNode}); !apierrors.IsForbidden(err) {
+		t.Fatalf("evictd listing the pods of %s: err = %v, want Forbidden", otherNode, err)
+	}
 
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	src := New(evictd, thisNode, 0, log)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -293,7 +294,13 @@ func (s *Source) watchFailed(resource string, err error) {
 	if repeated {
 		level = slog.LevelDebug
 	}
-	s.log.Log(context.Background(), level, "list/watch failed; answering from the cache and retrying", "resource", resource, "err", err)
+	attrs := []any{"resource", resource, "err", err}
+	if apierrors.IsForbidden(err) && strings.Contains(msg, "impersonate") {
+		attrs = append(attrs, "hint", "the API server refused evictd acting as its node (--impersonate-node): that needs Kubernetes 1.36 or later "+
+			"(1.35 with the ConstrainedImpersonation feature gate), a token bound to this node and deploy/rbac.yaml; "+
+			"before 1.36 run with --impersonate-node=false and apply deploy/rbac-before-1.36.yaml")
+	}
+	s.log.Log(context.Background(), level, "list/watch failed; answering from the cache and retrying", attrs...)
 }
 
 // slim drops from a cached object what evictd never reads, to keep the
