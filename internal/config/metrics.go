@@ -12,8 +12,8 @@ import (
 
 // checkMetricsAccess validates the TLS and bearer-token flags of the
 // metrics endpoint into c, refusing (through fail) a private key or token
-// file that group or others can read or write (secretfile.Check), and notes a non-loopback --metrics-bind-address
-// served with neither. That is a note, not a refusal: an agent that does
+// file that group or others can read or write (secretfile.Check), and
+// notes a non-loopback --metrics-bind-address served with neither. That is a note, not a refusal: an agent that does
 // not start leaves the node unguarded against pressure, which is worse than
 // metrics readable from the network; and a node firewall or a private
 // network may already stand in front of the port.
