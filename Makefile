@@ -147,13 +147,18 @@ bench-node: k8s-bins runtime build
 bench-fleet: k8s-bins build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchfleet $(BENCH_FLEET_ARGS)
 
+# /etc/evictd holds evictd's credentials (kubeconfig, token, TLS key) as
+# well as its environment file: root's alone (0700), an existing directory
+# made so too. evictd refuses a credential file that group or others can
+# read or write.
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/evictd
 	install -D -m 0644 systemd/evictd.service $(DESTDIR)$(UNITDIR)/evictd.service
+	install -d -m 0700 $(DESTDIR)$(SYSCONF)/evictd
 	@if [ -e $(DESTDIR)$(SYSCONF)/evictd/evictd.env ]; then \
 		echo "keeping existing $(DESTDIR)$(SYSCONF)/evictd/evictd.env"; \
 	else \
-		install -D -m 0644 systemd/evictd.env $(DESTDIR)$(SYSCONF)/evictd/evictd.env; \
+		install -m 0600 systemd/evictd.env $(DESTDIR)$(SYSCONF)/evictd/evictd.env; \
 	fi
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/config"
@@ -93,6 +94,14 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
+	}
+	var kubeRC *rest.Config
+	if cfg.Kubeconfig != "" {
+		var err error
+		if kubeRC, err = restConfig(cfg.Kubeconfig); err != nil {
+			log.Error("cannot use the kubeconfig; refusing to start", "err", err)
+			return 1
+		}
 	}
 
 	hc := hostConfig(cfg)
@@ -175,7 +184,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		if !cfg.DryRun {
 			stopLocally = rc.stopPodContainers
 		}
-		k, err := newKube(cfg, met, log, stopLocally)
+		k, err := newKube(cfg, kubeRC, met, log, stopLocally)
 		if err != nil {
 			log.Error("cannot connect to the API server", "err", err)
 			return 1

@@ -11,12 +11,19 @@ import (
 )
 
 // checkConfig prints the effective thresholds, or the exact error, and
-// exits non-zero on error. Like the agent at start, it compares the
-// thresholds with this node's capacities.
+// exits non-zero on error. Like the agent at start, it refuses a
+// kubeconfig, or credentials it names, that others can read (restConfig),
+// and compares the thresholds with this node's capacities.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
 	cfg, code, ok := loadConfig("evictd check-config", args, stderr, nil)
 	if !ok {
 		return code
+	}
+	if cfg.Kubeconfig != "" {
+		if _, err := restConfig(cfg.Kubeconfig); err != nil {
+			fmt.Fprintf(stderr, "evictd check-config: %v\n", err)
+			return 1
+		}
 	}
 	capWarnings, capNote, err := checkConfigCapacities(cfg)
 	if err != nil {

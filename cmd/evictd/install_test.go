@@ -9,7 +9,9 @@ import (
 
 // TestMakeInstall runs `make install` into a scratch root twice and checks
 // that the binary, unit and environment file land where systemd expects
-// them, and that an operator's edited environment file is never overwritten.
+// them, that /etc/evictd, where the credentials go, is root's alone (0700,
+// also when it existed with a looser mode), and that an operator's edited
+// environment file is never overwritten.
 func TestMakeInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -30,7 +32,8 @@ func TestMakeInstall(t *testing.T) {
 	for path, mode := range map[string]os.FileMode{
 		"usr/local/bin/evictd":              0o755,
 		"etc/systemd/system/evictd.service": 0o644,
-		"etc/evictd/evictd.env":             0o644,
+		"etc/evictd":                        0o700,
+		"etc/evictd/evictd.env":             0o600,
 	} {
 		fi, err := os.Stat(filepath.Join(root, path))
 		if err != nil {
@@ -47,7 +50,17 @@ func TestMakeInstall(t *testing.T) {
 	if err := os.WriteFile(env, edited, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An /etc/evictd made by hand, or by an older make install (0755).
+	etc := filepath.Join(root, "etc/evictd")
+	if err := os.Chmod(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	install()
+	if fi, err := os.Stat(etc); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o700 {
+		t.Errorf("etc/evictd after a second make install: got mode %v, want 0700", fi.Mode().Perm())
+	}
 	got, err := os.ReadFile(env)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/podsource"
+	"github.com/evictd/evictd/internal/secretfile"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -39,15 +41,60 @@ type kube struct {
 	broadcaster record.EventBroadcaster
 }
 
-// newKube connects to the API server named in cfg.Kubeconfig.
-// stopLocally, when not nil, stops a hard eviction's containers on the node
-// (evict.Config.StopLocally), as cfg.HardEvictionLocalStop and
-// cfg.LocalKillAfter say.
-func newKube(cfg *config.Config, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *signals.Pod, int64) error) (*kube, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+// restConfig reads the kubeconfig at path as client-go does (its current
+// context, relative paths taken from the kubeconfig's directory) and
+// refuses credentials that group or others can read or write, or that
+// another user owns (secretfile.Check): the kubeconfig itself, and the
+// client-key and tokenFile it names. The client-certificate and the
+// certificate-authority it names are public: no check. The agent and
+// check-config call it before anything else, so a refusal comes before
+// any eviction.
+//
+// Rotation needs no code here; client-go v0.36 (k8s.io/client-go/transport)
+// already does it for files given by path, though without checking their
+// modes again:
+//   - tokenFile becomes rest.Config.BearerTokenFile, which
+//     NewBearerAuthWithRefreshRoundTripper (round_trippers.go) reads
+//     through NewCachedFileTokenSource (token_source.go): read again about
+//     once a minute (a minute's expiry, 10 s early), keeping the last good
+//     token when a read fails or the file is empty;
+//   - client-certificate and client-key set TLS.ReloadTLSFiles
+//     (transport.go, loadTLSFiles): each new handshake loads the pair
+//     again, at most once a second (cachingCertificateLoader), and
+//     cert_rotation.go looks every 5 minutes and closes the connections
+//     when the pair changed. A pair that fails to load fails new
+//     handshakes (open connections stay): there is no last good pair.
+//
+// A kubeconfig that embeds its credentials (token, client-key-data) has
+// nothing to reload: evictd must be restarted to use new ones.
+func restConfig(path string) (*rest.Config, error) {
+	if err := secretfile.Check("--kubeconfig", path); err != nil {
+		return nil, err
 	}
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+	}
+	for _, f := range []struct{ kind, path string }{
+		{"client-key", rc.KeyFile},
+		{"tokenFile", rc.BearerTokenFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if err := secretfile.Check(f.kind, f.path); err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+		}
+	}
+	return rc, nil
+}
+
+// newKube connects to the API server with rc, from restConfig of
+// cfg.Kubeconfig. stopLocally, when not nil, stops a hard eviction's
+// containers on the node (evict.Config.StopLocally), as
+// cfg.HardEvictionLocalStop and cfg.LocalKillAfter say.
+func newKube(cfg *config.Config, rc *rest.Config, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *signals.Pod, int64) error) (*kube, error) {
+	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "evictd/" + version
 	client, err := kubeclient.NewForConfig(rc)
 	if err != nil {

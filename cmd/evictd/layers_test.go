@@ -22,7 +22,7 @@ var layers = []struct {
 	{"adapters", []string{
 		"signals/host", "internal/notify", "internal/cri", "reclaim",
 		"internal/kubeclient", "internal/podsource", "internal/evict", "internal/nodestatus", "internal/lease",
-		"internal/config", "internal/snapshot", "internal/server", "systemd",
+		"internal/config", "internal/secretfile", "internal/snapshot", "internal/server", "systemd",
 	}},
 	{"main", []string{"cmd/evictd"}},
 	// Test infrastructure and tools, linked into no agent.

@@ -25,7 +25,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 		"Path of the PEM CA certificate(s) that verify the agent's TLS certificate (its --metrics-tls-cert-file); implies --tls. "+
 			"The address must be one the certificate names. (default none)")
 	useTLS := fs.Bool("tls", false, "Speak TLS to the agent, verifying its certificate with the system's CAs unless --metrics-ca-file is given. (default false)")
-	tokenFile := fs.String("metrics-bearer-token-file", "", "Path of the file holding the agent's bearer token (its --metrics-bearer-token-file). (default none)")
+	tokenFile := fs.String("metrics-bearer-token-file", "", "Path of the file holding the agent's bearer token (its --metrics-bearer-token-file); mode 0600 or stricter, owned by root or the caller. (default none)")
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
 			return 0
@@ -40,8 +40,10 @@ func status(args []string, stdout, stderr io.Writer) int {
 	}
 	var token []byte
 	if *tokenFile != "" {
-		if token, err = server.ReadToken(*tokenFile); err != nil {
-			fmt.Fprintf(stderr, "evictd status: --metrics-bearer-token-file: invalid value %q: %v\n", *tokenFile, err)
+		// The same refusal as the agent's: a token others can read is
+		// no longer a secret.
+		if token, err = server.ReadToken("--metrics-bearer-token-file", *tokenFile); err != nil {
+			fmt.Fprintf(stderr, "evictd status: %v\n", err)
 			return 2
 		}
 	}

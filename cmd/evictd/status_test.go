@@ -55,6 +55,14 @@ func TestStatusTLSAndToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(t.TempDir(), "missing")
+	// The agent's token, copied where group and others can read it.
+	openToken := filepath.Join(t.TempDir(), "open-token")
+	if err := os.WriteFile(openToken, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(openToken, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -68,7 +76,9 @@ func TestStatusTLSAndToken(t *testing.T) {
 		{"system CAs", []string{"--tls", "--metrics-bearer-token-file", token}, 1, "certificate signed by unknown authority"},
 		{"missing CA file", []string{"--metrics-ca-file", missing}, 2, `--metrics-ca-file: invalid value "` + missing + `"`},
 		{"CA file without a certificate", []string{"--metrics-ca-file", token}, 2, `--metrics-ca-file: invalid value "` + token + `": no PEM certificate in it`},
-		{"missing token file", []string{"--metrics-ca-file", ca, "--metrics-bearer-token-file", missing}, 2, `--metrics-bearer-token-file: invalid value "` + missing + `"`},
+		{"missing token file", []string{"--metrics-ca-file", ca, "--metrics-bearer-token-file", missing}, 2, `--metrics-bearer-token-file ` + missing + `: no such file or directory`},
+		{"token file others can read", []string{"--metrics-ca-file", ca, "--metrics-bearer-token-file", openToken}, 2,
+			`evictd status: --metrics-bearer-token-file ` + openToken + `: mode 0644 lets group or others read or write it; chmod 600 it`},
 		{"no skipping verification", []string{"--insecure-skip-tls-verify"}, 2, "unknown flag: --insecure-skip-tls-verify"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"net"
 	"os"
+
+	"github.com/evictd/evictd/internal/secretfile"
 )
 
 // checkMetricsAccess validates the TLS and bearer-token flags of the
-// metrics endpoint into c, and notes a non-loopback --metrics-bind-address
-// served with neither. That is a note, not a refusal: an agent that does
+// metrics endpoint into c, refusing (through fail) a private key or token
+// file that group or others can read or write (secretfile.Check), and
+// notes a non-loopback --metrics-bind-address served with neither. That is a note, not a refusal: an agent that does
 // not start leaves the node unguarded against pressure, which is worse than
 // metrics readable from the network; and a node firewall or a private
 // network may already stand in front of the port.
-func (o *Options) checkMetricsAccess(c *Config, src func(string) string, bad func(flag, value, why string)) {
+func (o *Options) checkMetricsAccess(c *Config, src func(string) string, bad func(flag, value, why string), fail func(error)) {
 	c.MetricsTLSCertFile, c.MetricsTLSPrivateKeyFile, c.MetricsBearerTokenFile = o.metricsTLSCert, o.metricsTLSKey, o.metricsTokenFile
 	cert, key := o.metricsTLSCert, o.metricsTLSKey
 	switch {
@@ -31,6 +34,9 @@ func (o *Options) checkMetricsAccess(c *Config, src func(string) string, bad fun
 		if _, err := os.Stat(key); err != nil {
 			bad("metrics-tls-private-key-file", key, err.Error())
 			keyOK = false
+		} else if err := secretfile.Check(src("metrics-tls-private-key-file"), key); err != nil {
+			fail(err)
+			keyOK = false
 		}
 		if certOK && keyOK {
 			if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
@@ -43,6 +49,8 @@ func (o *Options) checkMetricsAccess(c *Config, src func(string) string, bad fun
 			bad("metrics-bearer-token-file", f, err.Error())
 		} else if len(bytes.TrimSpace(data)) == 0 {
 			bad("metrics-bearer-token-file", f, "the file holds no token")
+		} else if err := secretfile.Check(src("metrics-bearer-token-file"), f); err != nil {
+			fail(err)
 		}
 	}
 

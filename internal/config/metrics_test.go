@@ -23,7 +23,25 @@ func TestMetricsAccessFlags(t *testing.T) {
 		}
 	}
 	missing := filepath.Join(dir, "missing")
+	// A copy of the key and a token that group and others can read.
+	openKey, openToken := filepath.Join(dir, "open.key"), filepath.Join(dir, "open-token")
+	keyData, err := os.ReadFile(files.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, data := range map[string][]byte{openKey: keyData, openToken: []byte("abc\n")} {
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
+	// The certificate is public: no mode is asked of it.
+	if err := os.Chmod(files.Cert, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c, err := complete("--metrics-bind-address=0.0.0.0:9847", "--metrics-tls-cert-file="+files.Cert,
 		"--metrics-tls-private-key-file="+files.Key, "--metrics-bearer-token-file="+token)
 	if err != nil {
@@ -55,6 +73,10 @@ func TestMetricsAccessFlags(t *testing.T) {
 			`--metrics-bearer-token-file: invalid value "` + missing + `"`},
 		{"empty token", []string{"--metrics-bearer-token-file=" + empty},
 			`--metrics-bearer-token-file: invalid value "` + empty + `": the file holds no token`},
+		{"key others can read", []string{"--metrics-tls-cert-file=" + files.Cert, "--metrics-tls-private-key-file=" + openKey},
+			`--metrics-tls-private-key-file ` + openKey + `: mode 0644 lets group or others read or write it; chmod 600 it`},
+		{"token others can read", []string{"--metrics-bearer-token-file=" + openToken},
+			`--metrics-bearer-token-file ` + openToken + `: mode 0644 lets group or others read or write it; chmod 600 it`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := complete(tc.args...)

@@ -166,7 +166,7 @@ func (o *Options) addKubeletFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.minimumImageTTL, "minimum-image-ttl-duration", defaultMinimumImageTTL,
 		"Minimum age, as a Go duration, of an unused image before reclaim may delete it.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
-		"Path of the kubeconfig file evictd uses to reach the API server, under its own identity. (default none: standalone, evictd observes and decides but acts on nothing)")
+		"Path of the kubeconfig file evictd uses to reach the API server, under its own identity. It, and the client key and token file it names, must be mode 0600 or stricter, owned by root or evictd's user. (default none: standalone, evictd observes and decides but acts on nothing)")
 	fs.StringVar(&o.hostnameOverride, "hostname-override", "",
 		"Name of this node, lowercased, as the kubelet registers it. (default: the machine's hostname, lowercased)")
 	fs.DurationVar(&o.nodeStatusUpdateFrequency, "node-status-update-frequency", defaultNodeStatusUpdateFrequency,
@@ -206,9 +206,9 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsTLSCert, "metrics-tls-cert-file", "",
 		"Path of the PEM certificate (chain) to serve /metrics and the other endpoints over TLS with; needs --metrics-tls-private-key-file. (default none: plain HTTP)")
 	fs.StringVar(&o.metricsTLSKey, "metrics-tls-private-key-file", "",
-		"Path of the PEM private key of --metrics-tls-cert-file. (default none)")
+		"Path of the PEM private key of --metrics-tls-cert-file; mode 0600 or stricter, owned by root or evictd's user. The pair is re-read when either file changes. (default none)")
 	fs.StringVar(&o.metricsTokenFile, "metrics-bearer-token-file", "",
-		"Path of a file holding the bearer token that /metrics and /status ask for (Authorization: Bearer); /healthz and /readyz stay open for probes. (default none: no token asked)")
+		"Path of a file holding the bearer token that /metrics and /status ask for (Authorization: Bearer); /healthz and /readyz stay open for probes. Mode 0600 or stricter, owned by root or evictd's user; re-read when it changes. (default none: no token asked)")
 	fs.StringVar(&o.imageFSPath, "imagefs-path", "",
 		`Directory path on the container runtime's image filesystem, the filesystem imagefs.* signals observe. (default "": imagefs not observed)`)
 	fs.StringVar(&o.procRoot, "proc-root", defaultProcRoot,

@@ -80,10 +80,11 @@ type Config struct {
 	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
 	MetricsBindAddress string
 	// MetricsTLSCertFile and MetricsTLSPrivateKeyFile, both or neither,
-	// make the endpoints serve TLS. Default none.
+	// make the endpoints serve TLS; the key file is mode 0600 or
+	// stricter (secretfile.Check). Default none.
 	MetricsTLSCertFile, MetricsTLSPrivateKeyFile string
 	// MetricsBearerTokenFile holds the token /metrics and /status ask
-	// for. Default none.
+	// for; mode 0600 or stricter (secretfile.Check). Default none.
 	MetricsBearerTokenFile string
 	// ImageFSPath is a path on the image filesystem; "" asks the CRI.
 	ImageFSPath string
@@ -233,7 +234,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	if err := checkHostPort(o.metricsBindAddress); err != nil {
 		bad("metrics-bind-address", o.metricsBindAddress, err.Error())
 	}
-	o.checkMetricsAccess(c, src, bad)
+	o.checkMetricsAccess(c, src, bad, func(err error) { errs = append(errs, err) })
 	if c.LogLevel, err = parseLogLevel(o.logLevel); err != nil {
 		bad("log-level", o.logLevel, err.Error())
 	}

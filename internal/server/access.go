@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+
+	"github.com/evictd/evictd/internal/secretfile"
 )
 
 // Access says how the server guards what it serves beyond the probes.
@@ -17,49 +19,86 @@ import (
 type Access struct {
 	// CertFile and KeyFile, both or neither, are the PEM certificate
 	// (chain) and private key of the server: with them it serves TLS 1.2
-	// or later only.
+	// or later only. The key file must be mode 0600 or stricter
+	// (secretfile.Check); the certificate is public.
 	CertFile, KeyFile string
 	// TokenFile holds the bearer token that /metrics and /status ask
 	// for (Authorization: Bearer <token>); surrounding white space is not
-	// part of it. Empty: no token is asked for. /healthz and /readyz stay
-	// open, for probes that carry no credentials.
+	// part of it. Mode 0600 or stricter. Empty: no token is asked for.
+	// /healthz and /readyz stay open, for probes that carry no
+	// credentials.
 	TokenFile string
 }
 
 // Secure sets how the server guards its endpoints; call it before Listen
-// or Run. It loads the files now and names the one that fails.
+// or Run. It loads the files now and names the one that fails. While the
+// server runs it loads them again when they change (reloading): a renewed
+// certificate is served, a rotated token asked for, without a restart; a
+// rotated file that cannot be used leaves the last good one in use.
 func (s *Server) Secure(a Access) error {
 	if (a.CertFile == "") != (a.KeyFile == "") {
 		return errors.New("a TLS certificate and a private key go together: give both or neither")
 	}
 	if a.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile)
-		if err != nil {
-			return fmt.Errorf("TLS certificate %s with key %s: %w", a.CertFile, a.KeyFile, err)
-		}
-		s.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	}
-	if a.TokenFile != "" {
-		token, err := ReadToken(a.TokenFile)
+		cert, err := newReloading("TLS certificate and key", []string{a.CertFile, a.KeyFile}, func() (*tls.Certificate, error) {
+			return loadKeyPair(a.CertFile, a.KeyFile)
+		}, s.clock, s.log)
 		if err != nil {
 			return err
 		}
-		sum := sha256.Sum256(token)
-		s.tokenSum = sum[:]
+		s.srv.TLSConfig = &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				return cert.get(), nil
+			},
+		}
+	}
+	if a.TokenFile != "" {
+		token, err := newReloading("bearer token", []string{a.TokenFile}, func() ([]byte, error) {
+			token, err := ReadToken("bearer token file", a.TokenFile)
+			if err != nil {
+				return nil, err
+			}
+			sum := sha256.Sum256(token)
+			return sum[:], nil
+		}, s.clock, s.log)
+		if err != nil {
+			return err
+		}
+		s.tokenSum = token
 	}
 	return nil
 }
 
+// loadKeyPair loads a certificate and its key, refusing a key file that
+// group or others can read or write.
+func loadKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
+	if err := secretfile.Check("TLS private key", keyFile); err != nil {
+		return nil, err
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("TLS certificate %s with key %s: %w", certFile, keyFile, err)
+	}
+	return &cert, nil
+}
+
 // ReadToken returns the bearer token in the file at path, without the
-// white space around it; an empty token is an error.
-func ReadToken(path string) ([]byte, error) {
+// white space around it. An empty token is an error, and so is a file
+// that group or others can read or write, or that another user owns
+// (secretfile.Check); kind names the file in errors (a flag, or
+// "bearer token file").
+func ReadToken(kind, path string) ([]byte, error) {
+	if err := secretfile.Check(kind, path); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("bearer token file: %w", err)
+		return nil, fmt.Errorf("%s: %w", kind, err)
 	}
 	token := bytes.TrimSpace(data)
 	if len(token) == 0 {
-		return nil, fmt.Errorf("bearer token file %s is empty", path)
+		return nil, fmt.Errorf("%s %s is empty", kind, path)
 	}
 	return token, nil
 }
@@ -73,6 +112,7 @@ func (s *Server) guard(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
+		want := s.tokenSum.get()
 		const prefix = "Bearer "
 		got := r.Header.Get("Authorization")
 		if len(got) <= len(prefix) || got[:len(prefix)] != prefix {
@@ -81,7 +121,7 @@ func (s *Server) guard(h http.Handler) http.Handler {
 			return
 		}
 		sum := sha256.Sum256([]byte(got[len(prefix):]))
-		if subtle.ConstantTimeCompare(sum[:], s.tokenSum) != 1 {
+		if subtle.ConstantTimeCompare(sum[:], want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="evictd", error="invalid_token"`)
 			writeText(w, http.StatusUnauthorized, "wrong bearer token")
 			return

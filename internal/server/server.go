@@ -41,7 +41,7 @@ type Server struct {
 	log  *slog.Logger
 	srv  *http.Server
 
-	tokenSum []byte // SHA-256 of the bearer token /metrics and /status ask for; nil: none
+	tokenSum *reloading[[]byte] // SHA-256 of the bearer token /metrics and /status ask for; nil: none
 
 	// retry is the schedule of listen attempts while the address cannot
 	// be bound (defaultRetry); clock times them.
@@ -122,7 +122,8 @@ func (s *Server) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	tlsOn := s.srv.TLSConfig != nil
 	if tlsOn {
-		// The certificate is in TLSConfig: no file names.
+		// The certificate comes from TLSConfig.GetCertificate: no
+		// file names.
 		go func() { serveErr <- s.srv.ServeTLS(ln, "", "") }()
 	} else {
 		go func() { serveErr <- s.srv.Serve(ln) }()
