@@ -153,19 +153,27 @@ func systemdAnalyze(t *testing.T) string {
 	return p
 }
 
-// verify runs systemd-analyze verify on the unit at path and returns the
-// problems it reports about it. verify exits 0 after mere warnings (an
+// verify runs systemd-analyze verify on the units at paths and returns the
+// problems it reports about them. verify exits 0 after mere warnings (an
 // unknown key, a malformed value), so its output is read too.
-func verify(t *testing.T, analyze, path string) []string {
+func verify(t *testing.T, analyze string, paths ...string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, analyze, "verify", "--man=no", path).CombinedOutput()
+	out, err := exec.CommandContext(ctx, analyze, append([]string{"verify", "--man=no"}, paths...)...).CombinedOutput()
+	about := func(line string) bool {
+		for _, p := range paths {
+			if strings.Contains(line, p) || strings.Contains(line, filepath.Base(p)) {
+				return true
+			}
+		}
+		return false
+	}
 	var problems []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		switch {
 		case line == "":
-		case strings.Contains(line, path) || strings.Contains(line, unitFile):
+		case about(line):
 			problems = append(problems, line)
 		default:
 			t.Logf("systemd-analyze verify (not about the unit): %s", line)
