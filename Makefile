@@ -154,6 +154,9 @@ bench-fleet: k8s-bins build
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/evictd
 	install -D -m 0644 systemd/evictd.service $(DESTDIR)$(UNITDIR)/evictd.service
+	install -D -m 0644 systemd/evictd.socket $(DESTDIR)$(UNITDIR)/evictd.socket
+	install -D -m 0644 systemd/evictd.service.d/api-server.conf.example $(DESTDIR)$(UNITDIR)/evictd.service.d/api-server.conf.example
+	install -D -m 0644 systemd/evictd.service.d/own-user.conf.example $(DESTDIR)$(UNITDIR)/evictd.service.d/own-user.conf.example
 	install -d -m 0700 $(DESTDIR)$(SYSCONF)/evictd
 	@if [ -e $(DESTDIR)$(SYSCONF)/evictd/evictd.env ]; then \
 		echo "keeping existing $(DESTDIR)$(SYSCONF)/evictd/evictd.env"; \
@@ -163,7 +166,8 @@ install: build
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/evictd $(DESTDIR)$(UNITDIR)/evictd.service
+	rm -f $(DESTDIR)$(PREFIX)/bin/evictd $(DESTDIR)$(UNITDIR)/evictd.service $(DESTDIR)$(UNITDIR)/evictd.socket \
+		$(DESTDIR)$(UNITDIR)/evictd.service.d/api-server.conf.example $(DESTDIR)$(UNITDIR)/evictd.service.d/own-user.conf.example
 
 clean:
 	rm -rf bin bench.out

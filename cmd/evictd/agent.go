@@ -95,9 +95,15 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
+	// Taken first, before anything could start a child that would inherit
+	// the socket or LISTEN_FDS.
+	passed, err := systemd.Listener()
+	if err != nil {
+		log.Error("cannot use the socket systemd passed", "err", err)
+		return 1
+	}
 	var kubeRC *rest.Config
 	if cfg.Kubeconfig != "" {
-		var err error
 		if kubeRC, err = restConfig(cfg.Kubeconfig); err != nil {
 			log.Error("cannot use the kubeconfig; refusing to start", "err", err)
 			return 1
@@ -231,6 +237,17 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	if err := srv.Secure(server.Access{CertFile: cfg.MetricsTLSCertFile, KeyFile: cfg.MetricsTLSPrivateKeyFile, TokenFile: cfg.MetricsBearerTokenFile}); err != nil {
 		log.Error("cannot guard the metrics endpoint", "err", err)
 		return 1
+	}
+	if passed != nil {
+		// evictd.socket: systemd holds the port, also while evictd
+		// restarts, and passes it.
+		srv.UseListener(passed)
+		log.Info("serving the endpoints on the socket systemd passed (socket activation), not binding --metrics-bind-address",
+			"socket", passed.Addr().String(), "metricsBindAddress", cfg.MetricsBindAddress)
+		if passed.Addr().String() != cfg.MetricsBindAddress {
+			log.Warn("the socket systemd passed is not --metrics-bind-address, which `evictd status` asks and the note on an unguarded address checks; set them alike",
+				"socket", passed.Addr().String(), "metricsBindAddress", cfg.MetricsBindAddress)
+		}
 	}
 
 	// The server retries a port that is taken in the background and does

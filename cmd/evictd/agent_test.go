@@ -32,6 +32,13 @@ func startAgent(t *testing.T, env []string, args ...string) (*exec.Cmd, *strings
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "EVICTD_TEST_MAIN=1"), env...)
+	return cmd, startCmd(t, cmd)
+}
+
+// startCmd starts cmd, an agent, with its output in the returned builder,
+// and kills it when the test ends.
+func startCmd(t *testing.T, cmd *exec.Cmd) *strings.Builder {
+	t.Helper()
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -46,15 +53,17 @@ func startAgent(t *testing.T, env []string, args ...string) (*exec.Cmd, *strings
 			t.Logf("agent log:\n%s", logs.String())
 		}
 	})
-	return cmd, &logs
+	return &logs
 }
 
 // waitHTTP polls url until it answers 200 or the deadline passes.
 func waitHTTP(t *testing.T, url string) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
+	// A listener nobody accepts on holds a request forever.
+	c := &http.Client{Timeout: 5 * time.Second}
 	for {
-		resp, err := http.Get(url)
+		resp, err := c.Get(url)
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()

@@ -30,10 +30,13 @@ func TestMakeInstall(t *testing.T) {
 	}
 	install()
 	for path, mode := range map[string]os.FileMode{
-		"usr/local/bin/evictd":              0o755,
-		"etc/systemd/system/evictd.service": 0o644,
-		"etc/evictd":                        0o700,
-		"etc/evictd/evictd.env":             0o600,
+		"usr/local/bin/evictd":                                        0o755,
+		"etc/systemd/system/evictd.service":                           0o644,
+		"etc/systemd/system/evictd.socket":                            0o644,
+		"etc/systemd/system/evictd.service.d/api-server.conf.example": 0o644,
+		"etc/systemd/system/evictd.service.d/own-user.conf.example":   0o644,
+		"etc/evictd":            0o700,
+		"etc/evictd/evictd.env": 0o600,
 	} {
 		fi, err := os.Stat(filepath.Join(root, path))
 		if err != nil {

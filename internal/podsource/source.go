@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -299,6 +300,10 @@ func (s *Source) watchFailed(resource string, err error) {
 		attrs = append(attrs, "hint", "the API server refused evictd acting as its node (--impersonate-node): that needs Kubernetes 1.36 or later "+
 			"(1.35 with the ConstrainedImpersonation feature gate), a token bound to this node and deploy/rbac.yaml; "+
 			"before 1.36 run with --impersonate-node=false and apply deploy/rbac-before-1.36.yaml")
+	}
+	if errors.Is(err, syscall.EPERM) {
+		attrs = append(attrs, "hint", "the connection to the API server was not permitted: under systemd, evictd.service allows IP traffic with loopback only; "+
+			"allow the API server's address in /etc/systemd/system/evictd.service.d/api-server.conf (the .example beside it says how)")
 	}
 	s.log.Log(context.Background(), level, "list/watch failed; answering from the cache and retrying", attrs...)
 }

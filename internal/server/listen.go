@@ -43,6 +43,17 @@ func (s *Server) Listen() error {
 	return nil
 }
 
+// UseListener makes the server serve on ln, a socket already listening
+// (the one systemd passes by socket activation), instead of binding its
+// address: Run neither binds nor retries. ln is still limited to maxConns
+// connections. Call it before Run.
+func (s *Server) UseListener(ln net.Listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ln = netutil.LimitListener(ln, maxConns)
+	s.passed = true
+}
+
 // Addr is the address the server is bound to once listening (with the real
 // port when the configured one was 0), else the configured address.
 func (s *Server) Addr() string {
@@ -59,8 +70,15 @@ func (s *Server) Addr() string {
 // restarts must not keep it from evicting. It warns once when the first
 // attempt fails; Run logs the success, with the attempts it took. It
 // returns the listener, or nil if ctx ended first, or the error that
-// cannot pass.
+// cannot pass. A listener from UseListener is returned at once, after 0
+// attempts.
 func (s *Server) listenRetrying(ctx context.Context) (net.Listener, int, error) {
+	s.mu.Lock()
+	ln, passed := s.ln, s.passed
+	s.mu.Unlock()
+	if passed {
+		return ln, 0, nil
+	}
 	if err := checkAddr(s.addr); err != nil {
 		return nil, 0, s.listenError(err)
 	}

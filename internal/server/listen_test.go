@@ -361,3 +361,37 @@ func TestServeIdleKeepAlivesMakeWayForProbe(t *testing.T) {
 		}
 	}
 }
+
+// A listener passed by systemd (UseListener) is served as it is, whatever
+// the configured address, with no bind and no retry, and still holds at
+// most maxConns connections.
+func TestServeOnPassedListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	// An address that could never be bound: only the passed listener
+	// can serve.
+	s := New("127.0.0.1:notaport", prometheus.NewRegistry(), nil, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	var conns connCounter
+	s.srv.ConnState = conns.hook
+	s.UseListener(ln)
+	if got, want := s.Addr(), ln.Addr().String(); got != want {
+		t.Errorf("got Addr %s, want the passed listener's %s", got, want)
+	}
+	r := start(t, s)
+	healthz(t, r.base, r.done)
+	got := logs.String()
+	if !strings.Contains(got, "socketActivated=true") || !strings.Contains(got, "listenAttempts=0") || !strings.Contains(got, "addr="+ln.Addr().String()) {
+		t.Errorf("want the serving line to say the socket was passed, with its address and no listen attempt:\n%s", got)
+	}
+
+	flood := dialIdle(t, ln.Addr().String(), maxConns+16)
+	waitFor(t, "the server to hold its limit of connections", func() bool { return conns.open.Load() == maxConns }, r.done)
+	if most := conns.most.Load(); most != maxConns {
+		t.Errorf("got at most %d connections held at once, want the limit %d", most, maxConns)
+	}
+	flood.close()
+	healthz(t, r.base, r.done)
+}

@@ -48,8 +48,9 @@ type Server struct {
 	retry wait.Backoff
 	clock clock.Clock
 
-	mu sync.Mutex
-	ln net.Listener // bound and limited to maxConns connections; nil: not yet
+	mu     sync.Mutex
+	ln     net.Listener // bound and limited to maxConns connections; nil: not yet
+	passed bool         // ln came from UseListener, not from binding addr
 }
 
 // New builds a server for addr (host:port; port 0 picks a free port) that
@@ -118,6 +119,9 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	addr := ln.Addr().String()
+	s.mu.Lock()
+	passed := s.passed
+	s.mu.Unlock()
 
 	serveErr := make(chan error, 1)
 	tlsOn := s.srv.TLSConfig != nil
@@ -129,7 +133,7 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() { serveErr <- s.srv.Serve(ln) }()
 	}
 	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil,
-		"maxConnections", maxConns, "listenAttempts", attempts)
+		"maxConnections", maxConns, "socketActivated", passed, "listenAttempts", attempts)
 
 	select {
 	case err := <-serveErr:
