@@ -3,12 +3,14 @@ package podsource
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/evictd/evictd/internal/qos"
@@ -109,7 +111,7 @@ func convert(pod *v1.Pod, nodeUID types.UID) (signals.Pod, []string) {
 	if l, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[v1.ResourceEphemeralStorage]; ok {
 		p.EphemeralStorageLimit = clampBytes(l, note, "pod ephemeral-storage limit")
 	}
-	p.LocalVolumes = localVolumeNames(pod)
+	p.LocalVolumes = localVolumeNames(pod, note)
 	p.EmptyDirLimits = emptyDirLimits(pod, note)
 	return p, notes
 }
@@ -212,12 +214,20 @@ func ownedByDaemonSet(pod *v1.Pod) bool {
 // node's default medium). Secret, downwardAPI and projected volumes are not
 // among them: the kubelet backs them with tmpfs, so they use memory, not
 // disk; nor are emptyDirs with medium Memory or HugePages.
-func localVolumeNames(pod *v1.Pod) []string {
+//
+// A volume's name names a directory evictd walks: one that is not a DNS
+// label, as the API server requires of it (so no "..", no "/"), is left
+// out with a note, and never measured.
+func localVolumeNames(pod *v1.Pod, note func(string, ...any)) []string {
 	var names []string
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if v.HostPath != nil || v.GitRepo != nil || v.ConfigMap != nil ||
 			(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) {
+			if msgs := validation.IsDNS1123Label(v.Name); len(msgs) > 0 {
+				note("volume %q not measured: its name is not a DNS label (%s)", v.Name, strings.Join(msgs, "; "))
+				continue
+			}
 			names = append(names, v.Name)
 		}
 	}

@@ -292,6 +292,11 @@ func TestConvertLocalVolumes(t *testing.T) {
 			vol("csi", v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d"}}),
 			vol("image", v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "r"}}),
 			vol("empty-source", v1.VolumeSource{}),
+			// Names no API server accepts, as a broken one could send:
+			// they would name directories outside the pod's.
+			vol("..", v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}),
+			vol("../../../etc", v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}),
+			vol("", v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}),
 		},
 	}
 	got := Convert(podOf(spec)).LocalVolumes
