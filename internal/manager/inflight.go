@@ -7,6 +7,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/signals"
 )
 
 // InFlightStatus is an eviction in flight as /status shows it.
@@ -151,6 +152,43 @@ func (m *Manager) inFlightStatus(inFlight []decide.InFlight, now time.Time) []In
 		u := m.waitUntil(f, false)
 		out = append(out, InFlightStatus{Pod: f.Ref(), UID: f.UID, DeletionTimestamp: f.DeletionTimestamp,
 			WaitUntil: u, WaitUntilHard: m.waitUntil(f, true), Overdue: !now.Before(u)})
+	}
+	return out
+}
+
+// reportedGoneMemory bounds how long a pod the API server reported gone is
+// left out while the pod source's cache still lists it: a cache that has
+// not caught up after that long is not trusted to be behind any more, and
+// the pod is ranked again (and read again from the API server before any
+// eviction).
+const reportedGoneMemory = time.Minute
+
+// leaveOutReportedGone drops from pods those the API server reported gone
+// less than reportedGoneMemory before now, and forgets those the cache no
+// longer lists (it has caught up) or that were reported longer ago.
+func (m *Manager) leaveOutReportedGone(pods []signals.Pod, now time.Time) []signals.Pod {
+	if len(m.reportedGone) == 0 {
+		return pods
+	}
+	listed := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		listed[p.UID] = true
+	}
+	for uid, at := range m.reportedGone {
+		if !listed[uid] || now.Sub(at) >= reportedGoneMemory || now.Before(at) {
+			delete(m.reportedGone, uid)
+		}
+	}
+	if len(m.reportedGone) == 0 {
+		return pods
+	}
+	out := make([]signals.Pod, 0, len(pods))
+	for _, p := range pods {
+		if _, gone := m.reportedGone[p.UID]; gone {
+			m.deps.Log.Debug("left out: the API server said it is gone, the pod cache still lists it", "pod", p.Ref())
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }

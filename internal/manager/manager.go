@@ -163,6 +163,10 @@ type Manager struct {
 	waitingFor   string
 	overdueSaid  map[string]bool
 	seenGone     map[string]time.Time
+	// reportedGone are the pods the API server said were gone (not found,
+	// replaced, finished, terminating) while the pod source's cache still
+	// listed them, by UID, with when it said so (see leaveOutReportedGone).
+	reportedGone map[string]time.Time
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -191,15 +195,16 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		cfg.CleanupTimeout = decide.DefaultCleanupTimeout
 	}
 	return &Manager{
-		cfg:         cfg,
-		deps:        deps,
-		decider:     decide.NewDecider(cfg.Decider),
-		wake:        make(chan struct{}, 1),
-		pressures:   map[signals.Pressure]bool{},
-		overdueSaid: map[string]bool{},
-		seenGone:    map[string]time.Time{},
-		hour:        hourWindow{limit: cfg.MaxEvictionsPerHour},
-		bucket:      newTokenBucket(cfg.LocalStorageEvictionQPS, cfg.LocalStorageEvictionBurst),
+		cfg:          cfg,
+		deps:         deps,
+		decider:      decide.NewDecider(cfg.Decider),
+		wake:         make(chan struct{}, 1),
+		pressures:    map[signals.Pressure]bool{},
+		overdueSaid:  map[string]bool{},
+		seenGone:     map[string]time.Time{},
+		reportedGone: map[string]time.Time{},
+		hour:         hourWindow{limit: cfg.MaxEvictionsPerHour},
+		bucket:       newTokenBucket(cfg.LocalStorageEvictionQPS, cfg.LocalStorageEvictionBurst),
 	}, nil
 }
 
@@ -346,6 +351,7 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	signals.DeriveContainerFs(obs, m.cfg.Decider.Layout)
 	pods, err := m.deps.Pods.Pods(ctx)
 	m.warnOnChange(&m.lastPodsErr, err, "could not list pods")
+	pods = m.leaveOutReportedGone(pods, start)
 	inFlight := m.notGone(m.deps.Pods.InFlight(), start)
 	m.lastInFlight = inFlight
 	var stats map[string]signals.PodStats
@@ -453,10 +459,13 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 			m.Wake()
 			return strings.Join(append(results, "stopped locally "+req.Pod.Ref()+" (eviction owed)"), "; ")
 		case errors.Is(err, decide.ErrPodGone):
-			// The pod list was behind: nothing was evicted, and the next
-			// pass, with fresh pods and stats, decides again.
-			log.Info("the pod is already gone; deciding again", "err", err)
-			m.Wake()
+			// The pod list was behind: nothing was evicted. The pod is
+			// left out of the next passes until the cache agrees (or for
+			// reportedGoneMemory), and the next decision comes with the
+			// next tick, not at once: a cache that lags after an outage
+			// must not make a decision a pass.
+			m.reportedGone[req.Pod.UID] = m.deps.Clock.Now()
+			log.Info("the API server says the pod is already gone; leaving it out until the pod cache agrees", "err", err)
 			return strings.Join(append(results, "gone "+req.Pod.Ref()), "; ")
 		case errors.Is(err, decide.ErrDisruptionBudget):
 			met.IncEviction(req.Signal, metrics.ResultPDBBlocked)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -327,7 +328,6 @@ func TestLoopGoneAndLingeringPods(t *testing.T) {
 		wantResult string
 		wantCount  float64
 	}{
-		{fmt.Errorf("evict default/hog: %w", decide.ErrPodGone), "gone default/hog", 0},
 		{fmt.Errorf("evict default/hog: %w", decide.ErrNotGoneInTime), "evicted default/hog (still terminating)", 1},
 	} {
 		t.Run(tc.wantResult, func(t *testing.T) {
@@ -342,10 +342,88 @@ func TestLoopGoneAndLingeringPods(t *testing.T) {
 			if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "evicted")); got != tc.wantCount {
 				t.Errorf("evictions counted: got %v, want %v", got, tc.wantCount)
 			}
-			h.next("wake") // either way the loop looks again at once
+			h.next("wake") // the loop looks again at once
 		})
 	}
 }
+
+// TestLoopPodReportedGone: the API server says the chosen pod is gone
+// while the pod cache still lists it (a cache behind after an outage).
+// The loop does not decide again at once, leaves the pod out while the
+// cache lists it, for at most reportedGoneMemory, and forgets it once the
+// cache agrees.
+func TestLoopPodReportedGone(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	pods := &switchPods{pods: defaultPods()}
+	h := newHarnessTuned(t, false, ths, nil, defaultStats(), func(_ *Config, d *Deps) { d.Pods = pods })
+	h.ev.errFor = map[string]error{"hog": fmt.Errorf("evict default/hog: %w", decide.ErrPodGone)}
+	h.next("start")
+	h.src.set(50 * mi)
+	if st := h.tick(); st.Result != "gone default/hog" {
+		t.Fatalf("result: got %q, want %q", st.Result, "gone default/hog")
+	}
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "evicted")); got != 0 {
+		t.Errorf("evictions counted: got %v, want 0", got)
+	}
+	select {
+	case st := <-h.passes:
+		t.Fatalf("a pass (%s) right after the pod was reported gone, want none before the next tick", st.Trigger)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// The next tick ranks without the hog: the calm pod goes.
+	if st := h.tick(); st.Result != "evicted default/calm" {
+		t.Errorf("result: got %q, want the next pod evicted, not the one reported gone", st.Result)
+	}
+	h.next("wake") // an eviction looks again at once
+	// The cache still lists the hog (only the hog now): it stays left out
+	// until reportedGoneMemory has passed since the report.
+	pods.set(defaultPods()[:1])
+	h.ev.errFor = nil
+	for i := 0; i < 3; i++ {
+		if st := h.tick(); strings.Contains(st.Result, "hog") {
+			t.Fatalf("%s after the report: result %q, want the hog left out", h.clock.Since(t0.Add(10*time.Second)), st.Result)
+		}
+	}
+	h.clock.Step(reportedGoneMemory - 40*time.Second)
+	if st := h.next("tick"); st.Result != "evicted default/hog" {
+		t.Errorf("result %s after the report: got %q, want the hog ranked again", reportedGoneMemory, st.Result)
+	}
+	h.next("wake")
+
+	// Once the cache agrees (the pod is not listed), the report is
+	// forgotten at once: a pod of that UID listed again is ranked.
+	h.ev.errFor = map[string]error{"hog": fmt.Errorf("evict default/hog: %w", decide.ErrPodGone)}
+	if st := h.tick(); st.Result != "gone default/hog" {
+		t.Fatalf("result: got %q, want %q", st.Result, "gone default/hog")
+	}
+	pods.set(nil)
+	h.tick()
+	pods.set(defaultPods()[:1])
+	h.ev.errFor = nil
+	if st := h.tick(); st.Result != "evicted default/hog" {
+		t.Errorf("result once the cache agreed and listed it again: got %q, want the hog evicted", st.Result)
+	}
+}
+
+// switchPods is a pod source whose pods the test changes.
+type switchPods struct {
+	mu   sync.Mutex
+	pods fixedPods
+}
+
+func (p *switchPods) set(pods fixedPods) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pods = pods
+}
+
+func (p *switchPods) Pods(context.Context) ([]signals.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.pods), nil
+}
+
+func (*switchPods) InFlight() []decide.InFlight { return nil }
 
 func TestLoopHardEvictionHasNoFallback(t *testing.T) {
 	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
