@@ -183,6 +183,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		Metrics:   met,
 		Log:       log,
 	}
+	var relisted <-chan struct{} // the pod cache listed afresh: a pass at once
 	if cfg.Kubeconfig == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
 	} else {
@@ -196,9 +197,14 @@ func agent(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer k.stop()
+		if err := metrics.RegisterInformer(reg, "pods", k.pods, nil); err != nil {
+			log.Error("cannot register the pod informer's metrics", "err", err)
+			return 1
+		}
 		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "node", cfg.NodeName)
 		running += k.start(ctx, log, errc)
 		deps.Pods, deps.Evicter, deps.Status, deps.Events = k.pods, k.evicter, k.status, k.events
+		relisted = k.relisted
 	}
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")
@@ -259,6 +265,20 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	running += 3
 	if wakeups != nil {
 		go func() { errc <- wakeups.Run(ctx, m.Wake) }()
+		running++
+	}
+	if relisted != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					errc <- nil
+					return
+				case <-relisted:
+					m.Wake()
+				}
+			}
+		}()
 		running++
 	}
 

@@ -39,6 +39,8 @@ type kube struct {
 	evicter     *evict.Evicter
 	events      nodeEvents
 	broadcaster record.EventBroadcaster
+	// relisted says that the pod cache was listed afresh, for a pass at once.
+	relisted chan struct{}
 }
 
 // restConfig reads the kubeconfig at path as client-go does (its current
@@ -144,7 +146,17 @@ func newKube(cfg *config.Config, rc *rest.Config, met *metrics.Metrics, log *slo
 	// A mirror pod counts as the node's own only with the Node's UID in
 	// its ownerReference, as the node's watch shows it.
 	pods.SetNodeUID(status.NodeUID)
+	// A pod watch silent while the Lease renewals succeed is stale: the
+	// source relists, and the loop looks at the new list at once.
+	relisted := make(chan struct{}, 1)
+	pods.SetStaleness(keeper.LastRenewed, func() {
+		select {
+		case relisted <- struct{}{}:
+		default:
+		}
+	})
 	return &kube{
+		relisted: relisted,
 		pods:   pods,
 		status: status,
 		lease:  keeper,

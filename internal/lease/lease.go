@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -64,6 +65,19 @@ type Keeper struct {
 	client *kubeclient.Client
 	log    *slog.Logger
 	lease  *coordinationv1.Lease // the API server's last answer; nil: read it first
+	// renewed is when the API server last accepted a renewal (Unix
+	// nanoseconds, 0: never), for LastRenewed.
+	renewed atomic.Int64
+}
+
+// LastRenewed returns when the API server last accepted a renewal (or the
+// Lease's creation), the zero time before the first: a sign that the API
+// server answers evictd, every renewal interval.
+func (k *Keeper) LastRenewed() time.Time {
+	if n := k.renewed.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // New checks cfg and returns a Keeper ready to Run.
@@ -181,6 +195,7 @@ func (k *Keeper) renew(ctx context.Context) error {
 				return fmt.Errorf("create lease %s/%s: %w", k.cfg.Namespace, name, err)
 			}
 			k.lease = l
+			k.renewed.Store(time.Now().UnixNano())
 			k.log.Info("lease created", "duration", k.cfg.Duration)
 			return nil
 		case err != nil:
@@ -196,6 +211,7 @@ func (k *Keeper) renew(ctx context.Context) error {
 		return fmt.Errorf("renew lease %s/%s: %w", k.cfg.Namespace, name, err)
 	}
 	k.lease = l
+	k.renewed.Store(time.Now().UnixNano())
 	return nil
 }
 

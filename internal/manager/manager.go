@@ -28,6 +28,13 @@ type PodSource interface {
 	InFlight() []decide.InFlight
 }
 
+// Relister is a PodSource that can list its pods afresh: the loop asks for
+// it when the API server says a pod the source still lists is gone, the
+// sign of a cache behind the API server (internal/podsource.Source).
+type Relister interface {
+	Relist(reason string)
+}
+
 // PodStatsSource reads the usage of the given pods, keyed by pod UID. Pods
 // it could not measure are left out and rank first.
 type PodStatsSource interface {
@@ -466,6 +473,9 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 			// must not make a decision a pass.
 			m.reportedGone[req.Pod.UID] = m.deps.Clock.Now()
 			log.Info("the API server says the pod is already gone; leaving it out until the pod cache agrees", "err", err)
+			if r, ok := m.deps.Pods.(Relister); ok {
+				r.Relist("the API server says " + req.Pod.Ref() + " is gone, which the cache still lists")
+			}
 			return strings.Join(append(results, "gone "+req.Pod.Ref()), "; ")
 		case errors.Is(err, decide.ErrDisruptionBudget):
 			met.IncEviction(req.Signal, metrics.ResultPDBBlocked)

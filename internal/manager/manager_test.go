@@ -365,6 +365,9 @@ func TestLoopPodReportedGone(t *testing.T) {
 	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "evicted")); got != 0 {
 		t.Errorf("evictions counted: got %v, want 0", got)
 	}
+	if got := pods.relisted(); got != 1 {
+		t.Errorf("relists asked of the pod source: %d, want 1 (its cache is behind the API server)", got)
+	}
 	select {
 	case st := <-h.passes:
 		t.Fatalf("a pass (%s) right after the pod was reported gone, want none before the next tick", st.Trigger)
@@ -405,10 +408,24 @@ func TestLoopPodReportedGone(t *testing.T) {
 	}
 }
 
-// switchPods is a pod source whose pods the test changes.
+// switchPods is a pod source whose pods the test changes, and which
+// counts the relists asked of it.
 type switchPods struct {
-	mu   sync.Mutex
-	pods fixedPods
+	mu      sync.Mutex
+	pods    fixedPods
+	relists []string
+}
+
+func (p *switchPods) Relist(reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.relists = append(p.relists, reason)
+}
+
+func (p *switchPods) relisted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.relists)
 }
 
 func (p *switchPods) set(pods fixedPods) {

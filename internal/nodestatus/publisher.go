@@ -89,7 +89,7 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 	// watch the events of this one node (nodes are indexed by name).
 	p.nodes = kubeclient.NewInformer(client.Nodes(), &v1.Node{}, 0, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
-	})
+	}, nil)
 	if err := p.nodes.SetTransform(slimNode); err != nil {
 		return nil, fmt.Errorf("node status: %w", err)
 	}

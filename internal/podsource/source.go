@@ -38,12 +38,23 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 type Source struct {
 	nodeName string
 	log      *slog.Logger
+	client   *kubeclient.Client
+	resync   time.Duration
 
-	podInf    cache.SharedIndexInformer
-	podLister corelisters.PodLister
-	setupErr  error
+	// cur is the informer Pods and the others read; a relist replaces it
+	// with a new one once that one has listed.
+	cur      atomic.Pointer[podCache]
+	setupErr error
 
 	started atomic.Bool
+	relistC chan string // a relist asked for, with its reason
+	// answered, when set, says when the API server last answered evictd
+	// otherwise (its Lease renewals): a watch silent while it answers is
+	// stale. onRelisted, when set, is called after each relist.
+	answered   func() time.Time
+	onRelisted func()
+	relists    atomic.Int64
+	maxSilence time.Duration // MaxSilence; shorter in tests
 
 	mu       sync.Mutex
 	watchErr map[string]string // last watch error logged, by resource
@@ -80,9 +91,13 @@ func New(client *kubeclient.Client, nodeName string, resync time.Duration, log *
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Source{
-		nodeName: nodeName,
-		log:      log.With("component", "podsource", "node", nodeName),
-		watchErr: map[string]string{},
+		nodeName:   nodeName,
+		log:        log.With("component", "podsource", "node", nodeName),
+		watchErr:   map[string]string{},
+		client:     client,
+		resync:     max(resync, 0),
+		relistC:    make(chan string, 1),
+		maxSilence: MaxSilence,
 	}
 	switch {
 	case client == nil:
@@ -93,16 +108,43 @@ func New(client *kubeclient.Client, nodeName string, resync time.Duration, log *
 		s.setupErr = errors.New("podsource: empty node name")
 		return s
 	}
-	resync = max(resync, 0)
-	onNode := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-	s.podInf = kubeclient.NewInformer(client.Pods(""), &v1.Pod{}, resync, func(o *metav1.ListOptions) { o.FieldSelector = onNode })
-	s.podLister = corelisters.NewPodLister(s.podInf.GetIndexer())
+	c, err := s.newCache()
+	s.setupErr = err
+	s.cur.Store(c)
+	return s
+}
+
+// podCache is one informer of the node's pods and its lister.
+type podCache struct {
+	inf    cache.SharedIndexInformer
+	lister corelisters.PodLister
+	// heard is when the informer last heard from the API server (a list
+	// or any watch event, bookmarks included), Unix nanoseconds; 0: never.
+	heard atomic.Int64
+}
+
+// lastHeard returns when c last heard from the API server, the zero time
+// if never.
+func (c *podCache) lastHeard() time.Time {
+	if n := c.heard.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// newCache builds an informer of the node's pods, not started.
+func (s *Source) newCache() (*podCache, error) {
+	c := &podCache{}
+	onNode := fields.OneTermEqualSelector("spec.nodeName", s.nodeName).String()
+	c.inf = kubeclient.NewInformer(s.client.Pods(""), &v1.Pod{}, s.resync, func(o *metav1.ListOptions) { o.FieldSelector = onNode },
+		func() { c.heard.Store(time.Now().UnixNano()) })
+	c.lister = corelisters.NewPodLister(c.inf.GetIndexer())
 
 	// These calls fail only on an informer already started; this one is new.
-	s.setupErr = errors.Join(s.setupErr,
-		s.podInf.SetTransform(slim),
-		s.podInf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { s.watchFailed("pods", err) }))
-	_, err := s.podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err := errors.Join(
+		c.inf.SetTransform(slim),
+		c.inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { s.watchFailed("pods", err) }))
+	_, herr := c.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { s.noteOddities(obj) },
 		UpdateFunc: func(old, cur any) {
 			if o, ok := old.(*v1.Pod); !ok || o.ResourceVersion != podVersion(cur) {
@@ -110,8 +152,61 @@ func New(client *kubeclient.Client, nodeName string, resync time.Duration, log *
 			}
 		},
 	})
-	s.setupErr = errors.Join(s.setupErr, err)
-	return s
+	return c, errors.Join(err, herr)
+}
+
+// SetStaleness gives the Source what it needs to find its watch stale:
+// answered says when the API server last answered evictd otherwise (nil:
+// never known, so a silent watch is never taken for stale), and
+// onRelisted, if not nil, is called after each relist (the loop looks at
+// the new list at once). Call it before Run.
+func (s *Source) SetStaleness(answered func() time.Time, onRelisted func()) {
+	s.answered, s.onRelisted = answered, onRelisted
+}
+
+// Relist asks Run to list the node's pods afresh into a new cache, which
+// replaces the current one once it has listed; the current one answers
+// meanwhile. The loop asks for it when the API server says a pod the cache
+// lists is gone. It does not wait; a relist already asked for covers it.
+func (s *Source) Relist(reason string) {
+	select {
+	case s.relistC <- reason:
+	default:
+	}
+}
+
+// Relists returns how many relists have replaced the cache.
+func (s *Source) Relists() int64 { return s.relists.Load() }
+
+// LastHeard returns when the current cache last heard from the API server
+// (a list, or any watch event, bookmarks included); the zero time if never.
+func (s *Source) LastHeard() time.Time {
+	if c := s.cur.Load(); c != nil {
+		return c.lastHeard()
+	}
+	return time.Time{}
+}
+
+// MaxSilence is how long the watch of the node's pods may bring nothing,
+// not even a bookmark (the API server sends one about every minute), while
+// the API server answers evictd's other requests, before the Source takes
+// it for stale and relists.
+const MaxSilence = 5 * time.Minute
+
+// relistTimeout bounds the wait for a new cache's first list; past it the
+// relist is given up and the current cache kept.
+const relistTimeout = time.Minute
+
+// stale reports whether the current cache has heard nothing for longer
+// than MaxSilence since it synced, while the API server answered within
+// that time and after the cache last heard anything.
+func (s *Source) stale(now time.Time) bool {
+	c := s.cur.Load()
+	if s.answered == nil || !c.inf.HasSynced() {
+		return false
+	}
+	heard := c.lastHeard()
+	return now.Sub(heard) > s.maxSilence && now.Sub(s.answered()) < s.maxSilence && s.answered().After(heard)
 }
 
 // Run starts the informers and blocks until ctx is done, then stops them
@@ -126,12 +221,62 @@ func (s *Source) Run(ctx context.Context) error {
 		return errors.New("podsource: Run called twice")
 	}
 	s.log.Info("watching the node's pods")
-	s.podInf.RunWithContext(ctx)
-	return nil
+	run := func(c *podCache) (stop func()) {
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.inf.RunWithContext(runCtx)
+		}()
+		return func() { cancel(); <-done }
+	}
+	stop := run(s.cur.Load())
+	check := time.NewTicker(s.maxSilence / 5)
+	defer check.Stop()
+	for {
+		var reason string
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case reason = <-s.relistC:
+		case now := <-check.C:
+			if !s.stale(now) {
+				continue
+			}
+			reason = fmt.Sprintf("the watch brought nothing for %s while the API server answered", now.Sub(s.LastHeard()).Round(time.Second))
+		}
+		n, err := s.newCache()
+		if err != nil { // not for a new informer: a bug
+			s.log.Error("cannot relist the node's pods", "err", err)
+			continue
+		}
+		stopNew := run(n)
+		syncCtx, cancel := context.WithTimeout(ctx, relistTimeout)
+		synced := cache.WaitForCacheSync(syncCtx.Done(), n.inf.HasSynced)
+		cancel()
+		if !synced {
+			stopNew()
+			if ctx.Err() != nil {
+				stop()
+				return nil
+			}
+			s.log.Warn("relist of the node's pods did not complete; keeping the current cache", "reason", reason, "within", relistTimeout)
+			continue
+		}
+		s.cur.Store(n)
+		stop()
+		stop = stopNew
+		s.relists.Add(1)
+		s.log.Info("relisted the node's pods", "reason", reason, "pods", len(n.inf.GetStore().ListKeys()))
+		if s.onRelisted != nil {
+			s.onRelisted()
+		}
+	}
 }
 
 // HasSynced reports whether the node's pods have been listed.
-func (s *Source) HasSynced() bool { return s.setupErr == nil && s.podInf.HasSynced() }
+func (s *Source) HasSynced() bool { return s.setupErr == nil && s.cur.Load().inf.HasSynced() }
 
 // WaitForSync blocks until HasSynced or ctx is done; then it says which
 // cache had not synced.
@@ -139,7 +284,7 @@ func (s *Source) WaitForSync(ctx context.Context) error {
 	if s.setupErr != nil {
 		return s.setupErr
 	}
-	if cache.WaitForCacheSync(ctx.Done(), s.podInf.HasSynced) {
+	if cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
 		return nil
 	}
 	return fmt.Errorf("podsource: pods of node %s not listed yet: %w", s.nodeName, context.Cause(ctx))
@@ -161,7 +306,7 @@ func (s *Source) Pods(_ context.Context) ([]signals.Pod, error) {
 		}
 		return nil, fmt.Errorf("podsource: pods of node %s not listed yet", s.nodeName)
 	}
-	all, err := s.podLister.List(labels.Everything())
+	all, err := s.cur.Load().lister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list cached pods: %w", err)
 	}
@@ -190,7 +335,7 @@ func (s *Source) InFlight() []decide.InFlight {
 	if !s.HasSynced() {
 		return nil
 	}
-	all, err := s.podLister.List(labels.Everything())
+	all, err := s.cur.Load().lister.List(labels.Everything())
 	if err != nil {
 		s.log.Debug("list cached pods", "err", err)
 		return nil
@@ -220,7 +365,7 @@ func (s *Source) CachedPod(namespace, name string) (*v1.Pod, bool) {
 	if !s.HasSynced() {
 		return nil, false
 	}
-	pod, err := s.podLister.Pods(namespace).Get(name)
+	pod, err := s.cur.Load().lister.Pods(namespace).Get(name)
 	if err != nil || !s.onNode(pod) {
 		return nil, false
 	}
