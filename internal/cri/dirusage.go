@@ -3,12 +3,7 @@ package cri
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/evictd/evictd/signals"
@@ -30,8 +25,8 @@ var errTooMany = errors.New("too many entries")
 
 // dirUsage measures directories as du -x does: allocated blocks
 // (st_blocks*512) and inodes of every entry on the directory's filesystem,
-// hard links counted once, symlinks not followed. Results, errors included,
-// are reused for maxAge. It is safe for concurrent use.
+// hard links counted once, symlinks not followed (see walk). Results,
+// errors included, are reused for maxAge. It is safe for concurrent use.
 type dirUsage struct {
 	maxAge     time.Duration
 	maxEntries int
@@ -66,7 +61,7 @@ func (d *dirUsage) usage(ctx context.Context, now time.Time, dir string) (signal
 	}
 	d.mu.Unlock()
 
-	u, err := walk(ctx, dir, d.maxEntries)
+	u, _, err := walk(ctx, dir, d.maxEntries)
 	if ctx.Err() != nil {
 		return u, err // not a property of the directory: not cached
 	}
@@ -89,68 +84,4 @@ func (d *dirUsage) evict(now time.Time) {
 	if len(d.cache) >= maxCached {
 		clear(d.cache)
 	}
-}
-
-// walk sums the usage below dir without following symlinks or crossing
-// into other filesystems, and fails past maxEntries entries.
-func walk(ctx context.Context, dir string, maxEntries int) (signals.FsUsage, error) {
-	var u signals.FsUsage
-	top, err := os.Lstat(dir)
-	if err != nil {
-		return u, fmt.Errorf("usage of %s: %w", dir, err)
-	}
-	topSt, ok := top.Sys().(*syscall.Stat_t)
-	if !ok || !top.IsDir() {
-		return u, fmt.Errorf("usage of %s: not a directory", dir)
-	}
-	type inode struct{ dev, ino uint64 }
-	seen := map[inode]bool{}
-	entries := 0
-	err = filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path != dir {
-				return nil // removed while walking
-			}
-			return err
-		}
-		if entries++; entries > maxEntries {
-			return fmt.Errorf("%w: more than %d", errTooMany, maxEntries)
-		}
-		if entries%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		info, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return fmt.Errorf("%s: no stat data", path)
-		}
-		if uint64(st.Dev) != uint64(topSt.Dev) {
-			if e.IsDir() {
-				return fs.SkipDir // another filesystem mounted here
-			}
-			return nil
-		}
-		key := inode{uint64(st.Dev), uint64(st.Ino)}
-		if st.Nlink > 1 && !e.IsDir() {
-			if seen[key] {
-				return nil
-			}
-			seen[key] = true
-		}
-		u.Inodes++
-		u.Bytes += int64(st.Blocks) * 512
-		return nil
-	})
-	if err != nil {
-		return signals.FsUsage{}, fmt.Errorf("usage of %s: %w", dir, err)
-	}
-	return u, nil
 }
