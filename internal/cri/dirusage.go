@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 // kubelet's volumeStatsAggPeriod is 1 minute.
 const DefaultMaxAge = 10 * time.Second
 
-// DefaultMaxEntries caps the entries one directory walk visits; a directory
-// with more is not measured (an error), rather than measured slowly or short.
+// DefaultMaxEntries caps the entries of one pod's log and volume
+// directories together; a pod with more has those past the cap not
+// measured (an error), rather than measured slowly or short.
 const DefaultMaxEntries = 1_000_000
 
 // maxCached bounds the number of directories whose usage is kept.
@@ -28,7 +30,8 @@ var errTooMany = errors.New("too many entries")
 // hard links counted once, symlinks not followed (see walk). Results,
 // errors included, are reused for maxAge. It is safe for concurrent use.
 type dirUsage struct {
-	maxAge     time.Duration
+	maxAge time.Duration
+	// maxEntries is the budget of one pod's directories, together.
 	maxEntries int
 
 	mu    sync.Mutex
@@ -38,7 +41,9 @@ type dirUsage struct {
 type cached struct {
 	at    time.Time
 	usage signals.FsUsage
-	err   error
+	// entries is what the walk counted; limit is the cap it had.
+	entries, limit int
+	err            error
 }
 
 func newDirUsage(maxAge time.Duration, maxEntries int) *dirUsage {
@@ -51,27 +56,40 @@ func newDirUsage(maxAge time.Duration, maxEntries int) *dirUsage {
 	return &dirUsage{maxAge: maxAge, maxEntries: maxEntries, cache: map[string]cached{}}
 }
 
-// usage returns dir's usage as of now, from the cache when measured less
-// than maxAge before now. A missing directory wraps fs.ErrNotExist.
-func (d *dirUsage) usage(ctx context.Context, now time.Time, dir string) (signals.FsUsage, error) {
+// usage returns dir's usage as of now and its entries (the directory
+// itself, everything below it), from the cache when measured less than
+// maxAge before now. It fails with errTooMany past limit entries, the
+// caller's budget (all of it spent), and errTooDeep past maxDepth levels.
+// A missing directory wraps fs.ErrNotExist.
+func (d *dirUsage) usage(ctx context.Context, now time.Time, dir string, limit int) (signals.FsUsage, int, error) {
 	d.mu.Lock()
 	if c, ok := d.cache[dir]; ok && now.Sub(c.at) < d.maxAge && !now.Before(c.at) {
-		d.mu.Unlock()
-		return c.usage, c.err
+		switch {
+		case errors.Is(c.err, errTooMany) && limit <= c.limit, c.err == nil && c.entries > limit:
+			d.mu.Unlock()
+			return signals.FsUsage{}, limit, fmt.Errorf("usage of %s: %w: more than %d", dir, errTooMany, limit)
+		case !errors.Is(c.err, errTooMany):
+			d.mu.Unlock()
+			return c.usage, c.entries, c.err
+		}
+		// Too many for a smaller budget than this one: walked again.
 	}
 	d.mu.Unlock()
 
-	u, _, err := walk(ctx, dir, d.maxEntries)
+	u, n, err := walk(ctx, dir, limit)
 	if ctx.Err() != nil {
-		return u, err // not a property of the directory: not cached
+		return u, n, err // not a property of the directory: not cached
+	}
+	if errors.Is(err, errTooMany) {
+		n = limit
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.cache) >= maxCached {
 		d.evict(now)
 	}
-	d.cache[dir] = cached{at: now, usage: u, err: err}
-	return u, err
+	d.cache[dir] = cached{at: now, usage: u, entries: n, limit: limit, err: err}
+	return u, n, err
 }
 
 // evict drops expired entries, or all when none has expired; d.mu is held.
