@@ -141,7 +141,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	}
 	// Every long-running part sends its result here; the first failure
 	// brings the others down.
-	errc := make(chan error, 8)
+	errc := make(chan error, 16)
 	running := 0
 
 	// The container runtime: image filesystem, pods' disk use, reclaim.
@@ -174,11 +174,16 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	// The pods' disk stats are gathered in the background (diskCache),
+	// so that no pass waits on the runtime or a slow filesystem.
+	podStats := newPodStats(hs, rc, cfg.DiskStatsMaxAge)
+	go func() { errc <- podStats.disk.run(ctx) }()
+	running++
 	deps := manager.Deps{
 		Clock:     clock.RealClock{},
 		Sources:   sources,
 		Pods:      cgroupPods{hc},
-		Stats:     newPodStats(hs, rc, cfg.DiskStatsMaxAge),
+		Stats:     podStats,
 		Reclaimer: runtimeReclaimer{rc},
 		Metrics:   met,
 		Log:       log,

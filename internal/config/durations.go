@@ -43,11 +43,13 @@ type Durations struct {
 	// HousekeepingInterval, default 30s: a pass or two that run late
 	// (a slow runtime, a busy node) are not a stuck loop.
 	StuckAfter time.Duration
-	// DiskStatsMaxAge is how long the pods' disk stats read from the
-	// container runtime are reused (cmd/evictd's disk cache), as each
-	// read calls every container's shim. HousekeepingInterval × 9 / 10,
-	// default 9s: under one interval, so every tick reads them afresh,
-	// while a pass woken between ticks (memory pressure) reuses them.
+	// DiskStatsMaxAge is how long the pods' disk stats (writable layers
+	// from the container runtime, log and volume directories walked) are
+	// reused: cmd/evictd's disk cache gathers them in the background this
+	// long after the last refresh ended, and cuts a refresh that takes
+	// longer off; no pass waits for them. HousekeepingInterval × 9 / 10,
+	// default 9s: under one interval, so a tick finds them about an
+	// interval old at most.
 	DiskStatsMaxAge time.Duration
 	// RuntimeRetry and RuntimeRetryMax pace the attempts to reach a
 	// container runtime that could not be reached at start: the first

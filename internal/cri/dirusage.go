@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/evictd/evictd/signals"
@@ -18,8 +14,9 @@ import (
 // kubelet's volumeStatsAggPeriod is 1 minute.
 const DefaultMaxAge = 10 * time.Second
 
-// DefaultMaxEntries caps the entries one directory walk visits; a directory
-// with more is not measured (an error), rather than measured slowly or short.
+// DefaultMaxEntries caps the entries of one pod's log and volume
+// directories together; a pod with more has those past the cap not
+// measured (an error), rather than measured slowly or short.
 const DefaultMaxEntries = 1_000_000
 
 // maxCached bounds the number of directories whose usage is kept.
@@ -30,10 +27,11 @@ var errTooMany = errors.New("too many entries")
 
 // dirUsage measures directories as du -x does: allocated blocks
 // (st_blocks*512) and inodes of every entry on the directory's filesystem,
-// hard links counted once, symlinks not followed. Results, errors included,
-// are reused for maxAge. It is safe for concurrent use.
+// hard links counted once, symlinks not followed (see walk). Results,
+// errors included, are reused for maxAge. It is safe for concurrent use.
 type dirUsage struct {
-	maxAge     time.Duration
+	maxAge time.Duration
+	// maxEntries is the budget of one pod's directories, together.
 	maxEntries int
 
 	mu    sync.Mutex
@@ -43,7 +41,9 @@ type dirUsage struct {
 type cached struct {
 	at    time.Time
 	usage signals.FsUsage
-	err   error
+	// entries is what the walk counted; limit is the cap it had.
+	entries, limit int
+	err            error
 }
 
 func newDirUsage(maxAge time.Duration, maxEntries int) *dirUsage {
@@ -56,27 +56,40 @@ func newDirUsage(maxAge time.Duration, maxEntries int) *dirUsage {
 	return &dirUsage{maxAge: maxAge, maxEntries: maxEntries, cache: map[string]cached{}}
 }
 
-// usage returns dir's usage as of now, from the cache when measured less
-// than maxAge before now. A missing directory wraps fs.ErrNotExist.
-func (d *dirUsage) usage(ctx context.Context, now time.Time, dir string) (signals.FsUsage, error) {
+// usage returns dir's usage as of now and its entries (the directory
+// itself, everything below it), from the cache when measured less than
+// maxAge before now. It fails with errTooMany past limit entries, the
+// caller's budget (all of it spent), and errTooDeep past maxDepth levels.
+// A missing directory wraps fs.ErrNotExist.
+func (d *dirUsage) usage(ctx context.Context, now time.Time, dir string, limit int) (signals.FsUsage, int, error) {
 	d.mu.Lock()
 	if c, ok := d.cache[dir]; ok && now.Sub(c.at) < d.maxAge && !now.Before(c.at) {
-		d.mu.Unlock()
-		return c.usage, c.err
+		switch {
+		case errors.Is(c.err, errTooMany) && limit <= c.limit, c.err == nil && c.entries > limit:
+			d.mu.Unlock()
+			return signals.FsUsage{}, limit, fmt.Errorf("usage of %s: %w: more than %d", dir, errTooMany, limit)
+		case !errors.Is(c.err, errTooMany):
+			d.mu.Unlock()
+			return c.usage, c.entries, c.err
+		}
+		// Too many for a smaller budget than this one: walked again.
 	}
 	d.mu.Unlock()
 
-	u, err := walk(ctx, dir, d.maxEntries)
+	u, n, err := walk(ctx, dir, limit)
 	if ctx.Err() != nil {
-		return u, err // not a property of the directory: not cached
+		return u, n, err // not a property of the directory: not cached
+	}
+	if errors.Is(err, errTooMany) {
+		n = limit
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.cache) >= maxCached {
 		d.evict(now)
 	}
-	d.cache[dir] = cached{at: now, usage: u, err: err}
-	return u, err
+	d.cache[dir] = cached{at: now, usage: u, entries: n, limit: limit, err: err}
+	return u, n, err
 }
 
 // evict drops expired entries, or all when none has expired; d.mu is held.
@@ -89,68 +102,4 @@ func (d *dirUsage) evict(now time.Time) {
 	if len(d.cache) >= maxCached {
 		clear(d.cache)
 	}
-}
-
-// walk sums the usage below dir without following symlinks or crossing
-// into other filesystems, and fails past maxEntries entries.
-func walk(ctx context.Context, dir string, maxEntries int) (signals.FsUsage, error) {
-	var u signals.FsUsage
-	top, err := os.Lstat(dir)
-	if err != nil {
-		return u, fmt.Errorf("usage of %s: %w", dir, err)
-	}
-	topSt, ok := top.Sys().(*syscall.Stat_t)
-	if !ok || !top.IsDir() {
-		return u, fmt.Errorf("usage of %s: not a directory", dir)
-	}
-	type inode struct{ dev, ino uint64 }
-	seen := map[inode]bool{}
-	entries := 0
-	err = filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path != dir {
-				return nil // removed while walking
-			}
-			return err
-		}
-		if entries++; entries > maxEntries {
-			return fmt.Errorf("%w: more than %d", errTooMany, maxEntries)
-		}
-		if entries%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		info, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return fmt.Errorf("%s: no stat data", path)
-		}
-		if uint64(st.Dev) != uint64(topSt.Dev) {
-			if e.IsDir() {
-				return fs.SkipDir // another filesystem mounted here
-			}
-			return nil
-		}
-		key := inode{uint64(st.Dev), uint64(st.Ino)}
-		if st.Nlink > 1 && !e.IsDir() {
-			if seen[key] {
-				return nil
-			}
-			seen[key] = true
-		}
-		u.Inodes++
-		u.Bytes += int64(st.Blocks) * 512
-		return nil
-	})
-	if err != nil {
-		return signals.FsUsage{}, fmt.Errorf("usage of %s: %w", dir, err)
-	}
-	return u, nil
 }

@@ -5,8 +5,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/evictd/evictd/signals"
 )
 
 func TestDirUsage(t *testing.T) {
@@ -26,13 +29,16 @@ func TestDirUsage(t *testing.T) {
 
 	du := newDirUsage(10*time.Second, 100)
 	now := time.Now()
-	got, err := du.usage(t.Context(), now, dir)
+	got, n, err := du.usage(t.Context(), now, dir, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The directory, the file once (hard link), two symlinks not followed.
 	if got.Inodes != 4 || got.Bytes < 64<<10 || got.Bytes >= 1<<20 {
 		t.Errorf("usage = %+v, want 4 inodes and 64 KiB plus a few blocks", got)
+	}
+	if n != 5 {
+		t.Errorf("usage counted %d entries, want 5: the directory, a, hardlink and the symlinks", n)
 	}
 
 	writeFile(t, filepath.Join(dir, "b"), 64<<10)
@@ -47,7 +53,7 @@ func TestDirUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := du.usage(t.Context(), tt.at, dir)
+			got, _, err := du.usage(t.Context(), tt.at, dir, 100)
 			if err != nil || got.Inodes != tt.wantInodes {
 				t.Errorf("usage = %+v, %v; want %d inodes", got, err, tt.wantInodes)
 			}
@@ -55,13 +61,13 @@ func TestDirUsage(t *testing.T) {
 	}
 
 	t.Run("entry cap", func(t *testing.T) {
-		_, err := newDirUsage(0, 3).usage(t.Context(), now, dir)
+		_, _, err := newDirUsage(0, 3).usage(t.Context(), now, dir, 3)
 		if !errors.Is(err, errTooMany) {
 			t.Errorf("usage with a cap of 3 entries: %v, want %v", err, errTooMany)
 		}
 	})
 	t.Run("missing", func(t *testing.T) {
-		_, err := du.usage(t.Context(), now, filepath.Join(dir, "none"))
+		_, _, err := du.usage(t.Context(), now, filepath.Join(dir, "none"), 100)
 		if !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("usage of a missing directory: %v, want ErrNotExist", err)
 		}
@@ -69,10 +75,78 @@ func TestDirUsage(t *testing.T) {
 	t.Run("bounded cache", func(t *testing.T) {
 		d := newDirUsage(time.Hour, 10)
 		for i := range maxCached + 10 {
-			_, _ = d.usage(t.Context(), now, filepath.Join(dir, "none", string(rune('a'+i%26)), time.Duration(i).String()))
+			_, _, _ = d.usage(t.Context(), now, filepath.Join(dir, "none", string(rune('a'+i%26)), time.Duration(i).String()), 10)
 		}
 		if n := len(d.cache); n > maxCached {
 			t.Errorf("cache holds %d directories, want at most %d", n, maxCached)
 		}
 	})
+}
+
+// TestDirUsageBudget measures a directory of 10 entries within budgets
+// smaller and larger than it: a result, walked or cached, spends its
+// entries, and a directory past the budget spends all of it.
+func TestDirUsageBudget(t *testing.T) {
+	dir := t.TempDir()
+	makeEmptyFiles(t, dir, 9)
+	now := time.Now()
+	steps := []struct {
+		name    string
+		limit   int
+		wantN   int
+		wantErr error
+	}{
+		{"past the budget: walked", 5, 5, errTooMany},
+		{"past a smaller one: cached", 4, 4, errTooMany},
+		{"within a larger one: walked again", 10, 10, nil},
+		{"past a smaller one: from the cached count", 9, 9, errTooMany},
+		{"within a larger one: cached", 50, 10, nil},
+	}
+	du := newDirUsage(time.Hour, 100)
+	for _, s := range steps {
+		u, n, err := du.usage(t.Context(), now, dir, s.limit)
+		if !errors.Is(err, s.wantErr) || (err == nil) != (s.wantErr == nil) {
+			t.Errorf("%s: err %v, want %v", s.name, err, s.wantErr)
+		}
+		if n != s.wantN {
+			t.Errorf("%s: spent %d entries, want %d", s.name, n, s.wantN)
+		}
+		if err == nil && u.Inodes != 10 {
+			t.Errorf("%s: %d inodes, want 10", s.name, u.Inodes)
+		}
+	}
+}
+
+// TestPodDirsBudget gives each pod 10 entries for its logs (3 entries)
+// and volumes (6 each): the first volume fits in what the logs left, the
+// second does not, and the next pod has a budget of its own.
+func TestPodDirsBudget(t *testing.T) {
+	kubeletRoot, logsDir := t.TempDir(), t.TempDir()
+	du := newDirUsage(time.Hour, 10)
+	for _, uid := range []string{"uid-1", "uid-2"} {
+		p := signals.Pod{Namespace: "ns", Name: "p-" + uid, UID: uid, LocalVolumes: []string{"a", "b", "host"}}
+		logs := filepath.Join(logsDir, p.Namespace+"_"+p.Name+"_"+p.UID, "app")
+		volumes := filepath.Join(kubeletRoot, "pods", uid, "volumes")
+		for dir, files := range map[string]int{
+			logs: 2,
+			filepath.Join(volumes, "kubernetes.io~empty-dir", "a"): 5,
+			filepath.Join(volumes, "kubernetes.io~configmap", "b"): 5,
+		} {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			makeEmptyFiles(t, dir, files)
+		}
+
+		st, errs := podDirs(t.Context(), du, time.Now(), p, []string{"app"}, kubeletRoot, logsDir)
+		if len(st.Containers) != 1 || st.Containers[0].Logs == nil || st.Containers[0].Logs.Inodes != 3 {
+			t.Errorf("pod %s: containers %+v, want app with logs of 3 inodes", uid, st.Containers)
+		}
+		if a, ok := st.Volumes["a"]; !ok || a.Inodes != 6 || len(st.Volumes) != 1 {
+			t.Errorf("pod %s: volumes %+v, want a alone, of 6 inodes", uid, st.Volumes)
+		}
+		if len(errs) != 1 || !errors.Is(errs[0], errTooMany) || !strings.Contains(errs[0].Error(), "volume b") {
+			t.Errorf("pod %s: errors %v, want volume b's %v", uid, errs, errTooMany)
+		}
+	}
 }

@@ -37,7 +37,9 @@ type DiskStatsConfig struct {
 	// MaxAge is how long a directory's measured usage is reused (the
 	// kubelet's volumeStatsAggPeriod); default 10 s.
 	MaxAge time.Duration
-	// MaxEntries caps one directory walk, in entries; default 1,000,000.
+	// MaxEntries caps the entries of one pod's log and volume directories
+	// together, counted as they are walked; default 1,000,000. The
+	// directories walked once the pod's budget is spent are not measured.
 	MaxEntries int
 }
 
@@ -74,8 +76,10 @@ func NewDiskStats(c *Client, cfg DiskStatsConfig) (*DiskStats, error) {
 // <name>_<uid>/<container>/ (Logs); per local volume named in
 // pod.LocalVolumes, its directory below <KubeletRootDir>/pods/<uid>/volumes/
 // (emptyDir, configMap, gitRepo). Directories are measured like du -x and
-// reused for MaxAge. A piece that cannot be measured stays nil (a
-// volume: absent), so the pod ranks as having no stats for what needs it;
+// reused for MaxAge; all of one pod's count against one budget of
+// MaxEntries entries, its logs first. A piece that cannot be measured
+// stays nil (a volume: absent), so the pod ranks as having no stats for
+// what needs it;
 // the error joins what failed, and names the endpoint when the runtime
 // cannot be reached (the Rootfs of every container is then nil, the logs and
 // volumes are still measured).
@@ -99,37 +103,57 @@ func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, p
 	}
 	out := make(map[string]signals.PodStats, len(pods))
 	for _, p := range pods {
-		st := signals.PodStats{UID: p.UID, Time: now}
 		names := containerNames(p, byPod[p.UID])
-		logDir := filepath.Join(logsDir, p.Namespace+"_"+p.Name+"_"+p.UID)
-		for _, name := range names {
-			cs := signals.ContainerStats{Name: name}
+		st, derrs := podDirs(ctx, du, now, p, names, kubeletRoot, logsDir)
+		errs = append(errs, derrs...)
+		for i, name := range names {
 			if rc, ok := byPod[p.UID][name]; ok {
-				cs.Rootfs = layers[rc.id]
-				cs.MemoryWorkingSet = memory[rc.id]
-			}
-			if u, err := du.usage(ctx, now, filepath.Join(logDir, name)); err != nil {
-				errs = append(errs, fmt.Errorf("pod %s container %s logs: %w", p.Ref(), name, err))
-			} else {
-				cs.Logs = &u
-			}
-			st.Containers = append(st.Containers, cs)
-		}
-		for _, v := range p.LocalVolumes {
-			u, found, err := volumeUsage(ctx, du, now, filepath.Join(kubeletRoot, "pods", p.UID, "volumes"), v)
-			switch {
-			case err != nil:
-				errs = append(errs, fmt.Errorf("pod %s volume %s: %w", p.Ref(), v, err))
-			case found:
-				if st.Volumes == nil {
-					st.Volumes = map[string]signals.FsUsage{}
-				}
-				st.Volumes[v] = u
+				st.Containers[i].Rootfs = layers[rc.id]
+				st.Containers[i].MemoryWorkingSet = memory[rc.id]
 			}
 		}
 		out[p.UID] = st
 	}
 	return out, errors.Join(errs...)
+}
+
+// podDirs measures pod's directories: the log directory of each container
+// named, in order, and its local volumes. All of them count against one
+// budget of du.maxEntries entries, so a pod cannot spread a million files
+// over many volumes to cost many times the cap; those walked once it is
+// spent fail with errTooMany. Stats stamped now have a container for each
+// name (Logs nil when not measured) and the volumes found.
+func podDirs(ctx context.Context, du *dirUsage, now time.Time, p signals.Pod, names []string, kubeletRoot, logsDir string) (signals.PodStats, []error) {
+	var errs []error
+	st := signals.PodStats{UID: p.UID, Time: now}
+	logDir := filepath.Join(logsDir, p.Namespace+"_"+p.Name+"_"+p.UID)
+	left := du.maxEntries
+	for _, name := range names {
+		cs := signals.ContainerStats{Name: name}
+		u, n, err := du.usage(ctx, now, filepath.Join(logDir, name), left)
+		left -= n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod %s container %s logs: %w", p.Ref(), name, err))
+		} else {
+			cs.Logs = &u
+		}
+		st.Containers = append(st.Containers, cs)
+	}
+	volumesDir := filepath.Join(kubeletRoot, "pods", p.UID, "volumes")
+	for _, v := range p.LocalVolumes {
+		u, n, found, err := volumeUsage(ctx, du, now, volumesDir, v, left)
+		left -= n
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("pod %s volume %s: %w", p.Ref(), v, err))
+		case found:
+			if st.Volumes == nil {
+				st.Volumes = map[string]signals.FsUsage{}
+			}
+			st.Volumes[v] = u
+		}
+	}
+	return st, errs
 }
 
 // containerNames lists the pod's containers: those of its spec, then those
@@ -153,17 +177,18 @@ func containerNames(p signals.Pod, rt map[string]runtimeContainer) []string {
 }
 
 // volumeUsage measures the volume's directory below volumesDir in the first
-// plugin directory that has it; found is false when none has it (a hostPath
-// volume, or one not set up yet).
-func volumeUsage(ctx context.Context, du *dirUsage, now time.Time, volumesDir, name string) (signals.FsUsage, bool, error) {
+// plugin directory that has it, within limit entries, and returns the
+// entries it has; found is false when none has it (a hostPath volume, or
+// one not set up yet).
+func volumeUsage(ctx context.Context, du *dirUsage, now time.Time, volumesDir, name string, limit int) (signals.FsUsage, int, bool, error) {
 	for _, plugin := range volumePluginDirs {
-		u, err := du.usage(ctx, now, filepath.Join(volumesDir, plugin, name))
+		u, n, err := du.usage(ctx, now, filepath.Join(volumesDir, plugin, name), limit)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		return u, err == nil, err
+		return u, n, err == nil, err
 	}
-	return signals.FsUsage{}, false, nil
+	return signals.FsUsage{}, 0, false, nil
 }
 
 // writableLayers returns the runtime's containers by pod UID and container
