@@ -150,3 +150,42 @@ func TestPodDirsBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPodDirsStayInTheirDirectories: a pod whose UID, name, container or
+// volume would name a directory outside the kubelet's (what a broken API
+// server could send) is not measured there, and says why; nothing outside
+// is walked.
+func TestPodDirsStayInTheirDirectories(t *testing.T) {
+	root := t.TempDir()
+	kubeletRoot, logsDir := filepath.Join(root, "kubelet"), filepath.Join(root, "logs")
+	// Outside both: what ".." would reach.
+	makeEmptyFiles(t, root, 50)
+	du := newDirUsage(time.Hour, 1000)
+	for _, tc := range []struct {
+		name string
+		pod  signals.Pod
+		ctrs []string
+		want string
+	}{
+		{"UID", signals.Pod{Namespace: "ns", Name: "p", UID: "..", LocalVolumes: []string{"a"}}, nil, `".." cannot name a directory`},
+		{"UID with a slash", signals.Pod{Namespace: "ns", Name: "p", UID: "../../x", LocalVolumes: []string{"a"}}, nil, "cannot name a directory"},
+		{"name", signals.Pod{Namespace: "ns", Name: "a/../..", UID: "u"}, []string{"app"}, "cannot name a directory"},
+		{"container", signals.Pod{Namespace: "ns", Name: "p", UID: "u"}, []string{"../../.."}, `container "../../.."`},
+		{"volume", signals.Pod{Namespace: "ns", Name: "p", UID: "u", LocalVolumes: []string{".."}}, nil, `volume ".."`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, errs := podDirs(t.Context(), du, time.Now(), tc.pod, tc.ctrs, kubeletRoot, logsDir)
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+				t.Fatalf("errors %v, want one saying %q", errs, tc.want)
+			}
+			if len(st.Volumes) != 0 {
+				t.Errorf("volumes %+v measured, want none", st.Volumes)
+			}
+			for _, c := range st.Containers {
+				if c.Logs != nil {
+					t.Errorf("container %s logs %+v measured, want none", c.Name, c.Logs)
+				}
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -126,10 +127,23 @@ func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, p
 func podDirs(ctx context.Context, du *dirUsage, now time.Time, p signals.Pod, names []string, kubeletRoot, logsDir string) (signals.PodStats, []error) {
 	var errs []error
 	st := signals.PodStats{UID: p.UID, Time: now}
+	// What names a directory must stay one path element: the API server
+	// validates names and generates UIDs, but evictd does not walk
+	// outside the kubelet's directories on a broken answer's say.
+	for _, part := range []string{p.Namespace, p.Name, p.UID} {
+		if !pathElement(part) {
+			return st, []error{fmt.Errorf("pod %s (UID %q): %q cannot name a directory; its disk usage is not measured", p.Ref(), p.UID, part)}
+		}
+	}
 	logDir := filepath.Join(logsDir, p.Namespace+"_"+p.Name+"_"+p.UID)
 	left := du.maxEntries
 	for _, name := range names {
 		cs := signals.ContainerStats{Name: name}
+		if !pathElement(name) {
+			errs = append(errs, fmt.Errorf("pod %s container %q: the name cannot name a directory; its logs are not measured", p.Ref(), name))
+			st.Containers = append(st.Containers, cs)
+			continue
+		}
 		u, n, err := du.usage(ctx, now, filepath.Join(logDir, name), left)
 		left -= n
 		if err != nil {
@@ -141,6 +155,10 @@ func podDirs(ctx context.Context, du *dirUsage, now time.Time, p signals.Pod, na
 	}
 	volumesDir := filepath.Join(kubeletRoot, "pods", p.UID, "volumes")
 	for _, v := range p.LocalVolumes {
+		if !pathElement(v) {
+			errs = append(errs, fmt.Errorf("pod %s volume %q: the name cannot name a directory; not measured", p.Ref(), v))
+			continue
+		}
 		u, n, found, err := volumeUsage(ctx, du, now, volumesDir, v, left)
 		left -= n
 		switch {
@@ -330,4 +348,10 @@ func indexOf(cs []signals.ContainerStats, name string) int {
 		}
 	}
 	return -1
+}
+
+// pathElement reports whether s names exactly one directory entry: not
+// empty, not "." or "..", no "/" and no NUL.
+func pathElement(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
 }
