@@ -25,15 +25,18 @@ import (
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
-// stallingProxy passes requests to the API server; once stalled, it cuts
-// every watch it is passing and holds each new watch that resumes from a
-// resource version open without a byte (a watch stuck after an outage),
-// while lists and watches that list (sendInitialEvents) pass.
+// stallingProxy passes requests to the API server; once stalled, it ends
+// every watch it is passing (cleanly, as a watch's timeout ends it) and
+// holds each new watch that resumes from a resource version open without
+// a byte (a watch stuck after an outage), while lists and watches that
+// list (sendInitialEvents) pass.
 type stallingProxy struct {
-	proxy   *httputil.ReverseProxy
-	stalled atomic.Bool
-	mu      sync.Mutex
-	cut     map[*http.Request]context.CancelFunc
+	upstream *url.URL
+	rt       http.RoundTripper
+	proxy    *httputil.ReverseProxy
+	stalled  atomic.Bool
+	mu       sync.Mutex
+	cut      map[*http.Request]chan struct{}
 }
 
 func (p *stallingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -49,26 +52,76 @@ func (p *stallingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	cut := make(chan struct{})
 	p.mu.Lock()
-	p.cut[r] = cancel
+	p.cut[r] = cut
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		delete(p.cut, r)
 		p.mu.Unlock()
-		cancel()
 	}()
-	p.proxy.ServeHTTP(w, r.WithContext(ctx))
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	out.URL.Scheme, out.URL.Host, out.Host = p.upstream.Scheme, p.upstream.Host, p.upstream.Host
+	resp, err := p.rt.RoundTrip(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.(http.Flusher).Flush()
+	chunks := make(chan []byte)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				select {
+				case chunks <- buf[:n]:
+				case <-cut:
+					return
+				case <-r.Context().Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case b, ok := <-chunks:
+			if !ok {
+				return
+			}
+			if _, err := w.Write(b); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		case <-cut:
+			return // a clean end of the stream, as a watch's timeout
+		case <-r.Context().Done():
+			return
+		}
+	}
 }
 
-// stall cuts the watches passing now; the reflector's next watch stalls.
+// stall ends the watches passing now; the reflector's next watch, resumed
+// from its resource version, stalls.
 func (p *stallingProxy) stall() {
 	p.stalled.Store(true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, cancel := range p.cut {
-		cancel()
+	for r, cut := range p.cut {
+		close(cut)
+		delete(p.cut, r)
 	}
 }
 
@@ -107,10 +160,10 @@ func TestSourceRelistsAStaleWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rt := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
-	rp.FlushInterval = -1
-	p := &stallingProxy{proxy: rp, cut: map[*http.Request]context.CancelFunc{}}
+	rp.Transport = rt
+	p := &stallingProxy{upstream: target, rt: rt, proxy: rp, cut: map[*http.Request]chan struct{}{}}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
 	client, err := kubeclient.NewForConfigAsNode(&rest.Config{Host: srv.URL, BearerToken: token}, thisNode)

@@ -264,10 +264,11 @@ func (s *Source) Run(ctx context.Context) error {
 			s.log.Warn("relist of the node's pods did not complete; keeping the current cache", "reason", reason, "within", relistTimeout)
 			continue
 		}
+		// Counted before the swap: whoever sees the new cache sees it counted.
+		s.relists.Add(1)
 		s.cur.Store(n)
 		stop()
 		stop = stopNew
-		s.relists.Add(1)
 		s.log.Info("relisted the node's pods", "reason", reason, "pods", len(n.inf.GetStore().ListKeys()))
 		if s.onRelisted != nil {
 			s.onRelisted()
