@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -58,6 +58,15 @@ release:
 			-o $(DIST)/evictd-$(VERSION)-linux-$$arch ./cmd/evictd; \
 	done
 	cd $(DIST) && sha256sum $(RELEASE_BINS) > SHA256SUMS
+
+# .deb and .rpm packages of the release binaries, built with nfpm
+# (packaging/nfpm.yaml, hack/package): the binary in /usr/bin, the units
+# in /usr/lib/systemd/system (disabled by a preset), /etc/evictd/evictd.env
+# kept on upgrade and removal. SHA256SUMS then lists them too.
+# hack/package tests the .deb with dpkg.
+package: release
+	$(GO) run ./hack/package -version '$(VERSION)' -dist $(DIST) -arch '$(RELEASE_ARCHES)' > $(DIST)/.packages
+	cd $(DIST) && sha256sum $(RELEASE_BINS) $$(cat .packages) > SHA256SUMS && rm .packages
 
 # Runs the agent on this host until Ctrl-C: it reads this machine's memory,
 # filesystems and PIDs, decides, and serves metrics; with no --kubeconfig it
