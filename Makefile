@@ -6,8 +6,17 @@
 
 GO       ?= go
 BIN      := bin/evictd
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X main.version=$(VERSION)
+# The version is git describe's of the last release tag (CHANGELOG.md):
+# v1.2.3 on the tagged commit, v1.2.3-4-gabcdef0 four commits after it,
+# -dirty with uncommitted changes. Before the first tag, the same form as if
+# v0.0.0 tagged the first commit: v0.0.0-<commits>-g<sha>. dev outside git.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || \
+	{ n=$$(git rev-list --count HEAD 2>/dev/null) && echo "v0.0.0-$$n-g$$(git describe --always --dirty)"; } || \
+	echo dev)
+endif
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # grpcnotrace builds gRPC without golang.org/x/net/trace: its per-call
 # traces (grpc.EnableTracing) are off and its /debug/requests pages go on
 # http.DefaultServeMux, which evictd does not serve. Linked in, its
@@ -25,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -33,6 +42,31 @@ all: build
 # libc, and it is the binary the tests build (testruntime.GoBuild).
 build:
 	CGO_ENABLED=0 $(GO) build -tags '$(TAGS)' -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/evictd
+
+# Release artifacts in $(DIST) (git-ignored): the binary of `make build`
+# (static, the same tags and flags) for each of RELEASE_ARCHES, named
+# evictd-$(VERSION)-linux-<arch>, and their SHA256SUMS (sha256sum -c).
+# About a minute per architecture the first time. hack/release tests it.
+DIST           ?= dist
+RELEASE_ARCHES ?= amd64 arm64
+RELEASE_BINS   := $(foreach a,$(RELEASE_ARCHES),evictd-$(VERSION)-linux-$(a))
+release:
+	@mkdir -p $(DIST)
+	@set -e; for arch in $(RELEASE_ARCHES); do \
+		echo "build $(DIST)/evictd-$(VERSION)-linux-$$arch"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -tags '$(TAGS)' -trimpath -ldflags '$(LDFLAGS)' \
+			-o $(DIST)/evictd-$(VERSION)-linux-$$arch ./cmd/evictd; \
+	done
+	cd $(DIST) && sha256sum $(RELEASE_BINS) > SHA256SUMS
+
+# .deb and .rpm packages of the release binaries, built with nfpm
+# (packaging/nfpm.yaml, hack/package): the binary in /usr/bin, the units
+# in /usr/lib/systemd/system (disabled by a preset), /etc/evictd/evictd.env
+# kept on upgrade and removal. SHA256SUMS then lists them too.
+# hack/package tests the .deb with dpkg.
+package: release
+	$(GO) run ./hack/package -version '$(VERSION)' -dist $(DIST) -arch '$(RELEASE_ARCHES)' > $(DIST)/.packages
+	cd $(DIST) && sha256sum $(RELEASE_BINS) $$(cat .packages) > SHA256SUMS && rm .packages
 
 # Runs the agent on this host until Ctrl-C: it reads this machine's memory,
 # filesystems and PIDs, decides, and serves metrics; with no --kubeconfig it
@@ -170,7 +204,7 @@ uninstall:
 		$(DESTDIR)$(UNITDIR)/evictd.service.d/api-server.conf.example $(DESTDIR)$(UNITDIR)/evictd.service.d/own-user.conf.example
 
 clean:
-	rm -rf bin bench.out
+	rm -rf bin bench.out $(DIST)
 
 # evictd over a long run on one real node: pods created and deleted all the
 # time, a hog evicted every few minutes, and evictd's RSS, goroutines and
