@@ -71,6 +71,7 @@ type Metrics struct {
 	lastHour  prometheus.Gauge
 	byUnit    map[unit]*unitGauges
 	refused   *prometheus.CounterVec
+	expiry    *expiryCollector
 
 	// err holds what New could not register.
 	err error
@@ -194,6 +195,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		byUnit:  newUnitGauges(),
 		refused: newRefused(),
+		expiry:  newExpiryCollector(),
 	}
 	m.initCounters()
 	m.SetVersion(mainVersion())
@@ -241,6 +243,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.lastHour = registerOrShare(reg, m.lastHour, &errs)
 	m.registerUnits(reg, &errs)
 	m.refused = registerOrShare(reg, m.refused, &errs)
+	m.expiry = registerOrShare(reg, m.expiry, &errs)
 	m.err = errors.Join(errs...)
 }
 

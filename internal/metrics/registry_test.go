@@ -62,6 +62,7 @@ var allNames = []string{
 	"evictd_api_errors_total",
 	"evictd_api_requests_refused_total",
 	"evictd_build_info",
+	"evictd_credential_expiry_timestamp_seconds",
 	"evictd_decisions_total",
 	"evictd_detection_latency_seconds",
 	"evictd_eviction_cap_reached_total",
@@ -121,6 +122,7 @@ func exerciseAll(m *Metrics) {
 	m.IncRuntimeError(RuntimeStopContainers)
 	m.IncAPIError(APIPodEvict)
 	m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimImages, FreedBytes: 1})
+	m.SetCredentialExpiries(func() map[Credential]time.Time { return map[Credential]time.Time{CredentialToken: t0} })
 }
 
 // TestLint runs every family through promtool's naming rules.
