@@ -50,6 +50,11 @@ func TestPrometheusNode(t *testing.T) {
 		v, err := prom.query(t, `up{job="evictd", node="`+n.Name()+`"}`)
 		return err == nil && len(v) == 1 && v[0] == 1, fmt.Sprintf("up = %v (err %v)", v, err)
 	})
+	// evictd's token is a ServiceAccount token from the TokenRequest API:
+	// a JWT whose expiry evictd exports.
+	if v, err := prom.query(t, `evictd_credential_expiry_timestamp_seconds{credential="token", node="`+n.Name()+`"} - time()`); err != nil || len(v) != 1 || v[0] <= 0 || v[0] > 48*3600 {
+		t.Errorf("token expiry less now = %v s (err %v), want one series, in the next 48 h", v, err)
+	}
 	if a := prom.alerts(t, "EvictdEvicting"); len(a) != 0 {
 		t.Fatalf("EvictdEvicting before any pressure: %v", a)
 	}
