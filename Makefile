@@ -95,10 +95,21 @@ demo: k8s-bins runtime build
 # Every test: the packages' own (real cgroups, containerd, API server, a
 # whole node), then the end-to-end scenarios on a real node, alone, so that
 # no other test's processes or memory blur their thresholds.
-test: vet fmt-check k8s-bins runtime build
+test: vet fmt-check k8s-bins runtime build monitoring-check
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e$$')
 	$(MAKE) --no-print-directory fuzz-short
 	$(MAKE) --no-print-directory e2e-run
+
+# The Prometheus rules of deploy/monitoring: promtool (Debian's prometheus
+# package, installed as root when missing) checks them and runs their unit
+# tests, every alert firing and not firing. Part of `make test`.
+.PHONY: monitoring-check
+monitoring-check:
+	hack/install-prometheus.sh
+	@if command -v promtool >/dev/null 2>&1; then \
+		promtool check rules deploy/monitoring/evictd-rules.yaml && \
+		promtool test rules deploy/monitoring/tests/*.yaml; \
+	else echo "monitoring-check: no promtool; skipped"; fi
 
 # Every parser of operator or kernel input fuzzed, one target after another,
 # FUZZTIME each (about 7 minutes at the default): the threshold settings, the

@@ -98,6 +98,14 @@ func restConfig(path string) (*rest.Config, error) {
 func newKube(cfg *config.Config, rc *rest.Config, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *signals.Pod, int64) error) (*kube, error) {
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "evictd/" + version
+	// Every client made from rc, the node's impersonating one too, counts
+	// the requests refused for their credentials (401, 403).
+	rc.Wrap(met.CountRefusals)
+	// When the token and client certificate expire, read at each scrape.
+	met.SetCredentialExpiries(func() map[metrics.Credential]time.Time {
+		token, cert := kubeclient.Expiry(rc)
+		return map[metrics.Credential]time.Time{metrics.CredentialToken: token, metrics.CredentialClientCert: cert}
+	})
 	client, err := kubeclient.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)

@@ -69,6 +69,9 @@ type Metrics struct {
 	withheld  *prometheus.CounterVec
 	capHits   prometheus.Counter
 	lastHour  prometheus.Gauge
+	byUnit    map[unit]*unitGauges
+	refused   *prometheus.CounterVec
+	expiry    *expiryCollector
 
 	// err holds what New could not register.
 	err error
@@ -80,23 +83,22 @@ type Metrics struct {
 // (New called twice on one registry), the existing one is shared; any other
 // registration failure is kept for Err, and that metric goes unexported.
 func New(reg prometheus.Registerer) *Metrics {
-	// Available and capacity are one pair of families for every signal,
-	// in the signal's own unit: bytes for memory.* and *fs.available, a
-	// count for *.inodesFree and pid.available. Splitting them by unit
-	// (…_bytes vs a unitless pair) would break the one comparison these
-	// series exist for: evictd_signal_available against evictd_threshold,
-	// matched on signal, which is itself one family because a threshold is
-	// "signal < quantity" in that same unit. The signal label fixes the unit
-	// (see the HELP text), so no unit suffix is attached and a sum across
-	// signals is meaningless, as it would be anyway.
+	// Each signal's reading and thresholds go to the families of its unit
+	// (units.go): evictd_signal_available_bytes, _inodes and _pids, and so
+	// on, so that no panel or sum adds bytes to inodes; a threshold is
+	// compared with the reading of the same unit, matched on signal.
+	// evictd_signal_available, evictd_signal_capacity and evictd_threshold
+	// carry every unit in one family, told apart by the signal label only:
+	// they are deprecated, kept while dashboards and alerts move to the
+	// unit families, and to be removed in a later release.
 	m := &Metrics{
 		available: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_signal_available",
-			Help: "Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.",
+			Help: "Deprecated: use evictd_signal_available_bytes, _inodes and _pids. Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.",
 		}, []string{"signal"}),
 		capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_signal_capacity",
-			Help: "Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.",
+			Help: "Deprecated: use evictd_signal_capacity_bytes, _inodes and _pids. Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.",
 		}, []string{"signal"}),
 		stall: newStallGauge(),
 		obsAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -109,7 +111,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"signal"}),
 		threshold: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_threshold",
-			Help: "Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.",
+			Help: "Deprecated: use evictd_threshold_bytes, _inodes, _pids and _ratio. Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.",
 		}, []string{"signal", "kind"}),
 		thrMet: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_threshold_met",
@@ -191,6 +193,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_evictions_in_last_hour",
 			Help: "Evictions issued (evicted or stopped locally) in the sliding hour before the last pass, the count --max-evictions-per-hour caps.",
 		}),
+		byUnit:  newUnitGauges(),
+		refused: newRefused(),
+		expiry:  newExpiryCollector(),
 	}
 	m.initCounters()
 	m.SetVersion(mainVersion())
@@ -236,6 +241,9 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.withheld = registerOrShare(reg, m.withheld, &errs)
 	m.capHits = registerOrShare(reg, m.capHits, &errs)
 	m.lastHour = registerOrShare(reg, m.lastHour, &errs)
+	m.registerUnits(reg, &errs)
+	m.refused = registerOrShare(reg, m.refused, &errs)
+	m.expiry = registerOrShare(reg, m.expiry, &errs)
 	m.err = errors.Join(errs...)
 }
 
@@ -278,6 +286,9 @@ func (m *Metrics) initCounters() {
 	}
 	for _, v := range apiVerbs {
 		m.apiErrors.WithLabelValues(string(v.v))
+	}
+	for _, c := range refusedCodes {
+		m.refused.WithLabelValues(c.v)
 	}
 	for _, op := range runtimeOperations {
 		m.rtErrors.WithLabelValues(string(op.v))
@@ -330,6 +341,7 @@ func (m *Metrics) SetObservation(sig signals.Signal, available, capacity int64) 
 	}
 	m.available.WithLabelValues(string(sig)).Set(float64(available))
 	m.capacity.WithLabelValues(string(sig)).Set(float64(capacity))
+	m.setUnitObservation(sig, available, capacity)
 }
 
 // ForgetObservation deletes every series that came from sig's last reading
@@ -345,6 +357,7 @@ func (m *Metrics) ForgetObservation(sig signals.Signal) {
 	m.capacity.Delete(l)
 	m.obsAge.Delete(l)
 	m.forgetStall(sig)
+	m.forgetUnit(sig)
 	m.threshold.DeletePartialMatch(l)
 	m.thrMet.DeletePartialMatch(l)
 }
@@ -375,6 +388,7 @@ func (m *Metrics) SetThreshold(sig signals.Signal, kind ThresholdKind, value int
 		return
 	}
 	m.threshold.WithLabelValues(string(sig), string(kind)).Set(thresholdValue(sig, value))
+	m.byUnit[unitOf(sig)].threshold.WithLabelValues(string(sig), string(kind)).Set(thresholdValue(sig, value))
 	m.thrMet.WithLabelValues(string(sig), string(kind)).Set(boolToFloat(met))
 }
 

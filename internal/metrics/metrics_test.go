@@ -34,11 +34,11 @@ func TestMethods(t *testing.T) {
 			},
 			collect: func(m *Metrics) prometheus.Collector { return collectors(m.available, m.capacity) },
 			want: `
-# HELP evictd_signal_available Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# HELP evictd_signal_available Deprecated: use evictd_signal_available_bytes, _inodes and _pids. Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
 # TYPE evictd_signal_available gauge
 evictd_signal_available{signal="memory.available"} 8.388608e+07
 evictd_signal_available{signal="pid.available"} 3990
-# HELP evictd_signal_capacity Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# HELP evictd_signal_capacity Deprecated: use evictd_signal_capacity_bytes, _inodes and _pids. Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
 # TYPE evictd_signal_capacity gauge
 evictd_signal_capacity{signal="memory.available"} 1.7179869184e+10
 evictd_signal_capacity{signal="pid.available"} 4.194304e+06
@@ -60,10 +60,10 @@ evictd_signal_capacity{signal="pid.available"} 4.194304e+06
 evictd_memory_pressure_stall_ratio{kind="full",window="10s"} 0.355
 evictd_memory_pressure_stall_ratio{kind="some",window="300s"} 0.0001
 evictd_memory_pressure_stall_ratio{kind="some",window="60s"} 0
-# HELP evictd_signal_available Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# HELP evictd_signal_available Deprecated: use evictd_signal_available_bytes, _inodes and _pids. Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
 # TYPE evictd_signal_available gauge
 evictd_signal_available{signal="memory.available"} 8.388608e+07
-# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.
+# HELP evictd_threshold Deprecated: use evictd_threshold_bytes, _inodes, _pids and _ratio. Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.
 # TYPE evictd_threshold gauge
 evictd_threshold{kind="hard",signal="memory.pressure.full.avg10"} 0.2
 `,
@@ -100,16 +100,16 @@ evictd_memory_pressure_stall_ratio{kind="full",window="60s"} 0.12
 				return collectors(m.available, m.capacity, m.obsAge, m.threshold, m.thrMet)
 			},
 			want: `
-# HELP evictd_signal_available Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# HELP evictd_signal_available Deprecated: use evictd_signal_available_bytes, _inodes and _pids. Amount of the signal's resource available at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
 # TYPE evictd_signal_available gauge
 evictd_signal_available{signal="memory.available"} 100
-# HELP evictd_signal_capacity Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
+# HELP evictd_signal_capacity Deprecated: use evictd_signal_capacity_bytes, _inodes and _pids. Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.
 # TYPE evictd_signal_capacity gauge
 evictd_signal_capacity{signal="memory.available"} 1000
 # HELP evictd_signal_observation_age_seconds Age of the signal's last observation when the last pass used it.
 # TYPE evictd_signal_observation_age_seconds gauge
 evictd_signal_observation_age_seconds{signal="memory.available"} 0.5
-# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.
+# HELP evictd_threshold Deprecated: use evictd_threshold_bytes, _inodes, _pids and _ratio. Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.
 # TYPE evictd_threshold gauge
 evictd_threshold{kind="hard",signal="memory.available"} 10
 evictd_threshold{kind="soft",signal="memory.available"} 20
@@ -155,7 +155,7 @@ evictd_signal_errors_total{signal="nodefs.inodesFree"} 2
 			},
 			collect: func(m *Metrics) prometheus.Collector { return collectors(m.threshold, m.thrMet) },
 			want: `
-# HELP evictd_threshold Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.
+# HELP evictd_threshold Deprecated: use evictd_threshold_bytes, _inodes, _pids and _ratio. Eviction threshold as an absolute quantity in the signal's unit (percentages resolved against capacity): the node is under pressure while evictd_signal_available is below it; for the memory.pressure.* signals a stall ratio (0-1), under pressure while evictd_memory_pressure_stall_ratio is above it.
 # TYPE evictd_threshold gauge
 evictd_threshold{kind="hard",signal="memory.available"} 1.048576e+08
 evictd_threshold{kind="soft",signal="nodefs.inodesFree"} 50000

@@ -36,6 +36,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		// evictions are never PDB-blocked nor stopped locally.
 		{"evictd_evictions_total", m.evictions, nSignals*5 + nLocal*3},
 		{"evictd_api_errors_total", m.apiErrors, 7},
+		{"evictd_api_requests_refused_total", m.refused, 2},
 		{"evictd_runtime_errors_total", m.rtErrors, 2},
 		{"evictd_reclaim_total", m.reclaims, 2 * 2},
 		{"evictd_reclaimed_bytes_total", m.reclaimed, 2},
@@ -59,7 +60,9 @@ func TestCountersStartAtZero(t *testing.T) {
 // allNames is every metric family evictd exports.
 var allNames = []string{
 	"evictd_api_errors_total",
+	"evictd_api_requests_refused_total",
 	"evictd_build_info",
+	"evictd_credential_expiry_timestamp_seconds",
 	"evictd_decisions_total",
 	"evictd_detection_latency_seconds",
 	"evictd_eviction_cap_reached_total",
@@ -76,19 +79,34 @@ var allNames = []string{
 	"evictd_reclaimed_bytes_total",
 	"evictd_runtime_errors_total",
 	"evictd_signal_available",
+	"evictd_signal_available_bytes",
+	"evictd_signal_available_inodes",
+	"evictd_signal_available_pids",
 	"evictd_signal_capacity",
+	"evictd_signal_capacity_bytes",
+	"evictd_signal_capacity_inodes",
+	"evictd_signal_capacity_pids",
 	"evictd_signal_errors_total",
 	"evictd_signal_observation_age_seconds",
 	"evictd_stats_age_seconds",
 	"evictd_threshold",
+	"evictd_threshold_bytes",
+	"evictd_threshold_inodes",
 	"evictd_threshold_met",
+	"evictd_threshold_pids",
+	"evictd_threshold_ratio",
 	"evictd_wakeups_total",
 }
 
 // exerciseAll gives every family at least one series.
 func exerciseAll(m *Metrics) {
 	m.SetObservation(signals.MemoryAvailable, 1, 2)
+	m.SetObservation(signals.NodeFsInodesFree, 1, 2)
+	m.SetObservation(signals.PIDAvailable, 1, 2)
 	m.SetObservation(signals.MemoryPressureFullAvg10, 1, signals.StallScale)
+	m.SetThreshold(signals.NodeFsInodesFree, KindSoft, 1, false)
+	m.SetThreshold(signals.PIDAvailable, KindHard, 1, false)
+	m.SetThreshold(signals.MemoryPressureFullAvg10, KindHard, 1, false)
 	m.SetObservationAge(signals.MemoryAvailable, 1)
 	m.IncSignalError(signals.MemoryAvailable)
 	m.SetThreshold(signals.MemoryAvailable, KindHard, 1, true)
@@ -104,6 +122,7 @@ func exerciseAll(m *Metrics) {
 	m.IncRuntimeError(RuntimeStopContainers)
 	m.IncAPIError(APIPodEvict)
 	m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimImages, FreedBytes: 1})
+	m.SetCredentialExpiries(func() map[Credential]time.Time { return map[Credential]time.Time{CredentialToken: t0} })
 }
 
 // TestLint runs every family through promtool's naming rules.
