@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/config"
@@ -56,10 +57,6 @@ func loadConfig(name string, args []string, stderr io.Writer, extra func(*pflag.
 	return cfg, 0, true
 }
 
-func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
 func hostConfig(cfg *config.Config) host.Config {
 	return host.Config{
 		ProcRoot:       cfg.ProcRoot,
@@ -88,7 +85,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	log := newLogger(stderr, cfg.LogLevel)
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	for _, note := range cfg.Notes {
 		log.Info(note)
 	}
@@ -190,6 +187,9 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		if !cfg.DryRun {
 			stopLocally = rc.stopPodContainers
 		}
+		// client-go's own lines (klog) through the same handler: in
+		// --log-format, with the journal's priorities.
+		klog.SetSlogLogger(log.With("component", "client-go"))
 		k, err := newKube(cfg, kubeRC, met, log, stopLocally)
 		if err != nil {
 			log.Error("cannot connect to the API server", "err", err)
