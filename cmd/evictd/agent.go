@@ -30,11 +30,13 @@ import (
 	"github.com/evictd/evictd/systemd"
 )
 
-// loadConfig parses flags into a validated configuration, printing usage or
-// the error; ok is false when the caller should exit with code.
-func loadConfig(name string, args []string, stderr io.Writer, extra func(*pflag.FlagSet)) (cfg *config.Config, code int, ok bool) {
+// loadConfig parses flags into a validated configuration; ok is false when
+// the caller should exit with code: after printing help (head and the
+// flags) or the version on stdout, or the error on stderr.
+func loadConfig(name, head string, args []string, stdout, stderr io.Writer, extra func(*pflag.FlagSet)) (cfg *config.Config, code int, ok bool) {
 	fs, opts := config.NewFlagSet(name)
 	fs.SetOutput(stderr)
+	setUsage(fs, stdout, head)
 	if extra != nil {
 		extra(fs)
 	}
@@ -42,12 +44,14 @@ func loadConfig(name string, args []string, stderr io.Writer, extra func(*pflag.
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, 0, false
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return nil, 2, false
+		return nil, usageError(stderr, name, err), false
+	}
+	if f := fs.Lookup("version"); f != nil && f.Value.String() == "true" {
+		fmt.Fprintln(stdout, buildVersion())
+		return nil, 0, false
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
-		return nil, 2, false
+		return nil, usageError(stderr, name, fmt.Errorf("unexpected argument %q (the commands are %s)", fs.Arg(0), commandNames())), false
 	}
 	cfg, err := opts.Complete(fs)
 	if err != nil {
@@ -81,7 +85,9 @@ func deciderConfig(cfg *config.Config, layout signals.FsLayout) decide.DeciderCo
 
 // agent runs evictd until SIGINT or SIGTERM.
 func agent(args []string, stdout, stderr io.Writer) int {
-	cfg, code, ok := loadConfig("evictd", args, stderr, nil)
+	cfg, code, ok := loadConfig("evictd", usage, args, stdout, stderr, func(fs *pflag.FlagSet) {
+		fs.Bool("version", false, "Print the version, commit and Go version, and exit. (default false)")
+	})
 	if !ok {
 		return code
 	}

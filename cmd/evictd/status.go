@@ -16,10 +16,17 @@ import (
 	"github.com/evictd/evictd/internal/server"
 )
 
+const statusHelp = `Usage: evictd status [--metrics-bind-address ADDR]
+                     [--metrics-ca-file FILE | --tls] [--metrics-bearer-token-file FILE]
+
+Ask a running agent for its last pass (its /status endpoint) and print it.
+`
+
 // status asks a running agent for its last pass and prints it as JSON.
 func status(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("evictd status", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, stdout, statusHelp)
 	addr := fs.String("metrics-bind-address", "127.0.0.1:9847", "Address the agent serves /metrics and /status on.")
 	caFile := fs.String("metrics-ca-file", "",
 		"Path of the PEM CA certificate(s) that verify the agent's TLS certificate (its --metrics-tls-cert-file); implies --tls. "+
@@ -30,8 +37,10 @@ func status(args []string, stdout, stderr io.Writer) int {
 		if err == pflag.ErrHelp {
 			return 0
 		}
-		fmt.Fprintf(stderr, "evictd status: %v\n", err)
-		return 2
+		return usageError(stderr, "evictd status", err)
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, "evictd status", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	client, scheme, err := statusClient(*caFile, *useTLS)
 	if err != nil {
