@@ -17,12 +17,12 @@ func TestHelp(t *testing.T) {
 		want    []string // in stdout
 		notWant string
 	}{
-		{[]string{"--help"}, []string{"evictd — node-pressure eviction agent", "evictd help [COMMAND]", "--eviction-hard", "--log-format", "--version"}, ""},
+		{[]string{"--help"}, []string{"evictd — node-pressure eviction agent", "evictd status [-o text|json]", "evictd help [COMMAND]", "--eviction-hard", "--log-format", "--version"}, ""},
 		{[]string{"-h"}, []string{"evictd — node-pressure eviction agent", "--eviction-hard"}, ""},
 		{[]string{"help"}, []string{"evictd — node-pressure eviction agent", "evictd check-config", "--log-level"}, ""},
 		{[]string{"--log-level=debug", "--help"}, []string{"evictd — node-pressure eviction agent"}, ""},
-		{[]string{"help", "status"}, []string{"Usage: evictd status", "--metrics-ca-file"}, "--eviction-hard"},
-		{[]string{"status", "--help"}, []string{"Usage: evictd status"}, "--eviction-hard"},
+		{[]string{"help", "status"}, []string{"Usage: evictd status", "-o, --output", "--metrics-ca-file"}, "--eviction-hard"},
+		{[]string{"status", "--help"}, []string{"Usage: evictd status", "-o, --output"}, "--eviction-hard"},
 		{[]string{"status", "-h"}, []string{"Usage: evictd status"}, ""},
 		{[]string{"help", "check-config"}, []string{"Usage: evictd check-config", "--eviction-hard"}, "--version"},
 		{[]string{"check-config", "--help"}, []string{"Usage: evictd check-config", "--eviction-hard"}, "--version"},
@@ -62,6 +62,7 @@ func TestHelpUsageErrors(t *testing.T) {
 		{[]string{"help", "status", "simulate"}, `evictd help: want at most one command`},
 		{[]string{"status", "--nope"}, "evictd status: unknown flag: --nope\nRun 'evictd status --help' for usage.\n"},
 		{[]string{"status", "extra"}, `evictd status: unexpected argument "extra"`},
+		{[]string{"status", "-o", "yaml"}, `evictd status: --output "yaml": want text or json`},
 		{[]string{"check-config", "--nope"}, "Run 'evictd check-config --help' for usage."},
 		{[]string{"simulate"}, "evictd simulate: --snapshot FILE is required\nRun 'evictd simulate --help' for usage.\n"},
 		{[]string{"version", "-o", "yaml"}, `evictd version: --output "yaml": want text or json`},
