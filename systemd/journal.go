@@ -94,6 +94,34 @@ func (p *priorityWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// ErrorLines returns a writer that starts every line written to w with
+// the error priority "<3>": for what evictd writes to the journal before
+// its logger exists (a flag or configuration it refuses), so that
+// `journalctl -p err` finds it.
+func ErrorLines(w io.Writer) io.Writer {
+	return &errorLines{w: w, lineStart: true}
+}
+
+type errorLines struct {
+	w         io.Writer
+	lineStart bool
+}
+
+func (e *errorLines) Write(b []byte) (int, error) {
+	var out []byte
+	for _, c := range b {
+		if e.lineStart {
+			out = append(out, "<3>"...)
+		}
+		out = append(out, c)
+		e.lineStart = c == '\n'
+	}
+	if _, err := e.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
 // priority is the sd-daemon prefix of a level; a level between two of
 // slog's takes the less severe one's.
 func priority(l slog.Level) string {

@@ -118,3 +118,17 @@ func TestIsJournalStream(t *testing.T) {
 		})
 	}
 }
+
+func TestErrorLines(t *testing.T) {
+	var buf bytes.Buffer
+	w := ErrorLines(&buf)
+	for _, s := range []string{"evictd: unknown flag: --nope\nRun 'evictd --help'", " for usage.\n", "", "a\n\nb\n"} {
+		if n, err := io.WriteString(w, s); n != len(s) || err != nil {
+			t.Fatalf("write %q: got %d, %v", s, n, err)
+		}
+	}
+	want := "<3>evictd: unknown flag: --nope\n<3>Run 'evictd --help' for usage.\n<3>a\n<3>\n<3>b\n"
+	if buf.String() != want {
+		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"sync"
@@ -85,7 +86,11 @@ func deciderConfig(cfg *config.Config, layout signals.FsLayout) decide.DeciderCo
 
 // agent runs evictd until SIGINT or SIGTERM.
 func agent(args []string, stdout, stderr io.Writer) int {
-	cfg, code, ok := loadConfig("evictd", usage, args, stdout, stderr, func(fs *pflag.FlagSet) {
+	refusal := stderr
+	if f, ok := stderr.(*os.File); ok && systemd.IsJournalStream(f) {
+		refusal = systemd.ErrorLines(stderr)
+	}
+	cfg, code, ok := loadConfig("evictd", usage, args, stdout, refusal, func(fs *pflag.FlagSet) {
 		fs.Bool("version", false, "Print the version, commit and Go version, and exit. (default false)")
 	})
 	if !ok {
@@ -236,7 +241,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start the loop", "err", err)
 		return 1
 	}
-	log.Info("evictd starting", "version", version, "thresholds", len(m.Thresholds()), "layout", layout.String(),
+	log.Info("evictd starting", "version", version, "commit", buildVersion().Commit, "thresholds", len(m.Thresholds()), "layout", layout.String(),
 		"housekeepingInterval", cfg.HousekeepingInterval, "maxEvictionsPerHour", cfg.MaxEvictionsPerHour, "metrics", cfg.MetricsBindAddress)
 
 	srv := server.New(cfg.MetricsBindAddress, reg, m.Ready, func() any { return m.Status() }, log)
