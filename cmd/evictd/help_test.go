@@ -20,6 +20,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"--help"}, []string{"evictd — node-pressure eviction agent", "evictd status [-o text|json]", "evictd help [COMMAND]", "--eviction-hard", "--log-format", "--version"}, ""},
 		{[]string{"-h"}, []string{"evictd — node-pressure eviction agent", "--eviction-hard"}, ""},
 		{[]string{"help"}, []string{"evictd — node-pressure eviction agent", "evictd check-config", "--log-level"}, ""},
+		{[]string{"help", "--help"}, []string{"evictd — node-pressure eviction agent"}, ""},
 		{[]string{"--log-level=debug", "--help"}, []string{"evictd — node-pressure eviction agent"}, ""},
 		{[]string{"help", "status"}, []string{"Usage: evictd status", "-o, --output", "--metrics-ca-file"}, "--eviction-hard"},
 		{[]string{"status", "--help"}, []string{"Usage: evictd status", "-o, --output"}, "--eviction-hard"},

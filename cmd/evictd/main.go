@@ -65,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // help prints evictd's help, or with a command's name that command's.
 func help(args []string, stdout, stderr io.Writer) int {
 	switch {
-	case len(args) == 0:
+	case len(args) == 0 || (len(args) == 1 && (args[0] == "--help" || args[0] == "-h")):
 		return agent([]string{"--help"}, stdout, stderr)
 	case len(args) > 1:
 		fmt.Fprintf(stderr, "evictd help: want at most one command, got %q\n", args)
