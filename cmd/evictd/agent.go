@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/config"
@@ -29,11 +31,13 @@ import (
 	"github.com/evictd/evictd/systemd"
 )
 
-// loadConfig parses flags into a validated configuration, printing usage or
-// the error; ok is false when the caller should exit with code.
-func loadConfig(name string, args []string, stderr io.Writer, extra func(*pflag.FlagSet)) (cfg *config.Config, code int, ok bool) {
+// loadConfig parses flags into a validated configuration; ok is false when
+// the caller should exit with code: after printing help (head and the
+// flags) or the version on stdout, or the error on stderr.
+func loadConfig(name, head string, args []string, stdout, stderr io.Writer, extra func(*pflag.FlagSet)) (cfg *config.Config, code int, ok bool) {
 	fs, opts := config.NewFlagSet(name)
 	fs.SetOutput(stderr)
+	setUsage(fs, stdout, head)
 	if extra != nil {
 		extra(fs)
 	}
@@ -41,12 +45,14 @@ func loadConfig(name string, args []string, stderr io.Writer, extra func(*pflag.
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, 0, false
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return nil, 2, false
+		return nil, usageError(stderr, name, err), false
+	}
+	if f := fs.Lookup("version"); f != nil && f.Value.String() == "true" {
+		fmt.Fprintln(stdout, buildVersion())
+		return nil, 0, false
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
-		return nil, 2, false
+		return nil, usageError(stderr, name, fmt.Errorf("unexpected argument %q (the commands are %s)", fs.Arg(0), commandNames())), false
 	}
 	cfg, err := opts.Complete(fs)
 	if err != nil {
@@ -54,10 +60,6 @@ func loadConfig(name string, args []string, stderr io.Writer, extra func(*pflag.
 		return nil, 1, false
 	}
 	return cfg, 0, true
-}
-
-func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 func hostConfig(cfg *config.Config) host.Config {
@@ -84,11 +86,17 @@ func deciderConfig(cfg *config.Config, layout signals.FsLayout) decide.DeciderCo
 
 // agent runs evictd until SIGINT or SIGTERM.
 func agent(args []string, stdout, stderr io.Writer) int {
-	cfg, code, ok := loadConfig("evictd", args, stderr, nil)
+	refusal := stderr
+	if f, ok := stderr.(*os.File); ok && systemd.IsJournalStream(f) {
+		refusal = systemd.ErrorLines(stderr)
+	}
+	cfg, code, ok := loadConfig("evictd", usage, args, stdout, refusal, func(fs *pflag.FlagSet) {
+		fs.Bool("version", false, "Print the version, commit and Go version, and exit. (default false)")
+	})
 	if !ok {
 		return code
 	}
-	log := newLogger(stderr, cfg.LogLevel)
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	for _, note := range cfg.Notes {
 		log.Info(note)
 	}
@@ -196,6 +204,9 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		if !cfg.DryRun {
 			stopLocally = rc.stopPodContainers
 		}
+		// client-go's own lines (klog) through the same handler: in
+		// --log-format, with the journal's priorities.
+		klog.SetSlogLogger(log.With("component", "client-go"))
 		k, err := newKube(cfg, kubeRC, met, log, stopLocally)
 		if err != nil {
 			log.Error("cannot connect to the API server", "err", err)
@@ -241,7 +252,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start the loop", "err", err)
 		return 1
 	}
-	log.Info("evictd starting", "version", version, "thresholds", len(m.Thresholds()), "layout", layout.String(),
+	log.Info("evictd starting", "version", version, "commit", buildVersion().Commit, "thresholds", len(m.Thresholds()), "layout", layout.String(),
 		"housekeepingInterval", cfg.HousekeepingInterval, "maxEvictionsPerHour", cfg.MaxEvictionsPerHour, "metrics", cfg.MetricsBindAddress)
 
 	srv := server.New(cfg.MetricsBindAddress, reg, m.Ready, func() any { return m.Status() }, log)

@@ -272,13 +272,18 @@ func newE2E(t *testing.T) *e2e {
 		// No container runtime: nothing of this machine's is touched.
 		"--container-runtime-endpoint", "unix://" + filepath.Join(t.TempDir(), "no-runtime.sock"),
 		"--log-level", "debug",
+		// Every line, client-go's too, one JSON object with no key twice:
+		// checked once the agent has stopped (cleanups run last first).
+		"--log-format", "json",
 	}
 	// The same flags, checked first, so a rejected configuration says why.
 	if out, errOut, code := runCmd(append([]string{"check-config"}, args...)...); code != 0 ||
 		!strings.Contains(out, "500Mi") || !strings.Contains(out, "250Mi") {
 		t.Fatalf("check-config: exit %d\n%s%s", code, out, errOut)
 	}
-	startAgent(t, nil, args...)
+	var logs *strings.Builder
+	t.Cleanup(func() { checkJSONLogs(t, logs.String()) })
+	_, logs = startAgent(t, nil, args...)
 	waitHTTP(t, "http://"+e.addr+"/readyz")
 
 	// The agent's first write: its condition, False, on the node.

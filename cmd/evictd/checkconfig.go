@@ -10,12 +10,21 @@ import (
 	"github.com/evictd/evictd/signals/host"
 )
 
+const checkConfigHelp = `Usage: evictd check-config [flags]
+
+Print the thresholds the agent would enforce with these flags, after
+--node-config, --config and the command line in that precedence: signal,
+value as written, grace period, minimum reclaim, hard or soft, and where
+each came from; then notes and warnings. A configuration the agent would
+refuse prints the exact error and exits 1. The flags are the agent's.
+`
+
 // checkConfig prints the effective thresholds, or the exact error, and
 // exits non-zero on error. Like the agent at start, it refuses a
 // kubeconfig, or credentials it names, that others can read (restConfig),
 // and compares the thresholds with this node's capacities.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
-	cfg, code, ok := loadConfig("evictd check-config", args, stderr, nil)
+	cfg, code, ok := loadConfig("evictd check-config", checkConfigHelp, args, stdout, stderr, nil)
 	if !ok {
 		return code
 	}

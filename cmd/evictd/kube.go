@@ -150,7 +150,8 @@ func newKube(cfg *config.Config, rc *rest.Config, met *metrics.Metrics, log *slo
 		broadcaster.Shutdown()
 		return nil, err
 	}
-	pods := podsource.New(podClient, cfg.NodeName, 0, log.With("component", "pods"))
+	// podsource names itself (component=podsource).
+	pods := podsource.New(podClient, cfg.NodeName, 0, log)
 	// A mirror pod counts as the node's own only with the Node's UID in
 	// its ownerReference, as the node's watch shows it.
 	pods.SetNodeUID(status.NodeUID)

@@ -42,14 +42,17 @@ type runtimeConn struct {
 	log *slog.Logger
 	// dialLog is log without the endpoint, which the CRI client adds.
 	dialLog *slog.Logger
+	// reclaimLog is the agent's log with component=reclaim, not cri.
+	reclaimLog *slog.Logger
 	// met counts the runtime calls that fail (evictd_runtime_errors_total).
 	met   *metrics.Metrics
 	parts atomic.Pointer[runtimeParts]
 }
 
 func newRuntimeConn(cfg *config.Config, hc host.Config, fs *host.Filesystems, met *metrics.Metrics, log *slog.Logger) *runtimeConn {
+	reclaimLog := log.With("component", "reclaim")
 	log = log.With("component", "cri")
-	return &runtimeConn{cfg: cfg, hc: hc, fs: fs, met: met, dialLog: log, log: log.With("endpoint", cfg.ContainerRuntimeEndpoint)}
+	return &runtimeConn{cfg: cfg, hc: hc, fs: fs, met: met, dialLog: log, reclaimLog: reclaimLog, log: log.With("endpoint", cfg.ContainerRuntimeEndpoint)}
 }
 
 // connect dials once; it returns the filesystem layout the runtime shows.
@@ -100,7 +103,7 @@ func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
 			c.Close()
 			return layout, err
 		}
-		parts.reclaimer = reclaim.New(rcfg, c.RuntimeService(), c.ImageService(), r.log.With("component", "reclaim"))
+		parts.reclaimer = reclaim.New(rcfg, c.RuntimeService(), c.ImageService(), r.reclaimLog)
 	}
 	r.parts.Store(parts)
 	r.log.Info("connected to the container runtime", "imageFs", imageFsPath, "layout", layout.String())

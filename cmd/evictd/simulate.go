@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -17,19 +17,36 @@ import (
 	"github.com/evictd/evictd/thresholds"
 )
 
+const simulateHelp = `Usage: evictd simulate --snapshot FILE [flags] [-o text|json]
+
+Replay a node snapshot (docs/SNAPSHOT.md) through the decision code the
+agent runs and print, step by step, what evictd would do: the observations,
+each threshold's state, the pressure conditions, the ranking and the
+eviction. The snapshot's own flags come first, so the command line's win;
+the other flags are the agent's.
+`
+
 // simulate replays a snapshot through the same decision code the agent
 // runs and prints, step by step, what evictd would do.
 func simulate(args []string, stdout, stderr io.Writer) int {
+	var output string
+	flags := func(fs *pflag.FlagSet) {
+		fs.String("snapshot", "", "JSON node snapshot to replay (format: docs/SNAPSHOT.md); required.")
+		fs.StringVarP(&output, "output", "o", "text", "Output format: text or json.")
+	}
 	// A first look at the arguments finds the snapshot, whose own flags
 	// then come before the command line's, so the command line wins.
 	pre := pflag.NewFlagSet("evictd simulate", pflag.ContinueOnError)
 	pre.ParseErrorsAllowlist.UnknownFlags = true
 	pre.SetOutput(io.Discard)
+	pre.Usage = func() {}
 	path := pre.String("snapshot", "", "")
-	_ = pre.Parse(args)
+	if err := pre.Parse(args); errors.Is(err, pflag.ErrHelp) {
+		_, code, _ := loadConfig("evictd simulate", simulateHelp, []string{"--help"}, stdout, stderr, flags)
+		return code
+	}
 	if *path == "" {
-		fmt.Fprintln(stderr, "evictd simulate: --snapshot FILE is required")
-		return 2
+		return usageError(stderr, "evictd simulate", errors.New("--snapshot FILE is required"))
 	}
 	sc, err := snapshot.ReadFile(*path)
 	if err != nil {
@@ -37,17 +54,12 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	var output string
-	cfg, code, ok := loadConfig("evictd simulate", append(append([]string{}, sc.Args...), args...), stderr, func(fs *pflag.FlagSet) {
-		fs.String("snapshot", "", "JSON node snapshot to replay (format: docs/SNAPSHOT.md).")
-		fs.StringVar(&output, "output", "text", "Output format: text or json.")
-	})
+	cfg, code, ok := loadConfig("evictd simulate", simulateHelp, append(append([]string{}, sc.Args...), args...), stdout, stderr, flags)
 	if !ok {
 		return code
 	}
 	if output != "text" && output != "json" {
-		fmt.Fprintf(stderr, "evictd simulate: --output %q: want text or json\n", output)
-		return 2
+		return usageError(stderr, "evictd simulate", fmt.Errorf("--output %q: want text or json", output))
 	}
 
 	d := decide.NewDecider(deciderConfig(cfg, sc.Layout))
@@ -57,9 +69,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		results = append(results, newStepResult(step, dec, d.Thresholds()))
 	}
 	if output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(results); err != nil {
+		if err := writeJSON(stdout, results); err != nil {
 			fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
 			return 1
 		}

@@ -10,16 +10,32 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/server"
 )
 
-// status asks a running agent for its last pass and prints it as JSON.
+const statusHelp = `Usage: evictd status [-o text|json] [--metrics-bind-address ADDR]
+                     [--metrics-ca-file FILE | --tls] [--metrics-bearer-token-file FILE]
+
+Ask a running agent for its last pass (its /status endpoint) and print it:
+each signal's available amount and capacity against its thresholds as the
+agent enforces them (bytes in Ki, Mi, Gi; inodes and PIDs as counts; memory
+stall as a percentage of time), the pressure conditions, the last decision
+and its result, and the evictions in the last hour. -o json prints the
+agent's JSON as it is.
+`
+
+// status asks a running agent for its last pass and prints it as a table,
+// or as JSON with -o json.
 func status(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("evictd status", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, stdout, statusHelp)
+	output := fs.StringP("output", "o", "text", "Output format: text (a table) or json.")
 	addr := fs.String("metrics-bind-address", "127.0.0.1:9847", "Address the agent serves /metrics and /status on.")
 	caFile := fs.String("metrics-ca-file", "",
 		"Path of the PEM CA certificate(s) that verify the agent's TLS certificate (its --metrics-tls-cert-file); implies --tls. "+
@@ -30,8 +46,13 @@ func status(args []string, stdout, stderr io.Writer) int {
 		if err == pflag.ErrHelp {
 			return 0
 		}
-		fmt.Fprintf(stderr, "evictd status: %v\n", err)
-		return 2
+		return usageError(stderr, "evictd status", err)
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, "evictd status", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	if *output != "text" && *output != "json" {
+		return usageError(stderr, "evictd status", fmt.Errorf("--output %q: want text or json", *output))
 	}
 	client, scheme, err := statusClient(*caFile, *useTLS)
 	if err != nil {
@@ -78,13 +99,26 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd status: %s answered %s: %s%s\n", url, resp.Status, bytes.TrimSpace(body), hint)
 		return 1
 	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, body, "", "  "); err != nil {
-		fmt.Fprintf(stderr, "evictd status: %s did not answer JSON: %v\n", url, err)
+	if *output == "json" {
+		var out bytes.Buffer
+		if err := json.Indent(&out, bytes.TrimSpace(body), "", "  "); err != nil {
+			fmt.Fprintf(stderr, "evictd status: %s did not answer JSON: %v\n", url, err)
+			return 1
+		}
+		out.WriteByte('\n')
+		// An older agent escaped the thresholds' < and > as \u003c, \u003e.
+		_, _ = stdout.Write(unescapeHTML(out.Bytes()))
+		return 0
+	}
+	var st manager.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		fmt.Fprintf(stderr, "evictd status: %s did not answer a status: %v\n", url, err)
 		return 1
 	}
-	out.WriteByte('\n')
-	_, _ = out.WriteTo(stdout)
+	if err := writeStatus(stdout, &st, time.Now()); err != nil {
+		fmt.Fprintf(stderr, "evictd status: %v\n", err)
+		return 1
+	}
 	return 0
 }
 

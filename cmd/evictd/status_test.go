@@ -29,7 +29,7 @@ func guardedAgent(t *testing.T) (addr, ca, token string) {
 	if err := os.WriteFile(token, []byte("t0ken\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New("127.0.0.1:0", nil, nil, func() any { return map[string]any{"passes": 3} }, nil)
+	srv := server.New("127.0.0.1:0", nil, nil, func() any { return map[string]any{"passes": 3, "threshold": "memory.available<100Mi"} }, nil)
 	if err := srv.Secure(server.Access{CertFile: files.Cert, KeyFile: files.Key, TokenFile: token}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,10 @@ func TestStatusTLSAndToken(t *testing.T) {
 		code     int
 		contains string // in stdout when code is 0, else in stderr
 	}{
-		{"verified, with the token", []string{"--metrics-ca-file", ca, "--metrics-bearer-token-file", token}, 0, `"passes": 3`},
+		{"verified, with the token, JSON", []string{"--metrics-ca-file", ca, "--metrics-bearer-token-file", token, "-o", "json"}, 0,
+			"{\n  \"passes\": 3,\n  \"threshold\": \"memory.available<100Mi\"\n}\n"},
+		// Not the status of a pass: what the agent says before its first.
+		{"verified, with the token, table", []string{"--metrics-ca-file", ca, "--metrics-bearer-token-file", token}, 0, "no pass has completed yet"},
 		{"without the token", []string{"--metrics-ca-file", ca}, 1, "401 Unauthorized: a bearer token is required (give the agent's token with --metrics-bearer-token-file)"},
 		{"plain HTTP", []string{"--metrics-bearer-token-file", token}, 1, "400 Bad Request"},
 		{"another CA", []string{"--metrics-ca-file", otherCA.CA, "--metrics-bearer-token-file", token}, 1, "certificate signed by unknown authority"},
@@ -154,8 +157,15 @@ func TestAgentServesGuardedEndpoints(t *testing.T) {
 	if code := status([]string{"--metrics-bind-address", addr, "--metrics-ca-file", files.CA, "--metrics-bearer-token-file", token}, &stdout, &stderr); code != 0 {
 		t.Fatalf("evictd status: exit %d, stderr %q", code, stderr.String())
 	}
-	if !strings.HasPrefix(stdout.String(), "{") {
-		t.Errorf("evictd status printed %q, want the agent's JSON status", stdout.String())
+	if out := stdout.String(); !strings.HasPrefix(out, "last pass ") || !strings.Contains(out, "\nmemory.available ") || !strings.Contains(out, "\ndecision: ") {
+		t.Errorf("evictd status printed %q, want the table of the agent's last pass", out)
+	}
+	stdout.Reset()
+	if code := status([]string{"--metrics-bind-address", addr, "--metrics-ca-file", files.CA, "--metrics-bearer-token-file", token, "--output", "json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("evictd status --output json: exit %d, stderr %q", code, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "{") || !strings.Contains(out, `"threshold": "memory.available<100Mi"`) {
+		t.Errorf("evictd status --output json printed %q, want the agent's JSON status, < as it is", out)
 	}
 }
 

@@ -52,6 +52,7 @@ func TestDefaults(t *testing.T) {
 		{"ProcRoot", c.ProcRoot, "/proc"},
 		{"CgroupMount", c.CgroupMount, "/sys/fs/cgroup"},
 		{"LogLevel", c.LogLevel, slog.LevelInfo},
+		{"LogFormat", c.LogFormat, "text"},
 		{"Settings.Hard", c.Settings.Hard == nil, true},
 		{"Settings.MergeDefaults", c.Settings.MergeDefaults, false},
 		{"Sources", len(c.Sources), 0},
@@ -232,6 +233,10 @@ func TestFlagSyntax(t *testing.T) {
 		{"log-level upper case", []string{"--log-level=WARN"}, func(c *Config) any { return c.LogLevel }, slog.LevelWarn, ""},
 		{"log-level unknown", []string{"--log-level=verbose"}, nil, nil,
 			`--log-level: invalid value "verbose": want debug, info, warn or error`},
+		{"log-format", []string{"--log-format=json"}, func(c *Config) any { return c.LogFormat }, "json", ""},
+		{"log-format upper case", []string{"--log-format=JSON"}, func(c *Config) any { return c.LogFormat }, "json", ""},
+		{"log-format unknown", []string{"--log-format=logfmt"}, nil, nil,
+			`--log-format: invalid value "logfmt": want text or json`},
 		{"pressure-taint-effect default", nil, func(c *Config) any { return c.TaintEffect }, "NoSchedule", ""},
 		{"pressure-taint-effect", []string{"--pressure-taint-effect=PreferNoSchedule"}, func(c *Config) any { return c.TaintEffect }, "PreferNoSchedule", ""},
 		{"pressure-taint-effect unknown", []string{"--pressure-taint-effect=NoEntry"}, nil, nil,
@@ -320,8 +325,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 47 {
-		t.Errorf("got %d flags, want 47", n)
+	if n != 48 {
+		t.Errorf("got %d flags, want 48", n)
 	}
 }
 

@@ -30,6 +30,7 @@ const (
 	defaultProcRoot                  = "/proc"
 	defaultCgroupMount               = "/sys/fs/cgroup"
 	defaultLogLevel                  = "info"
+	defaultLogFormat                 = "text"
 	defaultTaintEffect               = "NoSchedule"
 	defaultRuntimeRequestTimeout     = 5 * time.Second
 	defaultPodLogsDir                = "/var/log/pods"
@@ -101,6 +102,7 @@ type Options struct {
 	procRoot             string
 	cgroupMount          string
 	logLevel             string
+	logFormat            string
 	taintEffect          string
 	runtimeTimeout       time.Duration
 	podLogsDir           string
@@ -217,6 +219,8 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Directory path where the cgroup filesystem is mounted.")
 	fs.StringVar(&o.logLevel, "log-level", defaultLogLevel,
 		"Least severe log level written: debug, info, warn or error.")
+	fs.StringVar(&o.logFormat, "log-format", defaultLogFormat,
+		"Format of the log lines on stderr: text (key=value) or json (one object a line). Under systemd, with stderr connected to the journal, each line starts with its syslog priority (<3> error to <7> debug), which journald strips and records.")
 	fs.DurationVar(&o.runtimeTimeout, "runtime-request-timeout", defaultRuntimeRequestTimeout,
 		"Timeout, as a Go duration, of each request to the container runtime (the kubelet's default, 2m, would stall a pass; evictd's is short).")
 	fs.StringVar(&o.podLogsDir, "pod-logs-dir", defaultPodLogsDir,

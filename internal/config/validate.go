@@ -94,6 +94,8 @@ type Config struct {
 	CgroupMount string
 	// LogLevel is the least severe level logged. Default info.
 	LogLevel slog.Level
+	// LogFormat is how log lines are written: "text" (default) or "json".
+	LogFormat string
 	// TaintEffect is the effect of evictd's pressure taints: NoSchedule
 	// (default), PreferNoSchedule or NoExecute.
 	TaintEffect string
@@ -237,6 +239,11 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	o.checkMetricsAccess(c, src, bad, func(err error) { errs = append(errs, err) })
 	if c.LogLevel, err = parseLogLevel(o.logLevel); err != nil {
 		bad("log-level", o.logLevel, err.Error())
+	}
+	switch c.LogFormat = strings.ToLower(o.logFormat); c.LogFormat {
+	case "text", "json":
+	default:
+		bad("log-format", o.logFormat, "want text or json")
 	}
 	switch o.taintEffect {
 	case "NoSchedule", "PreferNoSchedule", "NoExecute":

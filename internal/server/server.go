@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,15 +86,19 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 			writeText(w, http.StatusNotFound, "no status available")
 			return
 		}
-		body, err := json.MarshalIndent(status(), "", "  ")
-		if err != nil {
+		// Thresholds hold < and >: written as they are, not as \u003c.
+		var body bytes.Buffer
+		enc := json.NewEncoder(&body)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(status()); err != nil {
 			s.log.Error("encode /status", "err", err)
 			writeText(w, http.StatusInternalServerError, "encode status: "+err.Error())
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(append(body, '\n'))
+		_, _ = body.WriteTo(w)
 	})))
 
 	s.srv = &http.Server{

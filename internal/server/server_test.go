@@ -90,6 +90,7 @@ func get(t *testing.T, method, url string) (int, string, http.Header) {
 type nodeStatus struct {
 	Node      string   `json:"node"`
 	Pressures []string `json:"pressures"`
+	Threshold string   `json:"threshold,omitempty"`
 }
 
 func TestEndpoints(t *testing.T) {
@@ -97,7 +98,9 @@ func TestEndpoints(t *testing.T) {
 	m := metrics.New(reg)
 	m.ObservePass(metrics.Pass{Trigger: metrics.TriggerTick})
 	m.SetObservation(signals.MemoryAvailable, 512<<20, 16<<30)
-	status := func() any { return nodeStatus{Node: "node-a", Pressures: []string{"memory"}} }
+	status := func() any {
+		return nodeStatus{Node: "node-a", Pressures: []string{"memory"}, Threshold: "memory.available<100Mi"}
+	}
 	base := start(t, New("127.0.0.1:0", reg, nil, status, slog.New(slog.DiscardHandler))).base
 
 	tests := []struct {
@@ -114,7 +117,7 @@ func TestEndpoints(t *testing.T) {
 			`evictd_signal_available{signal="memory.available"} 5.36870912e+08`,
 			`promhttp_metric_handler_errors_total{cause="gathering"} 0`,
 		}},
-		{"GET", "/status", 200, "application/json", []string{`"node": "node-a"`, `"memory"`}},
+		{"GET", "/status", 200, "application/json", []string{`"node": "node-a"`, `"memory"`, `"threshold": "memory.available<100Mi"`}},
 		{"POST", "/healthz", 405, "", nil},
 		{"DELETE", "/status", 405, "", nil},
 		{"GET", "/nope", 404, "", nil},

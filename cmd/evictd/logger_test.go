@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// duplicateKey returns the first key that one object of the JSON value in
+// line holds twice, with its path, or "" when there is none. Decoding into
+// a map would keep the last and hide the first.
+func duplicateKey(line []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	var walk func(path string) (string, error)
+	walk = func(path string) (string, error) {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return "", err
+				}
+				key := k.(string)
+				if seen[key] {
+					return path + key, nil
+				}
+				seen[key] = true
+				if dup, err := walk(path + key + "."); dup != "" || err != nil {
+					return dup, err
+				}
+			}
+			_, err = dec.Token() // '}'
+			return "", err
+		case json.Delim('['):
+			for dec.More() {
+				if dup, err := walk(path); dup != "" || err != nil {
+					return dup, err
+				}
+			}
+			_, err = dec.Token() // ']'
+			return "", err
+		}
+		return "", nil
+	}
+	dup, err := walk("")
+	if dup == "" && err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	return dup, err
+}
+
+func TestDuplicateKey(t *testing.T) {
+	for _, tc := range []struct {
+		line, want string
+		err        bool
+	}{
+		{`{"a":1,"b":2}`, "", false},
+		{`{"a":1,"a":2}`, "a", false},
+		{`{"a":{"b":1,"c":{"b":2}},"b":[{"x":1},{"x":2}]}`, "", false},
+		{`{"a":{"b":1,"b":2}}`, "a.b", false},
+		{`{"a":[{"x":1,"x":1}]}`, "a.x", false},
+		{`{"a":1`, "", true},
+		{`{"a":1}{"b":2}`, "", true},
+	} {
+		got, err := duplicateKey([]byte(tc.line))
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("duplicateKey(%s): got %q, %v; want %q, error %v", tc.line, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestAgentJSONLogsToTheJournal runs the agent standalone with
+// --log-format=json and a temporary file as the stderr systemd would have
+// connected to the journal (JOURNAL_STREAM names it) for a few passes and
+// stops it: every line is the record's syslog priority and then one JSON
+// object, with the priority its level's, and no object holds a key twice.
+func TestAgentJSONLogsToTheJournal(t *testing.T) {
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(stderr.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "--log-format=json", "--log-level=debug", "--housekeeping-interval=200ms",
+		"--metrics-bind-address", freeAddr(t), "--root-dir", t.TempDir(),
+		"--container-runtime-endpoint=unix:///nonexistent/evictd-test.sock", "--runtime-request-timeout=200ms")
+	cmd.Env = append(os.Environ(), "EVICTD_TEST_MAIN=1", fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino))
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	read := func() []byte {
+		b, err := os.ReadFile(stderr.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for deadline := time.Now().Add(20 * time.Second); bytes.Count(read(), []byte(`"msg":"decision"`)) < 3; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no three passes logged in time:\n%s", read())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("agent exit after SIGTERM: %v, want status 0", err)
+	}
+
+	priority := map[string]string{"ERROR": "<3>", "WARN": "<4>", "INFO": "<6>", "DEBUG": "<7>"}
+	line := regexp.MustCompile(`^(<[0-7]>)(\{.*\})$`)
+	lines := strings.Split(strings.TrimSuffix(string(read()), "\n"), "\n")
+	for _, l := range lines {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("line is not a priority and a JSON object: %s", l)
+			continue
+		}
+		var rec struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(m[2]), &rec); err != nil {
+			t.Errorf("line %s: %v", l, err)
+			continue
+		}
+		if want := priority[rec.Level]; m[1] != want {
+			t.Errorf("level %s: got priority %s, want %s: %s", rec.Level, m[1], want, l)
+		}
+		if dup, err := duplicateKey([]byte(m[2])); dup != "" || err != nil {
+			t.Errorf("key %q twice (%v): %s", dup, err, l)
+		}
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, `"msg":"evictd stopped"`) {
+		t.Errorf("last line %s, want evictd stopped", last)
+	}
+}
+
+// checkJSONLogs fails t for each line of out that is not one JSON object,
+// or holds a key twice in one object.
+func checkJSONLogs(t *testing.T, out string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if !strings.HasPrefix(l, "{") {
+			t.Errorf("log line is not a JSON object: %s", l)
+			continue
+		}
+		if dup, err := duplicateKey([]byte(l)); dup != "" || err != nil {
+			t.Errorf("key %q twice (%v): %s", dup, err, l)
+		}
+	}
+}
+
+// TestRefusalToTheJournal checks that what the agent refuses before its
+// logger exists reaches the journal as an error, every line of it.
+func TestRefusalToTheJournal(t *testing.T) {
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(stderr.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("JOURNAL_STREAM", fmt.Sprintf("%d:%d", st.Dev, st.Ino))
+	var stdout bytes.Buffer
+	if code := run([]string{"--nope"}, &stdout, stderr); code != 2 {
+		t.Errorf("got exit %d, want 2", code)
+	}
+	got, err := os.ReadFile(stderr.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "<3>evictd: unknown flag: --nope\n<3>Run 'evictd --help' for usage.\n"; string(got) != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
