@@ -243,12 +243,12 @@ type twoPods []signals.Pod
 func (p twoPods) Pods(context.Context) ([]signals.Pod, error) { return p, nil }
 func (twoPods) InFlight() []decide.InFlight                   { return nil }
 
-type evictions struct {
+type recordedEvictions struct {
 	mu   sync.Mutex
 	pods []string
 }
 
-func (e *evictions) Evict(_ context.Context, req decide.Request) error {
+func (e *recordedEvictions) Evict(_ context.Context, req decide.Request) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.pods = append(e.pods, req.Pod.Name)
@@ -316,7 +316,7 @@ func TestMemoryPassNotDelayedBySlowDiskWalk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &evictions{}
+	ev := &recordedEvictions{}
 	passes := make(chan *manager.Status, 16)
 	m, err := manager.New(manager.Config{
 		HousekeepingInterval: 10 * time.Second, StuckAfter: 30 * time.Second,
