@@ -166,9 +166,9 @@ func newKube(cfg *config.Config, rc *rest.Config, met *metrics.Metrics, log *slo
 	})
 	return &kube{
 		relisted: relisted,
-		pods:   pods,
-		status: status,
-		lease:  keeper,
+		pods:     pods,
+		status:   status,
+		lease:    keeper,
 		evicter: evict.New(evict.Config{
 			NodeName:   cfg.NodeName,
 			Pods:       pods,
