@@ -226,23 +226,6 @@ func (t *Tracker) updatePressure(p signals.Pressure, now time.Time, met []Thresh
 	return st
 }
 
-// HeldUntil records that the pressure p, active, lasted until at although
-// no pass observed it then: the loop makes no observation while an
-// eviction it issued for p waits for its pod to go, and the pressure the
-// pod caused lasted until the pod went. Its transition period then runs
-// from at, not from the last pass before the eviction (which, on a node
-// where the pod takes a few seconds to go, would clear the condition
-// before the transition period after the relief). A pressure not active,
-// or already observed at or after at, is left as it is.
-func (t *Tracker) HeldUntil(p signals.Pressure, at time.Time) {
-	st, ok := t.pressure[p]
-	if !ok || !st.Active || !at.After(st.LastObservedAt) {
-		return
-	}
-	st.LastObservedAt = at
-	t.pressure[p] = st
-}
-
 // stepBack moves the remembered times back by the step, as measured from
 // the previous pass (back), so that the durations measured across it count
 // no time for the step: the grace periods and the transition periods

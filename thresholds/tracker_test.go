@@ -451,40 +451,6 @@ func TestTrackerPressure(t *testing.T) {
 	}
 }
 
-// TestTrackerHeldUntil: a pressure whose eviction waited (no pass in
-// between) holds for the transition period from when the eviction
-// returned; an inactive pressure, or an earlier time, changes nothing.
-func TestTrackerHeldUntil(t *testing.T) {
-	const period = 5 * time.Second
-	ths := []Threshold{hardTh(mem, 100)}
-	met := pass{at: 0, avail: map[signals.Signal]int64{mem: 50}}
-	tr := NewTracker(period, 0)
-	tr.Evaluate(met.now(), ths, met.observations())
-	// The eviction waited 2 s for its pod; then the pressure had ended.
-	tr.HeldUntil(signals.MemoryPressure, t0.Add(2*time.Second))
-	tr.HeldUntil(signals.MemoryPressure, t0.Add(time.Second)) // earlier: kept at 2 s
-	for _, tc := range []struct {
-		at     time.Duration
-		active bool
-	}{
-		{2*time.Second + 10*time.Millisecond, true},
-		{period + time.Second, true}, // without HeldUntil it would have ended at 5 s
-		{period + 2*time.Second, false},
-	} {
-		p := pass{at: tc.at, avail: map[signals.Signal]int64{mem: 500}}
-		ev := tr.Evaluate(p.now(), ths, p.observations())
-		if got := ev.Pressure[signals.MemoryPressure]; got.Active != tc.active || !got.LastObservedAt.Equal(t0.Add(2*time.Second)) {
-			t.Errorf("at %s: %+v, want active %v, last observed at 2s", tc.at, got, tc.active)
-		}
-	}
-	// An inactive pressure is not set by it.
-	tr.HeldUntil(signals.DiskPressure, t0.Add(time.Hour))
-	p := pass{at: period + 3*time.Second, avail: map[signals.Signal]int64{mem: 500}}
-	if ev := tr.Evaluate(p.now(), ths, p.observations()); ev.Pressure[signals.DiskPressure].Active || ev.Pressure[signals.MemoryPressure].Active {
-		t.Errorf("HeldUntil of an inactive pressure made one active: %+v", ev.Pressure)
-	}
-}
-
 func TestTrackerZeroTransitionPeriod(t *testing.T) {
 	// With no transition period the pressure follows the thresholds
 	// exactly; it is still set on the pass that meets one.

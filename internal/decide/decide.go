@@ -158,14 +158,6 @@ func (d *Decider) Evaluate(now time.Time, obs signals.Observations) thresholds.E
 	return d.tracker.Evaluate(now, d.thresholds, obs)
 }
 
-// PressureHeldUntil records that the pressure of sig lasted until at: the
-// loop calls it when an eviction issued for sig returns, having made no
-// observation while it waited for the pod to go (thresholds.Tracker's
-// HeldUntil).
-func (d *Decider) PressureHeldUntil(sig signals.Signal, at time.Time) {
-	d.tracker.HeldUntil(sig.Pressure(), at)
-}
-
 // Decide runs one pass's decision: evaluate thresholds; then, as the
 // kubelet does before looking at them, find the pods over their own
 // local-storage limits, which are evicted instead of any threshold victim;

@@ -445,11 +445,6 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 		err := m.deps.Evicter.Evict(ctx, req)
 		m.recordIssued(err)
 		m.recordGone(req, err)
-		if err == nil || errors.Is(err, decide.ErrNotGoneInTime) || errors.Is(err, decide.ErrStoppedLocally) {
-			// No pass observed the node while the eviction waited: the
-			// pressure lasted until its pod went (or until now).
-			m.decider.PressureHeldUntil(req.Signal, m.deps.Clock.Now())
-		}
 		switch {
 		case err == nil:
 			met.IncEviction(req.Signal, metrics.ResultEvicted)
