@@ -241,6 +241,11 @@ func TestSourceRelistsAStaleWatch(t *testing.T) {
 
 	// Without waiting for the bound: a relist asked for.
 	answering.Store(false) // a silent watch is not taken for stale now
+	// The new cache's watch brings an event before it is cut: a watch cut
+	// with none, within a second, is one client-go's reflector takes for
+	// an error and answers with a new list, which the proxy lets through.
+	create("between")
+	waitFor("a pod through the new cache's watch", 10*time.Second, func() bool { return has("between") })
 	p.stall()
 	create("asked")
 	time.Sleep(time.Second)
