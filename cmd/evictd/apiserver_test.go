@@ -58,7 +58,7 @@ const (
 	evictdReason   = "EvictionByEvictd" // decide.DisruptionTargetReason
 	soft500Message = "The node was low on resource: memory. Threshold quantity: 500Mi, available: "
 	hard250Message = "The node was low on resource: memory. Threshold quantity: 250Mi, available: "
-	holdMessage    = "no memory threshold is met since "
+	holdMessage    = "no memory threshold is met; one was last observed met at "
 	// deadline bounds every wait for something the agent does: generous,
 	// because machines under load are slow; the order and the values are
 	// what the test asserts.
@@ -1019,7 +1019,7 @@ func (e *e2e) checkClears(t *testing.T, start int, on nodeObs, ev *eviction) nod
 	// The hold: True through the transition period after the last time a
 	// threshold was met. evictd writes its condition on a transition (and
 	// at a report), not when only the message changes, so the node need
-	// not show the hold's "no memory threshold is met since T" message;
+	// not show the hold's "… last observed met at T" message;
 	// when it does, T is the last time met. Otherwise bound it: a threshold
 	// was met when the condition turned True and when the eviction was
 	// issued (its deletionTimestamp less its grace period, in whole

@@ -38,7 +38,11 @@ func PressureReports(ev thresholds.Evaluation, obs signals.Observations) []Press
 			break
 		}
 		if ps.Active && r.Message == fmt.Sprintf("no %s threshold is met", p) {
-			r.Message = fmt.Sprintf("no %s threshold is met since %s; the condition holds for the transition period",
+			// What was observed, not more: the last pass that saw a
+			// threshold met, which may lie well before the pressure
+			// ended (no pass observes while an eviction waits, or while
+			// the node's pods cannot be listed).
+			r.Message = fmt.Sprintf("no %s threshold is met; one was last observed met at %s; the condition holds for the transition period",
 				p, ps.LastObservedAt.UTC().Format(time.RFC3339))
 		}
 		reports = append(reports, r)
