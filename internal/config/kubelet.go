@@ -83,8 +83,9 @@ func kubeletRaces(kc *kubeletv1beta1.KubeletConfiguration, where string) []Kubel
 	}
 	if kc.LocalStorageCapacityIsolation == nil || *kc.LocalStorageCapacityIsolation {
 		races = append(races, KubeletRace{Kind: RaceLocalStorage, Warning: fmt.Sprintf(
-			"the kubelet's localStorageCapacityIsolation in %s is true%s: the kubelet evicts pods over their ephemeral-storage limits or emptyDir sizeLimit on every pass, even with no thresholds, racing evictd's local-storage evictions; "+
-				"set localStorageCapacityIsolation: false in the kubelet's configuration.", where, defaultNote(kc.LocalStorageCapacityIsolation == nil))})
+			"the kubelet's localStorageCapacityIsolation in %s is true%s: the kubelet evicts pods over their ephemeral-storage limits or emptyDir sizeLimit on every pass, even with no thresholds, racing evictd's local-storage evictions (both evict the same pod: the first wins, the other finds it gone). "+
+				"Setting it false stops that, but the kubelet then reports no ephemeral-storage capacity, and pods that request ephemeral storage no longer schedule on the node: "+
+				"set it false only where no pod requests ephemeral storage.", where, defaultNote(kc.LocalStorageCapacityIsolation == nil))})
 	}
 	high, low := int32(kubeletDefaultGCHigh), int32(kubeletDefaultGCLow)
 	if kc.ImageGCHighThresholdPercent != nil {

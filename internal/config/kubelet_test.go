@@ -35,7 +35,7 @@ func TestKubeletRaces(t *testing.T) {
 		{"the kubelet's defaults", kubeletv1beta1.KubeletConfiguration{}, [][]string{
 			{RaceThreshold, "evictionHard in F still has imagefs.available<15%, imagefs.inodesFree<5%, memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5% (the kubelet's defaults: evictionHard is not set)",
 				`set evictionHard: {imagefs.available: "0%", imagefs.inodesFree: "0%", memory.available: "0%", nodefs.available: "0%", nodefs.inodesFree: "0%"}`},
-			{RaceLocalStorage, "localStorageCapacityIsolation in F is true (the default)", "set localStorageCapacityIsolation: false"},
+			{RaceLocalStorage, "localStorageCapacityIsolation in F is true (the default)", "pods that request ephemeral storage no longer schedule on the node"},
 			{RaceImageGC, "imageGCHighThresholdPercent in F is 85 (the default)", "over 85% full, down to 80%", "set imageGCHighThresholdPercent: 100"},
 		}},
 		{"one hard threshold left", with(func(kc *kubeletv1beta1.KubeletConfiguration) {
