@@ -134,6 +134,16 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	}
 	met := metrics.New(reg)
 	met.SetVersion(version)
+	if cfg.KubeletChecked {
+		present := map[string]bool{}
+		for _, r := range cfg.KubeletRaces {
+			present[r.Kind] = true
+		}
+		if err := metrics.RegisterKubeletRaces(reg, config.RaceKinds(), present); err != nil {
+			log.Error("cannot register metrics", "err", err)
+			return 1
+		}
+	}
 	if err := met.Err(); err != nil {
 		log.Error("cannot register metrics", "err", err)
 		return 1

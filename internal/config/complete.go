@@ -209,7 +209,25 @@ func (o *Options) Complete(fs *pflag.FlagSet) (*Config, error) {
 			notes = append(notes, fmt.Sprintf("%s is overridden by %s.", lower, layers[0]))
 		}
 	}
-	return eff.validate(sources, nf, notes)
+	races, checked, kNotes, err := o.checkKubelet(kf)
+	if err != nil {
+		return nil, err
+	}
+	if kf != nil {
+		if note := ignoredKeysNote(kf); note != "" {
+			notes = append(notes, note)
+		}
+	}
+	c, err := eff.validate(sources, nf, append(notes, kNotes...))
+	if err != nil {
+		return nil, err
+	}
+	c.KubeletConfigFile, c.KubeletConfigDir = o.kubeletConfig, o.kubeletConfigDir
+	c.KubeletChecked, c.KubeletRaces = checked, races
+	for _, r := range races {
+		c.Warnings = append(c.Warnings, r.Warning)
+	}
+	return c, nil
 }
 
 // applyKubeletArguments parses each kubeletArguments entry evictd uses

@@ -325,8 +325,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 48 {
-		t.Errorf("got %d flags, want 48", n)
+	if n != 50 {
+		t.Errorf("got %d flags, want 50", n)
 	}
 }
 

@@ -27,13 +27,20 @@ type kubeletConfigFile struct {
 	path string
 	kc   kubeletv1beta1.KubeletConfiguration
 	keys map[string]bool
+	// js is the file as JSON, for merging drop-ins over it.
+	js []byte
 }
 
 // readKubeletConfig reads path strictly, as the kubelet's strict decoding
 // does: YAML or JSON, case-sensitive keys, no duplicate and no unknown keys,
 // apiVersion kubelet.config.k8s.io/v1beta1 and kind KubeletConfiguration.
 func readKubeletConfig(path string) (*kubeletConfigFile, error) {
-	data, err := readFile(path, "--config")
+	return readKubeletConfigFlag(path, "--config")
+}
+
+// readKubeletConfigFlag is readKubeletConfig for the file of flag.
+func readKubeletConfigFlag(path, flag string) (*kubeletConfigFile, error) {
+	data, err := readFile(path, flag)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +61,7 @@ func readKubeletConfig(path string) (*kubeletConfigFile, error) {
 			where, apiVersion, kind, kubeletAPIVersion, kubeletKind)
 	}
 
-	f := &kubeletConfigFile{path: path, keys: make(map[string]bool, len(top))}
+	f := &kubeletConfigFile{path: path, keys: make(map[string]bool, len(top)), js: js}
 	for k := range top {
 		f.keys[k] = true
 	}

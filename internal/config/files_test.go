@@ -49,7 +49,8 @@ func TestKubeletConfigGood(t *testing.T) {
 		{"Sources[kernel-memcg-notification]", c.Sources["kernel-memcg-notification"], "kernelMemcgNotification in " + f},
 		{"Sources[minimum-image-ttl-duration]", c.Sources["minimum-image-ttl-duration"], "imageMinimumGCAge in " + f},
 		{"Sources[root-dir]", c.Sources["root-dir"], ""},
-		{"Notes", c.Notes, []string{"evictionHard in " + f + " replaces the default hard thresholds, so imagefs.inodesFree<5% no longer apply (as in the kubelet); list them, or set mergeDefaultEvictionSettings, to keep them"}},
+		{"Notes", c.Notes, []string{"--kubelet-config is not given: evictd checks the --config file " + f + " as the kubelet's configuration.",
+			"evictionHard in " + f + " replaces the default hard thresholds, so imagefs.inodesFree<5% no longer apply (as in the kubelet); list them, or set mergeDefaultEvictionSettings, to keep them"}},
 	}
 	for _, ch := range checks {
 		if !reflect.DeepEqual(ch.got, ch.want) {

@@ -89,6 +89,8 @@ type Options struct {
 
 	configFile           string
 	nodeConfigFile       string
+	kubeletConfig        string
+	kubeletConfigDir     string
 	mergeDefaults        bool
 	housekeepingInterval time.Duration
 	dryRun               bool
@@ -183,6 +185,11 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Path of a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to take the eviction settings from; flags given on the command line override it, and it overrides --node-config. (default none)")
 	fs.StringVar(&o.nodeConfigFile, "node-config", "",
 		"Path of an OpenShift node-config.yaml to take the kubeletArguments from; --config and flags given on the command line override it. (default none)")
+	fs.StringVar(&o.kubeletConfig, "kubelet-config", "",
+		"Path of the kubelet's own KubeletConfiguration file, read only to warn (at start, in check-config and in evictd_kubelet_eviction_races) of settings with which the kubelet would act on pressure too, racing evictd: "+
+			"eviction thresholds, localStorageCapacityIsolation, image GC. (default: the --config file, if any)")
+	fs.StringVar(&o.kubeletConfigDir, "kubelet-config-dir", "",
+		"Directory path of the kubelet's --config-dir drop-ins: its *.conf files, in lexical order, are merged over --kubelet-config as the kubelet merges them, before the check. (default none)")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", defaultLeaseDuration,
 		"Duration, as a Go duration, of the coordination.k8s.io Lease evictd-<node> that shows evictd alive; it is renewed every quarter of it, with jitter. At least 20s.")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", defaultLeaseNamespace,

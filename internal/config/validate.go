@@ -117,6 +117,14 @@ type Config struct {
 	// ConfigFile and NodeConfigFile are the files read, "" if none.
 	ConfigFile     string
 	NodeConfigFile string
+	// KubeletConfigFile and KubeletConfigDir are --kubelet-config and
+	// --kubelet-config-dir, "" if not given.
+	KubeletConfigFile, KubeletConfigDir string
+	// KubeletChecked says whether a kubelet configuration was checked
+	// (--kubelet-config, --config or --kubelet-config-dir given), and
+	// KubeletRaces what in it races evictd; each is also in Warnings.
+	KubeletChecked bool
+	KubeletRaces   []KubeletRace
 
 	// Sources names, by flag name, where each setting not left at its
 	// default came from: "--eviction-hard", "evictionHard in FILE",

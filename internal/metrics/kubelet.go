@@ -1,0 +1,30 @@
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RegisterKubeletRaces registers evictd_kubelet_eviction_races, one series
+// per kind in kinds: 1 when the kubelet's configuration has a setting of
+// that kind racing evictd (present holds those kinds), else 0. The value
+// is fixed at start: evictd reads the kubelet's configuration once.
+func RegisterKubeletRaces(reg prometheus.Registerer, kinds []string, present map[string]bool) error {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "evictd_kubelet_eviction_races",
+		Help: "1 when the kubelet's configuration (--kubelet-config, --kubelet-config-dir) still has settings of kind with which it acts on pressure too, racing evictd: " +
+			"threshold (evictionHard, evictionSoft), local-storage (localStorageCapacityIsolation), image-gc (imageGCHighThresholdPercent below 100, imageMaximumGCAge); else 0.",
+	}, []string{"kind"})
+	for _, k := range kinds {
+		v := 0.0
+		if present[k] {
+			v = 1
+		}
+		g.WithLabelValues(k).Set(v)
+	}
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("register kubelet race metric: %w", err)
+	}
+	return nil
+}
