@@ -16,37 +16,13 @@
 set -euo pipefail
 
 log() { echo "install-prometheus: $*"; }
+# shellcheck source=hack/apt-install.sh
+source "$(dirname "$0")/apt-install.sh"
 
 if ! command -v promtool >/dev/null 2>&1; then
-	if [[ $(id -u) -ne 0 ]]; then
-		log "promtool missing; run as root: apt-get install -y prometheus" >&2
-		[[ "${CI:-}" == "true" ]] && exit 1
-		log "the rule tests will skip" >&2
-		exit 0
-	fi
-	export DEBIAN_FRONTEND=noninteractive
-	start=$SECONDS
-	if ! apt-cache policy prometheus 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-		log "apt-get update (no candidate for prometheus)"
-		apt-get update -q
-	fi
-
-	policy=/usr/sbin/policy-rc.d
-	own_policy=false
-	if [[ ! -e "$policy" ]]; then
-		printf '#!/bin/sh\n# written by evictd hack/install-prometheus.sh during an install\nexit 101\n' >"$policy"
-		chmod 0755 "$policy"
-		own_policy=true
-	fi
-	trap 'if $own_policy; then rm -f "$policy"; fi' EXIT
-
-	log "apt-get install -y prometheus"
-	if ! apt-get install -y -q --no-install-recommends prometheus; then
-		log "install failed; apt-get update and one more try"
-		apt-get update -q
-		apt-get install -y -q --no-install-recommends prometheus
-	fi
-	log "installed in $((SECONDS - start)) s"
+	apt_install install-prometheus prometheus
+	# Not root: the rule tests skip.
+	[[ $(id -u) -eq 0 ]] || exit 0
 fi
 
 if ! command -v promtool >/dev/null 2>&1; then

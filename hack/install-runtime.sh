@@ -20,6 +20,8 @@
 set -euo pipefail
 
 log() { echo "install-runtime: $*"; }
+# shellcheck source=hack/apt-install.sh
+source "$(dirname "$0")/apt-install.sh"
 
 # package_for COMMAND prints the Debian package that ships COMMAND.
 package_for() {
@@ -46,43 +48,10 @@ for cmd in containerd ctr runc mkfs.ext4 mount umount losetup ip /usr/lib/cni/br
 done
 
 if [[ ${#missing[@]} -gt 0 ]]; then
-	if [[ $(id -u) -ne 0 ]]; then
-		log "missing packages: ${missing[*]}; run as root: apt-get install -y ${missing[*]}" >&2
-		# Outside CI a non-root `make test` goes on: the tests that need
-		# root and containerd skip themselves.
-		[[ "${CI:-}" == "true" ]] && exit 1
-		log "the tests that need them will skip" >&2
-		exit 0
-	fi
-	export DEBIAN_FRONTEND=noninteractive
-	start=$SECONDS
-	# apt-get update only when apt has no candidate for a missing package
-	# (no package lists yet, as on a fresh machine).
-	for pkg in "${missing[@]}"; do
-		if ! apt-cache policy "$pkg" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-			log "apt-get update (no candidate for $pkg)"
-			apt-get update -q
-			break
-		fi
-	done
-
-	policy=/usr/sbin/policy-rc.d
-	own_policy=false
-	if [[ ! -e "$policy" ]]; then
-		printf '#!/bin/sh\n# written by evictd hack/install-runtime.sh during an install\nexit 101\n' >"$policy"
-		chmod 0755 "$policy"
-		own_policy=true
-	fi
-	trap 'if $own_policy; then rm -f "$policy"; fi' EXIT
-
-	log "apt-get install -y ${missing[*]}"
-	if ! apt-get install -y -q --no-install-recommends "${missing[@]}"; then
-		# Package lists older than the mirror name files it no longer has.
-		log "install failed; apt-get update and one more try"
-		apt-get update -q
-		apt-get install -y -q --no-install-recommends "${missing[@]}"
-	fi
-	log "installed in $((SECONDS - start)) s"
+	apt_install install-runtime "${missing[@]}"
+	# Outside CI a non-root `make test` goes on: the tests that need root
+	# and containerd skip themselves.
+	[[ $(id -u) -eq 0 ]] || exit 0
 fi
 
 for cmd in containerd ctr runc mkfs.ext4 mount losetup ip /usr/lib/cni/bridge; do
