@@ -14,7 +14,7 @@ import (
 // set to the agent's own PID (by a shell that execs it, since the PID is
 // known only after the fork), or to listenPID when it is not empty. The
 // test's copy of the socket is closed: only the agent holds it.
-func startActivated(t *testing.T, ln net.Listener, listenPID string, args ...string) (*exec.Cmd, *strings.Builder) {
+func startActivated(t *testing.T, ln net.Listener, listenPID string, args ...string) (*exec.Cmd, *agentLog) {
 	t.Helper()
 	sh, err := exec.LookPath("sh")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,19 +29,37 @@ func freeAddr(t *testing.T) string {
 
 // startAgent runs the real agent as a child process (this test binary in
 // evictd's place) and stops it by PID when the test ends.
-func startAgent(t *testing.T, env []string, args ...string) (*exec.Cmd, *strings.Builder) {
+func startAgent(t *testing.T, env []string, args ...string) (*exec.Cmd, *agentLog) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "EVICTD_TEST_MAIN=1"), env...)
 	return cmd, startCmd(t, cmd)
 }
 
-// startCmd starts cmd, an agent, with its output in the returned builder,
-// and kills it when the test ends.
-func startCmd(t *testing.T, cmd *exec.Cmd) *strings.Builder {
+// agentLog is an agent's output, safe to read while the agent writes it.
+type agentLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *agentLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *agentLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startCmd starts cmd, an agent, with its output in the returned log, and
+// kills it when the test ends.
+func startCmd(t *testing.T, cmd *exec.Cmd) *agentLog {
 	t.Helper()
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &agentLog{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start agent: %v", err)
 	}
@@ -53,7 +72,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *strings.Builder {
 			t.Logf("agent log:\n%s", logs.String())
 		}
 	})
-	return &logs
+	return logs
 }
 
 // waitHTTP polls url until it answers 200 or the deadline passes.

@@ -112,6 +112,7 @@ type e2e struct {
 	cgroupRoot string
 	tiers      map[v1.PodQOSClass]string // QoS class → parent cgroup of its pods
 	addr       string                    // the agent's metrics address
+	logs       *agentLog                 // the agent's JSON log
 	ctx        context.Context
 
 	wg sync.WaitGroup // the fake kubelet's goroutines
@@ -281,9 +282,8 @@ func newE2E(t *testing.T) *e2e {
 		!strings.Contains(out, "500Mi") || !strings.Contains(out, "250Mi") {
 		t.Fatalf("check-config: exit %d\n%s%s", code, out, errOut)
 	}
-	var logs *strings.Builder
-	t.Cleanup(func() { checkJSONLogs(t, logs.String()) })
-	_, logs = startAgent(t, nil, args...)
+	t.Cleanup(func() { checkJSONLogs(t, e.logs.String()) })
+	_, e.logs = startAgent(t, nil, args...)
 	waitHTTP(t, "http://"+e.addr+"/readyz")
 
 	// The agent's first write: its condition, False, on the node.
@@ -982,6 +982,33 @@ func (e *e2e) firstChange(t *testing.T, from int, status v1.ConditionStatus) nod
 	return nodeObs{}
 }
 
+// lastDecision is the pass time (observedAt) of the agent's latest
+// logged decision to evict a pod, among the passes before the time
+// before; zero when none.
+func (e *e2e) lastDecision(t *testing.T, before time.Time) time.Time {
+	t.Helper()
+	var last time.Time
+	for _, l := range strings.Split(e.logs.String(), "\n") {
+		if !strings.Contains(l, `"msg":"decision"`) || !strings.Contains(l, `"observedAt"`) {
+			continue
+		}
+		var rec struct {
+			Msg        string    `json:"msg"`
+			Outcome    string    `json:"outcome"`
+			Pod        string    `json:"pod"`
+			ObservedAt time.Time `json:"observedAt"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("agent log line %q: %v", l, err)
+		}
+		if rec.Msg == "decision" && rec.Outcome == "evict" && rec.Pod != "" &&
+			rec.ObservedAt.Before(before) && rec.ObservedAt.After(last) {
+			last = rec.ObservedAt
+		}
+	}
+	return last
+}
+
 func equalChanges(got []nodeObs, want ...v1.ConditionStatus) bool {
 	if len(got) != len(want) {
 		return false
@@ -1035,21 +1062,26 @@ func (e *e2e) checkClears(t *testing.T, start int, on nodeObs, ev *eviction) nod
 			lastMet = at
 		}
 	}
+	// A threshold was also met at every pass that decided an eviction: its
+	// decision log line gives the pass's time (observedAt), which is
+	// before the eviction is issued (by the pod's re-read and the API
+	// calls, a second or more on a loaded machine).
 	metAtLeast := on.ltt
-	if ev != nil {
-		grace := time.Duration(ptr.Deref(ev.first.DeletionGracePeriodSeconds, 0)) * time.Second
-		if issued := ev.first.DeletionTimestamp.Time.Add(-grace); issued.After(metAtLeast) {
-			metAtLeast = issued
-		}
-	}
 	if !lastMet.IsZero() && lastMet.After(metAtLeast) {
 		metAtLeast = lastMet
 	}
-	// The times are in whole seconds (truncated): the real ones are at or
-	// after them, and the condition clears a transition period later.
-	if off.at.Before(metAtLeast.Add(transition)) || off.ltt.Before(metAtLeast.Add(transition)) {
+	deciding := e.lastDecision(t, off.at)
+	if deciding.After(metAtLeast) {
+		metAtLeast = deciding
+	}
+	if ev != nil && deciding.IsZero() {
+		t.Errorf("no decision to evict logged before the condition cleared at %s, though %s was evicted", off.at, ev.first.Name)
+	}
+	// ltt is in whole seconds (truncated), so is compared with metAtLeast
+	// truncated; the real transition time is at or after both.
+	if off.at.Before(metAtLeast.Add(transition)) || off.ltt.Before(metAtLeast.Truncate(time.Second).Add(transition)) {
 		t.Errorf("condition False seen at %s (transition time %s), before the transition period %s after a threshold was last known met (%s); versions: %v",
-			off.at.Format(time.RFC3339Nano), off.ltt.Format(time.RFC3339), transition, metAtLeast.Format(time.RFC3339), e.hist()[start:])
+			off.at.Format(time.RFC3339Nano), off.ltt.Format(time.RFC3339), transition, metAtLeast.Format(time.RFC3339Nano), e.hist()[start:])
 	}
 	if !lastMet.IsZero() {
 		if late := off.at.Sub(lastMet); late > transition+10*time.Second {

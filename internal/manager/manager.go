@@ -574,7 +574,10 @@ func (m *Manager) logDecision(dec decide.Decision) {
 		args = append(args, "signal", dec.Signal)
 	}
 	if dec.Pod != nil {
-		args = append(args, "pod", dec.Pod.Ref(), "gracePeriodSeconds", dec.GracePeriod)
+		// observedAt is the pass's time, at which the thresholds were
+		// last known met: the transition period runs from it, not from
+		// when the eviction is issued.
+		args = append(args, "pod", dec.Pod.Ref(), "gracePeriodSeconds", dec.GracePeriod, "observedAt", dec.Time)
 	}
 	log.Info("decision", args...)
 }
