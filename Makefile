@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package image run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -67,6 +67,16 @@ release:
 package: release
 	$(GO) run ./hack/package -version '$(VERSION)' -dist $(DIST) -arch '$(RELEASE_ARCHES)' > $(DIST)/.packages
 	cd $(DIST) && sha256sum $(RELEASE_BINS) $$(cat .packages) > SHA256SUMS && rm .packages
+
+# The container image of the release binaries, built without a Docker
+# daemon (hack/image, go-containerregistry): $(DIST)/evictd-image-$(VERSION).oci.tar,
+# an OCI image layout of one multi-architecture image, $(IMAGE_REPO):$(VERSION),
+# static binary at /usr/bin/evictd on an empty base. Load it with
+# `ctr -n k8s.io images import`, or push it with `crane push` or `skopeo
+# copy oci-archive:...`. deploy/daemonset.yaml runs it.
+IMAGE_REPO ?= ghcr.io/evictd/evictd
+image: release
+	$(GO) run ./hack/image -version '$(VERSION)' -repo '$(IMAGE_REPO)' -dist $(DIST) -arch '$(RELEASE_ARCHES)'
 
 # Runs the agent on this host until Ctrl-C: it reads this machine's memory,
 # filesystems and PIDs, decides, and serves metrics; with no --kubeconfig it

@@ -98,3 +98,24 @@ func refTag(ref string) string {
 	}
 	return ""
 }
+
+// ImportArchive imports the image archive at path (an OCI image layout or a
+// `docker save` tarball, as `ctr images import` takes them) into Namespace,
+// unpacked for the runtime's snapshotter and this machine's platform, and
+// checks that ref is then listed.
+func (r *Runtime) ImportArchive(ctx context.Context, path, ref string) error {
+	if err := checkRef(ref); err != nil {
+		return err
+	}
+	if _, err := runCommandContext(ctx, nil, "ctr", r.ctrArgs("images", "import", "--snapshotter", r.snapshotter, path)...); err != nil {
+		return fmt.Errorf("import image archive %s: %w", path, err)
+	}
+	images, err := r.Images(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(images, ref) {
+		return fmt.Errorf("import image archive %s: imported, but `ctr images ls` lists %q, not %s", path, images, ref)
+	}
+	return nil
+}
