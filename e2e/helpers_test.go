@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -327,4 +328,36 @@ func workingSet(n *testnode.Node) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s/memory.stat: no total_inactive_file", dir)
+}
+
+// observedAtRE finds the pass time in a decision line of evictd's text log.
+var observedAtRE = regexp.MustCompile(`\bobservedAt=(\S+)`)
+
+// lastDecision is the pass time (observedAt) of the last decision in
+// evictd's log to evict pod (namespace/name); the test fails without one.
+func lastDecision(t *testing.T, n *testnode.Node, pod string) time.Time {
+	t.Helper()
+	data, err := os.ReadFile(n.LogPath("evictd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	for _, l := range strings.Split(string(data), "\n") {
+		if !strings.Contains(l, "msg=decision") || !strings.Contains(l, "outcome=evict ") || !strings.Contains(l, "pod="+pod+" ") {
+			continue
+		}
+		m := observedAtRE.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("decision without observedAt in evictd's log: %s", l)
+		}
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			t.Fatalf("decision line %q: observedAt: %v", l, err)
+		}
+		last = at
+	}
+	if last.IsZero() {
+		t.Fatalf("no decision to evict %s in evictd's log", pod)
+	}
+	return last
 }
