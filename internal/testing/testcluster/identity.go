@@ -116,6 +116,7 @@ func (c *Cluster) EvictdToken(ctx context.Context) (string, error) {
 // YAML file at path. It knows the kinds deploy/ holds (ServiceAccount,
 // ClusterRole, ClusterRoleBinding, Role, RoleBinding,
 // ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+// MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
 // PriorityLevelConfiguration, FlowSchema) and fails on any other, naming
 // it; documents holding only comments are skipped. It returns the objects' kinds and names.
 func CreateManifest(ctx context.Context, client kubernetes.Interface, path string) ([]string, error) {
@@ -168,6 +169,10 @@ func createManifest(ctx context.Context, client kubernetes.Interface, path strin
 			_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, create)
 		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 			_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, create)
+		case *admissionregistrationv1.MutatingAdmissionPolicy:
+			_, err = client.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, o, create)
+		case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
+			_, err = client.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, o, create)
 		case *flowcontrolv1.PriorityLevelConfiguration:
 			_, err = client.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, o, create)
 		case *flowcontrolv1.FlowSchema:
