@@ -31,7 +31,7 @@ var layers = []struct {
 		"internal/testing/testruntime", "internal/testing/testnode", "internal/testing/hosttree",
 		"internal/testing/fleet",
 	}},
-	{"tools and suites", []string{"hack/benchnode", "hack/benchfleet", "hack/costnode", "hack/demo", "hack/package", "hack/release", "hack/soak", "hack/workload", "deploy", "deploy/monitoring", "e2e"}},
+	{"tools and suites", []string{"hack/benchnode", "hack/benchfleet", "hack/costnode", "hack/demo", "hack/image", "hack/package", "hack/release", "hack/soak", "hack/workload", "deploy", "deploy/monitoring", "e2e"}},
 }
 
 // TestLayering keeps the import graph flowing one way: signals, then

@@ -251,16 +251,16 @@ func TestBadAnswers(t *testing.T) {
 	waitIdle(t, fc)
 	f.set(http.StatusInternalServerError, 4, "")
 	warned := log.count("could not write node status; retrying with backoff")
+	// Failures are counted from before the publish: the first attempt may
+	// fail before the loop first looks.
+	failedBefore := errs.count(metrics.APINodePatch)
 	on := fc.Now()
 	p.Publish(on, []decide.PressureReport{report(memory, true, on, "mem on again")})
 	var attempts []time.Duration // fake-clock time of each failed attempt since on
 	for len(attempts) < 4 {
-		n := errs.count(metrics.APINodePatch)
 		waitIdle(t, fc)
-		if m := errs.count(metrics.APINodePatch); m > n || len(attempts) == 0 && m > 0 {
-			for range m - n {
-				attempts = append(attempts, fc.Since(on))
-			}
+		for failed := errs.count(metrics.APINodePatch) - failedBefore; len(attempts) < failed; {
+			attempts = append(attempts, fc.Since(on))
 		}
 		if len(attempts) < 4 {
 			fc.Step(250 * time.Millisecond)
