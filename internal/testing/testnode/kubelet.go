@@ -30,7 +30,15 @@ type KubeletOptions struct {
 	// (e.g. "evictionPressureTransitionPeriod": "5s",
 	// "kernelMemcgNotification": true).
 	Config map[string]any
+	// ConfigDir is the kubelet's --config-dir: a directory of *.conf
+	// KubeletConfiguration drop-ins merged over its file, in lexical
+	// order. Empty: none.
+	ConfigDir string
 }
+
+// KubeletConfigPath returns the path of the kubelet's configuration file
+// (its --config), a KubeletConfiguration in JSON.
+func (n *Node) KubeletConfigPath() string { return filepath.Join(n.dir, "kubelet-config.json") }
 
 // disabledEviction turns off every threshold of the kubelet: "0%" is
 // ignored, and a hard memory.available that is ignored derives no
@@ -96,7 +104,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfgPath := filepath.Join(n.dir, "kubelet-config.json")
+	cfgPath := n.KubeletConfigPath()
 	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
 		return err
 	}
@@ -108,14 +116,18 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := childproc.Start("kubelet", bin, []string{
+	args := []string{
 		"--config=" + cfgPath,
 		"--kubeconfig=" + kubeconfig,
 		"--root-dir=" + n.rootDir,
 		"--hostname-override=" + n.name,
 		"--node-ip=127.0.0.1",
 		"--v=2",
-	}, n.logPath("kubelet"))
+	}
+	if n.kcfg.ConfigDir != "" {
+		args = append(args, "--config-dir="+n.kcfg.ConfigDir)
+	}
+	p, err := childproc.Start("kubelet", bin, args, n.logPath("kubelet"))
 	if err != nil {
 		return err
 	}
