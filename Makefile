@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package image run test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package image run vm test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -96,6 +96,12 @@ k8s-bins:
 runtime:
 	hack/install-runtime.sh
 
+# qemu, Debian's kernel and busybox-static, for the tests that boot a
+# cgroup v2 guest (internal/testing/testvm; installed as root, a no-op when
+# present).
+vm:
+	hack/install-vm.sh
+
 # A whole node on this machine (control plane, containerd, a real kubelet)
 # with evictd beside it: one memory eviction told as it happens, then
 # everything stopped (Ctrl-C too). As root; DEMO_ARGS=--hold keeps the node up.
@@ -105,7 +111,7 @@ demo: k8s-bins runtime build
 # Every test: the packages' own (real cgroups, containerd, API server, a
 # whole node), then the end-to-end scenarios on a real node, alone, so that
 # no other test's processes or memory blur their thresholds.
-test: vet fmt-check k8s-bins runtime build monitoring-check
+test: vet fmt-check k8s-bins runtime vm build monitoring-check
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e$$')
 	$(MAKE) --no-print-directory fuzz-short
 	$(MAKE) --no-print-directory e2e-run

@@ -93,6 +93,7 @@ func (g *Group) Run(ctx context.Context, wake func()) error {
 				if g.counter != nil {
 					g.counter.IncWakeup(m.kind)
 				}
+				g.log.Debug("woken", "source", m.name, "kind", m.kind)
 				wake()
 			})
 			if err != nil && ctx.Err() == nil {

@@ -1,0 +1,67 @@
+package testvm
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBootCgroupV2 boots the guest and checks what the tests count on: the
+// unified hierarchy with the memory and pids controllers, PSI, the host's
+// files, the shared directory both ways, and the script's exit code.
+func TestBootCgroupV2(t *testing.T) {
+	Need(t)
+	marker := t.TempDir() + "/marker"
+	if err := os.WriteFile(marker, []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(t.Context(), t.TempDir(), Options{
+		Env: []string{"MARKER=" + marker},
+		Script: `set -e
+stat -f -c %T /sys/fs/cgroup
+cat /sys/fs/cgroup/cgroup.controllers
+head -1 /proc/pressure/memory
+cat "$MARKER"; echo
+echo written-by-guest > ./note
+# The slowdown: the same pipe of CPU and memory work as on the host.
+s=$(cut -d' ' -f1 /proc/uptime)
+dd if=/dev/zero bs=1M count=128 2>/dev/null | md5sum > /dev/null
+e=$(cut -d' ' -f1 /proc/uptime)
+echo "$s $e" > ./work
+exit 3
+`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("booted in %s, powered off after %s", res.Booted.Round(100e6), res.Took.Round(100e6))
+	lines := strings.Split(strings.TrimSpace(res.Output), "\n")
+	if len(lines) != 4 || lines[0] != "cgroup2fs" || !strings.Contains(lines[1], "memory") || !strings.Contains(lines[1], "pids") ||
+		!strings.HasPrefix(lines[2], "some avg10=") || lines[3] != "from the host" {
+		t.Errorf("guest printed:\n%s", res.Output)
+	}
+	if res.ExitCode != 3 {
+		t.Errorf("exit code %d, want 3", res.ExitCode)
+	}
+	if note, err := os.ReadFile(res.Dir + "/note"); err != nil || string(note) != "written-by-guest\n" {
+		t.Errorf("the guest's note: %q, %v", note, err)
+	}
+	// The same work on the host, for the slowdown (logged, not asserted:
+	// the machine may be busy).
+	var s, e float64
+	if work, err := os.ReadFile(res.Dir + "/work"); err != nil {
+		t.Errorf("the guest's timing: %v", err)
+	} else if _, err := fmt.Sscan(string(work), &s, &e); err != nil {
+		t.Errorf("the guest's timing %q: %v", work, err)
+	}
+	start := time.Now()
+	if out, err := exec.Command("/bin/sh", "-c", "dd if=/dev/zero bs=1M count=128 2>/dev/null | md5sum > /dev/null").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	host := time.Since(start)
+	guest := time.Duration((e - s) * float64(time.Second))
+	t.Logf("128 MiB through dd | md5sum: %s in the guest, %s on the host (%.1f×)", guest.Round(10*time.Millisecond), host.Round(time.Millisecond), guest.Seconds()/host.Seconds())
+}
