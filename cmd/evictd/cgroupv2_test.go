@@ -141,6 +141,10 @@ func v2Scenario(t *testing.T, driver string) {
 
 	addr := freeAddr(t)
 	rootDir := t.TempDir()
+	// The image filesystem: another filesystem than the kubelet's root
+	// (the guest's /run, a tmpfs; the root is an overlay), as a node with
+	// a dedicated imagefs has.
+	const imagefsDir = "/run"
 	_, logs := startAgent(t, nil,
 		"--cgroup-root=/", "--cgroup-driver="+driver,
 		"--enforce-node-allocatable=pods",
@@ -152,6 +156,7 @@ func v2Scenario(t *testing.T, driver string) {
 		"--housekeeping-interval=1m",
 		"--fast-poll-margin=250Mi",
 		"--root-dir", rootDir,
+		"--imagefs-path", imagefsDir,
 		"--metrics-bind-address", addr,
 		"--log-level=debug")
 	waitHTTP(t, "http://"+addr+"/readyz")
@@ -190,20 +195,25 @@ func v2Scenario(t *testing.T, driver string) {
 			t.Errorf("%s: evictd read %d (observed %t), the kernel's files give %d then %d", s, o.Available, ok, before[s], after[s])
 		}
 	}
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(rootDir, &fs); err != nil {
+	var nodefs, imagefs syscall.Statfs_t
+	if err := syscall.Statfs(rootDir, &nodefs); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Statfs(imagefsDir, &imagefs); err != nil {
 		t.Fatal(err)
 	}
 	for s, want := range map[signals.Signal]int64{
-		signals.NodeFsAvailable:  int64(fs.Bavail) * fs.Bsize,
-		signals.NodeFsInodesFree: int64(fs.Ffree),
+		signals.NodeFsAvailable:   int64(nodefs.Bavail) * nodefs.Bsize,
+		signals.NodeFsInodesFree:  int64(nodefs.Ffree),
+		signals.ImageFsAvailable:  int64(imagefs.Bavail) * imagefs.Bsize,
+		signals.ImageFsInodesFree: int64(imagefs.Ffree),
 	} {
 		slack := int64(1 << 20)
-		if s == signals.NodeFsInodesFree {
+		if s == signals.NodeFsInodesFree || s == signals.ImageFsInodesFree {
 			slack = 100
 		}
 		if o, ok := st.observation(s); !ok || o.Available < want-slack || o.Available > want+slack {
-			t.Errorf("%s: evictd read %d (observed %t), statfs of the kubelet's root gives %d", s, o.Available, ok, want)
+			t.Errorf("%s: evictd read %d (observed %t), statfs gives %d", s, o.Available, ok, want)
 		}
 	}
 	if o, _ := st.observation(signals.AllocatableMemoryAvailable); o.Capacity != 700<<20 {

@@ -111,6 +111,8 @@ func Run(ctx context.Context, dir string, opts Options) (*Result, error) {
 	}
 	cmdline := "console=ttyS0 panic=-1 loglevel=4"
 	if opts.Systemd {
+		// vm.target is also made the default target, in case a systemd
+		// takes the guest for a container and ignores this line.
 		cmdline += " systemd.unified_cgroup_hierarchy=1 systemd.unit=vm.target systemd.show_status=false"
 	}
 	console := filepath.Join(dir, "console.log")
@@ -145,7 +147,8 @@ func Run(ctx context.Context, dir string, opts Options) (*Result, error) {
 				}
 			}
 		case <-timer.C:
-			return res, errors.Join(fmt.Errorf("the guest did not power off within %s; console:\n%s", opts.Timeout, childproc.Tail(console, 40)), p.Stop(time.Second))
+			return res, errors.Join(fmt.Errorf("the guest did not power off within %s; console:\n%s\nthe script's output so far:\n%s",
+				opts.Timeout, childproc.Tail(console, 40), childproc.Tail(filepath.Join(shared, "output"), 60)), p.Stop(time.Second))
 		case <-ctx.Done():
 			return res, errors.Join(ctx.Err(), p.Stop(time.Second))
 		}
@@ -291,6 +294,10 @@ r=/newroot
 $bb mount -t proc proc $r/proc
 $bb mount -t sysfs sys $r/sys
 $bb mount -t devtmpfs dev $r/dev
+# This machine's root has a /.dockerenv, from which systemd concludes it
+# runs in a container (and then ignores the kernel's command line, among
+# other things): the guest is a machine.
+$bb rm -f $r/.dockerenv
 $bb mount -t tmpfs -o mode=0755 tmpfs $r/run
 $bb mkdir -p $r%[1]s
 $bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vm $r%[1]s || fail "mount the shared directory"
@@ -325,6 +332,11 @@ Type=oneshot
 ExecStart=/bin/sh -c %s
 StandardOutput=journal+console
 EOF
+$bb ln -sf vm.target $r/etc/systemd/system/default.target
+# systemd-tmpfiles empties /tmp at boot (tmp.conf's "D /tmp"): the tests'
+# binaries and files are there.
+$bb mkdir -p $r/etc/tmpfiles.d
+: > $r/etc/tmpfiles.d/tmp.conf
 exec $bb switch_root $r /lib/systemd/systemd
 `, shellQuote(run))
 	} else {
