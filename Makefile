@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package image run vm test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package image run vm rpm-tools test e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -96,6 +96,11 @@ k8s-bins:
 runtime:
 	hack/install-runtime.sh
 
+# rpm, to read the .rpm of `make package` in its test (installed as root,
+# a no-op when present).
+rpm-tools:
+	hack/install-rpm.sh
+
 # qemu, Debian's kernel and busybox-static, for the tests that boot a
 # cgroup v2 guest (internal/testing/testvm; installed as root, a no-op when
 # present).
@@ -111,7 +116,7 @@ demo: k8s-bins runtime build
 # Every test: the packages' own (real cgroups, containerd, API server, a
 # whole node), then the end-to-end scenarios on a real node, alone, so that
 # no other test's processes or memory blur their thresholds.
-test: vet fmt-check k8s-bins runtime vm build monitoring-check
+test: vet fmt-check k8s-bins runtime vm rpm-tools build monitoring-check
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e$$')
 	$(MAKE) --no-print-directory fuzz-short
 	$(MAKE) --no-print-directory e2e-run

@@ -58,23 +58,45 @@ func TestPackages(t *testing.T) {
 	t.Run("deb", func(t *testing.T) { testDebInstall(t, deb) })
 }
 
-// testRPM checks the .rpm is one: with rpm -qlp where rpm is installed,
-// else by its lead's magic number.
+// testRPM checks the .rpm with rpm (hack/install-rpm.sh; required under
+// CI=true): its files with their modes and owners, its config file and its
+// digests; without rpm, by its lead's magic number.
 func testRPM(t *testing.T, rpmPath string) {
 	if want := "evictd-0.0.0+git1.gabcdef0-1." + map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH] + ".rpm"; filepath.Base(rpmPath) != want {
 		t.Errorf("got %s, want %s", filepath.Base(rpmPath), want)
 	}
 	if rpm, err := exec.LookPath("rpm"); err == nil {
-		out, err := exec.Command(rpm, "-qlp", rpmPath).CombinedOutput()
-		if err != nil {
-			t.Fatalf("rpm -qlp: %v\n%s", err, out)
+		query := func(args ...string) string {
+			t.Helper()
+			out, err := exec.Command(rpm, append([]string{"-qp"}, append(args, rpmPath)...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("rpm -qp %v: %v\n%s", args, err, out)
+			}
+			return string(out)
 		}
-		for _, want := range []string{"/usr/bin/evictd", "/usr/lib/systemd/system/evictd.service", "/etc/evictd/evictd.env"} {
-			if !strings.Contains(string(out), want+"\n") {
-				t.Errorf("rpm -qlp: got\n%s\nwant %s among them", out, want)
+		// Each file with its mode and owner, as rpm will install it.
+		files := query("--queryformat", "[%{FILEMODES:perms} %{FILEUSERNAME} %{FILENAMES}\n]")
+		for _, want := range []string{
+			"-rwxr-xr-x root /usr/bin/evictd",
+			"-rw-r--r-- root /usr/lib/systemd/system/evictd.service",
+			"drwx------ root /etc/evictd",
+			"-rw------- root /etc/evictd/evictd.env",
+		} {
+			if !strings.Contains(files, want+"\n") {
+				t.Errorf("rpm's files:\n%s\nwant %q among them", files, want)
 			}
 		}
+		// Kept on upgrade and removal: a config file not replaced.
+		if cfg := query("--configfiles"); !strings.Contains(cfg, "/etc/evictd/evictd.env\n") {
+			t.Errorf("rpm's config files:\n%s\nwant /etc/evictd/evictd.env", cfg)
+		}
+		if out, err := exec.Command(rpm, "-K", "--nosignature", rpmPath).CombinedOutput(); err != nil || !strings.Contains(string(out), "digests OK") {
+			t.Errorf("rpm -K: %v\n%s", err, out)
+		}
 		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no rpm on PATH under CI=true: run hack/install-rpm.sh (as root)")
 	}
 	t.Logf("no rpm on PATH: checking the lead's magic only")
 	f, err := os.Open(rpmPath)
