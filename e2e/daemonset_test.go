@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
+	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
@@ -51,7 +52,11 @@ const dsImage = "evictd.test/evictd:e2e"
 func TestDaemonSetNode(t *testing.T) {
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-daemonset"})
 	importEvictdImage(t, n)
-	addr := freeLoopback(t)
+	ports, err := testcluster.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	cm, ds := daemonSetManifest(t, n, addr,
 		"--eviction-hard=memory.available<500Mi",
 		"--eviction-pressure-transition-period=5s")
@@ -381,15 +386,4 @@ func logLinesOf(t *testing.T, n *testnode.Node, p *v1.Pod, s string) []string {
 		}
 	}
 	return out
-}
-
-// freeLoopback returns a loopback address nothing listens on right now.
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

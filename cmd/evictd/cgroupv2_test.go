@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -246,8 +245,8 @@ func v2Scenario(t *testing.T, driver string) {
 		if s.MemoryWorkingSet == nil || *s.MemoryWorkingSet < ws-(2<<20) || *s.MemoryWorkingSet > ws+(2<<20) {
 			t.Errorf("pod %s: working set %v, the kernel's files give %d", uid, s.MemoryWorkingSet, ws)
 		}
-		if s.Processes == nil || *s.Processes != v2Int(t, filepath.Join(cg, dir, "pids.current")) {
-			t.Errorf("pod %s: %v tasks, pids.current says %d", uid, s.Processes, v2Int(t, filepath.Join(cg, dir, "pids.current")))
+		if s.Processes == nil || *s.Processes != readInt(t, filepath.Join(cg, dir, "pids.current")) {
+			t.Errorf("pod %s: %v tasks, pids.current says %d", uid, s.Processes, readInt(t, filepath.Join(cg, dir, "pids.current")))
 		}
 	}
 
@@ -255,11 +254,11 @@ func v2Scenario(t *testing.T, driver string) {
 	// throttled (a memory stall: both PSI triggers) and counted as a high
 	// event (memory.events).
 	kp := filepath.Join(cg, l.kubepods())
-	v2Write(t, filepath.Join(kp, "memory.high"), strconv.FormatInt(v2Int(t, filepath.Join(kp, "memory.current"))+(16<<20), 10))
+	v2Write(t, filepath.Join(kp, "memory.high"), strconv.FormatInt(readInt(t, filepath.Join(kp, "memory.current"))+(16<<20), 10))
 	breach := alloc(l.container(steady, "a1"), 60)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		m := v2Metrics(t, addr)
+		m := parseMetrics(t, v2Get(t, addr, "/metrics"))
 		if m[`evictd_wakeups_total{source="psi"}`] > 0 && m[`evictd_wakeups_total{source="memory-events"}`] > 0 {
 			t.Logf("after the memory.high breach: wake-ups psi %v, memory-events %v, fast-poll %v; memory.events: %s",
 				m[`evictd_wakeups_total{source="psi"}`], m[`evictd_wakeups_total{source="memory-events"}`],
@@ -334,20 +333,20 @@ func kernelSignals(t *testing.T, cfg host.Config, l v2Layout) map[signals.Signal
 	}
 	root := v2Keyed(t, filepath.Join(cfg.CgroupMount, "memory.stat"))
 	kp := filepath.Join(cfg.CgroupMount, l.kubepods())
-	pidMax := min(v2Int(t, "/proc/sys/kernel/pid_max"), v2Int(t, "/proc/sys/kernel/threads-max"))
+	pidMax := min(readInt(t, "/proc/sys/kernel/pid_max"), readInt(t, "/proc/sys/kernel/threads-max"))
 	load := strings.Fields(v2Read(t, "/proc/loadavg"))
 	_, tasks, _ := strings.Cut(load[3], "/")
 	n, _ := strconv.ParseInt(tasks, 10, 64)
 	return map[signals.Signal]int64{
 		signals.MemoryAvailable:            total - (root["anon"] + root["file"] - root["inactive_file"]),
-		signals.AllocatableMemoryAvailable: v2Int(t, filepath.Join(kp, "memory.max")) - v2WorkingSet(t, kp),
+		signals.AllocatableMemoryAvailable: readInt(t, filepath.Join(kp, "memory.max")) - v2WorkingSet(t, kp),
 		signals.PIDAvailable:               pidMax - n,
 	}
 }
 
 // workingSet is a v2 cgroup's memory.current less its inactive_file.
 func v2WorkingSet(t *testing.T, dir string) int64 {
-	return v2Int(t, filepath.Join(dir, "memory.current")) - v2Keyed(t, filepath.Join(dir, "memory.stat"))["inactive_file"]
+	return readInt(t, filepath.Join(dir, "memory.current")) - v2Keyed(t, filepath.Join(dir, "memory.stat"))["inactive_file"]
 }
 
 type v2StatusDoc struct {
@@ -389,26 +388,6 @@ func v2Status(t *testing.T, addr string) *v2StatusDoc {
 	return &st
 }
 
-// v2Metrics returns the agent's metrics that have no label but the one
-// named, by their whole name with labels.
-func v2Metrics(t *testing.T, addr string) map[string]float64 {
-	t.Helper()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(v2Get(t, addr, "/metrics")))
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-				out[line[:i]] = v
-			}
-		}
-	}
-	return out
-}
-
 func v2Get(t *testing.T, addr, path string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + path)
@@ -437,15 +416,6 @@ func v2Read(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
-}
-
-func v2Int(t *testing.T, path string) int64 {
-	t.Helper()
-	v, err := strconv.ParseInt(v2Read(t, path), 10, 64)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return v
 }
 
 func v2Keyed(t *testing.T, path string) map[string]int64 {

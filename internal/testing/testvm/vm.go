@@ -6,9 +6,11 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -227,7 +229,7 @@ func writeInitramfs(path, kver string, opts Options) error {
 		names = append(names, name)
 	}
 	var files []string
-	for i, p := range sortedKeys(opts.Files) {
+	for i, p := range slices.Sorted(maps.Keys(opts.Files)) {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("file %q: want an absolute path", p)
 		}
@@ -352,12 +354,3 @@ $bb poweroff -f
 
 // shellQuote quotes s for sh, in single quotes.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
