@@ -204,8 +204,8 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.dryRun, "dry-run", false,
 		"Decide and report everything but evict, reclaim, taint and post nothing. (default false)")
 	fs.BoolVar(&o.localStop, "hard-eviction-local-stop", true,
-		"Once the API server has accepted a hard eviction, also stop the pod's containers through the container runtime with the same grace period, "+
-			"instead of waiting for the kubelet to see the deletion; their preStop hooks may then not run.")
+		"For a hard eviction, also stop the pod's containers through the container runtime with the same grace period, at once and in parallel with the Eviction API call, "+
+			"instead of waiting for the API server and then the kubelet to see the deletion; their preStop hooks may then not run.")
 	fs.DurationVar(&o.localKillAfter, "local-kill-after", defaultLocalKillAfter,
 		"How long, as a Go duration, a hard eviction keeps retrying an API server that does not answer (connection refused, timeout, 5xx) before it stops the pod's containers through the container runtime "+
 			"and completes the eviction once the API server answers again; until then the kubelet may restart them, and their preStop hooks do not run. 0 disables: the eviction fails and the next pass decides again.")

@@ -59,7 +59,7 @@ const (
 // completes it when the API server answers again), and the error wraps
 // decide.ErrStoppedLocally. Refusals (4xx, PodDisruptionBudgets) are
 // answers: they are returned as before, never retried here.
-func (e *Evicter) reach(ctx context.Context, log *slog.Logger, r decide.Request) (*v1.Pod, string, error) {
+func (e *Evicter) reach(ctx context.Context, log *slog.Logger, r decide.Request, stop *localStop) (*v1.Pod, string, error) {
 	if !r.Hard || e.cfg.LocalKillAfter <= 0 || e.cfg.StopLocally == nil {
 		return e.attempt(ctx, log, r)
 	}
@@ -83,7 +83,7 @@ func (e *Evicter) reach(ctx context.Context, log *slog.Logger, r decide.Request)
 		}
 		left := deadline.Sub(e.cfg.Clock.Now())
 		if left <= 0 {
-			return nil, "", e.stopAway(ctx, log, r, e.cfg.Clock.Since(start), tries, err)
+			return nil, "", e.stopAway(ctx, log, r, stop, e.cfg.Clock.Since(start), tries, err)
 		}
 		log.Debug("the API server did not answer; retrying until the local stop", "try", tries, "localStopIn", left, "err", err)
 		t := e.cfg.Clock.NewTimer(min(retryDelay(&b, err), left))
@@ -133,9 +133,21 @@ func (e *Evicter) attempt(ctx context.Context, log *slog.Logger, r decide.Reques
 
 // stopAway stops the pod's containers through the runtime after the API
 // server stayed away for away, and owes the eviction.
-func (e *Evicter) stopAway(ctx context.Context, log *slog.Logger, r decide.Request, away time.Duration, tries int, last error) error {
+func (e *Evicter) stopAway(ctx context.Context, log *slog.Logger, r decide.Request, stop *localStop, away time.Duration, tries int, last error) error {
 	why := fmt.Sprintf("the API server did not answer for %s (%d tries; last: %v)", away.Round(time.Millisecond), tries, last)
-	if err := e.cfg.StopLocally(ctx, r.Pod, r.GracePeriod); err != nil {
+	var err error
+	if stop != nil {
+		// Already stopping since the eviction began: wait for that stop.
+		select {
+		case <-stop.done:
+			err = stop.err
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	} else {
+		err = e.cfg.StopLocally(ctx, r.Pod, r.GracePeriod)
+	}
+	if err != nil {
 		return fmt.Errorf("%s, and stopping the pod's containers through the runtime failed: %w", why, err)
 	}
 	n := e.owed.add(r, e.cfg.Clock.Now(), log)

@@ -167,8 +167,13 @@ func (e *Evicter) pods() *kubeclient.Client {
 //     r.Message and r.Annotations. Neither is written when the eviction is
 //     refused, so a pod that stays is never marked or reported evicted;
 //  5. for a hard threshold, Config.StopLocally (with StopWhenIssued) stops the pod's
-//     containers on the node, bounded by the grace period and
-//     Config.CleanupTimeout but not by the wait below, while
+//     containers on the node from the start, in parallel with steps 2–4
+//     (the node comes first: the SIGTERM does not wait for the API
+//     server), bounded by the grace period and Config.CleanupTimeout but
+//     not by the wait below. A pod found gone in step 2 had nothing left
+//     to stop, or was going anyway; one the API server refuses to evict
+//     (a 403, say) keeps its stopped containers until the kubelet
+//     restarts them, and a warning says so. Meanwhile
 //  6. Evict looks at the pod in Config.Pods, the informer's cache, until
 //     it is gone (no longer there, replaced, or finished; see podWatch) and,
 //     once the stop has returned too, returns nil; or an error wrapping
@@ -188,8 +193,17 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	log := e.log.With("pod", ref, "uid", r.Pod.UID, "signal", r.Signal, "hard", r.Hard, "gracePeriodSeconds", r.GracePeriod)
 
 	watch := e.watch(r.Pod) // before the eviction: see podWatch
-	pod, how, err := e.reach(ctx, log, r)
+	var stop *localStop
+	if r.Hard && e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
+		// The node comes first: the containers get their SIGTERM now,
+		// not an API round trip later.
+		stop = e.stopBeside(ctx, log, r)
+	}
+	pod, how, err := e.reach(ctx, log, r, stop)
 	if err != nil {
+		if stop != nil && !errors.Is(err, decide.ErrPodGone) && !errors.Is(err, decide.ErrStoppedLocally) {
+			log.Warn("the pod's containers were stopped through the runtime, but the API server did not take the eviction; the kubelet may start them again", "err", err)
+		}
 		return fmt.Errorf("evict %s: %w", ref, err)
 	}
 	if e.cfg.OnIssued != nil && !r.Decided.IsZero() {
@@ -199,44 +213,48 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 		e.recorder.AnnotatedEventf(pod, r.Annotations, v1.EventTypeWarning, EventReason, "%s", r.Message)
 	}
 	log.Debug("eviction issued; waiting for the pod to go", "by", how, "cleanupTimeout", e.cfg.CleanupTimeout)
-	var stopped <-chan struct{}
-	if r.Hard && e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
-		stopped = e.stopBeside(ctx, log, r)
-	}
 	if err := e.waitGone(ctx, watch); err != nil {
 		return fmt.Errorf("evict %s (%s issued): %w", ref, how, err)
 	}
-	if stopped != nil {
+	if stop != nil {
 		// The API server may drop the pod before the runtime has
 		// answered the stop; the next pass must not measure a node whose
 		// memory is still being given back.
 		select {
-		case <-stopped:
+		case <-stop.done:
 		case <-ctx.Done():
 		}
 	}
 	return nil
 }
 
-// stopBeside stops r's pod's containers through Config.StopLocally while
-// Evict waits for the pod to go, and returns a channel closed when the stop
-// has returned. The stop is not cut short when the wait ends first (the
-// kubelet then raced it, and a cancelled CRI call would only leave a
+// localStop is a stop of a pod's containers through Config.StopLocally
+// running beside the eviction: done is closed when it has returned, and
+// err is then its error.
+type localStop struct {
+	done chan struct{}
+	err  error
+}
+
+// stopBeside starts stopping r's pod's containers through
+// Config.StopLocally at once, beside the eviction's API calls and the wait
+// for the pod to go. The stop is not cut short when the wait ends first
+// (the kubelet then raced it, and a cancelled CRI call would only leave a
 // container half-stopped and a misleading error) nor when ctx is cancelled
 // (evictd shutting down mid-eviction): it is bounded by the grace period
-// and Config.CleanupTimeout instead.
-func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r decide.Request) <-chan struct{} {
-	done := make(chan struct{})
+// and Config.CleanupTimeout instead. Its error is logged here.
+func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r decide.Request) *localStop {
+	s := &localStop{done: make(chan struct{})}
 	bound := time.Duration(r.GracePeriod)*time.Second + e.cfg.CleanupTimeout
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	go func() {
-		defer close(done)
+		defer close(s.done)
 		defer cancel()
-		if err := e.cfg.StopLocally(stopCtx, r.Pod, r.GracePeriod); err != nil {
-			log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", err)
+		if s.err = e.cfg.StopLocally(stopCtx, r.Pod, r.GracePeriod); s.err != nil {
+			log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", s.err)
 		}
 	}()
-	return done
+	return s
 }
 
 // check refuses what Evict must never act on: critical pods and requests

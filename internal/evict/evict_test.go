@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,6 +232,64 @@ func TestEvict(t *testing.T) {
 			t.Fatalf("Evict: %v", err)
 		}
 		checkNoAPIErrors(t, errs)
+	})
+
+	// A hard eviction stops the containers first: the runtime's stop is
+	// asked for before the Eviction API is, and does not wait for its
+	// answer. The eviction's request is held here until the stop has
+	// begun; an Evicter that stopped only once the eviction was issued
+	// would never get there. A soft eviction never stops them.
+	t.Run("hard: the local stop does not wait for the API server", func(t *testing.T) {
+		ns := e.namespace(t, "stop-first")
+		pod := e.runningPod(t, ns, "hog", nil, 30)
+		stopping := make(chan struct{})
+		var stopOnce sync.Once
+		cfg := rest.CopyConfig(e.agentConfig)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/eviction") {
+					select {
+					case <-stopping:
+					case <-time.After(10 * time.Second):
+						return nil, errors.New("test: the local stop had not begun 10s after the eviction was asked for")
+					}
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+		asNode, err := kubeclient.NewForConfigAsNode(cfg, nodeName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stops atomic.Int32
+		ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond, StopWhenIssued: true, AsNode: asNode,
+			StopLocally: func(ctx context.Context, p *signals.Pod, grace int64) error {
+				stops.Add(1)
+				stopOnce.Do(func() { close(stopping) })
+				return nil
+			}})
+		seen := e.fakeKubelet(t, ns, "hog")
+		r := request(pod, true, 1, message("stop first"))
+		if err := ev.Evict(t.Context(), r); err != nil {
+			t.Fatalf("Evict: %v", err)
+		}
+		e.checkEvicted(t, seen, r)
+		if n := stops.Load(); n != 1 {
+			t.Errorf("the runtime was asked to stop the pod %d times, want once", n)
+		}
+		checkNoAPIErrors(t, errs)
+
+		soft := e.runningPod(t, ns, "soft", nil, 30)
+		stops.Store(0)
+		seen = e.fakeKubelet(t, ns, "soft")
+		rs := request(soft, false, 1, message("soft, no stop"))
+		if err := ev.Evict(t.Context(), rs); err != nil {
+			t.Fatalf("soft Evict: %v", err)
+		}
+		e.checkEvicted(t, seen, rs)
+		if n := stops.Load(); n != 0 {
+			t.Errorf("a soft eviction asked the runtime to stop the pod %d times, want never", n)
+		}
 	})
 
 	// A request for a pod the API server has bound to another node, as a
