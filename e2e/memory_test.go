@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
@@ -109,6 +110,65 @@ func watchDeletion(t *testing.T, n *testnode.Node, ns, name string) <-chan delet
 		}
 	}()
 	return ch
+}
+
+// podHistory is what a watch on one pod saw of its DisruptionTarget
+// condition until the pod was deleted: each reason in the order it came
+// and the pod's last state, the DELETED event's.
+type podHistory struct {
+	reasons []string
+	last    *v1.Pod
+}
+
+// watchHistory watches the pod from before it exists and sends its
+// history once the API server has deleted it.
+func watchHistory(t *testing.T, n *testnode.Node, ns, name string) <-chan podHistory {
+	w, err := n.Admin().CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan podHistory, 1)
+	t.Cleanup(w.Stop)
+	go func() {
+		var h podHistory
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok {
+				continue
+			}
+			h.last = p
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue &&
+					(len(h.reasons) == 0 || h.reasons[len(h.reasons)-1] != c.Reason) {
+					h.reasons = append(h.reasons, c.Reason)
+				}
+			}
+			if ev.Type == watch.Deleted {
+				ch <- h
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// checkEvictedByEvictd fails t unless the pod, in its last state before the
+// API server removed it, carries evictd's DisruptionTarget condition.
+func checkEvictedByEvictd(t *testing.T, h podHistory) {
+	t.Helper()
+	if h.last == nil {
+		t.Fatal("the watch saw nothing of the pod")
+	}
+	var last *v1.PodCondition
+	for i, c := range h.last.Status.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			last = &h.last.Status.Conditions[i]
+		}
+	}
+	t.Logf("%s: DisruptionTarget reasons in order %q; last state %s", h.last.Name, h.reasons, podSummary(h.last))
+	if last == nil || last.Status != v1.ConditionTrue || last.Reason != decide.DisruptionTargetReason || !strings.HasPrefix(last.Message, "The node was low on resource: ") {
+		t.Errorf("%s's last state has DisruptionTarget %+v, want True, reason %s and evictd's message", h.last.Name, last, decide.DisruptionTargetReason)
+	}
 }
 
 func softMemory(t *testing.T, n *testnode.Node) {
@@ -225,6 +285,7 @@ func allocatable(t *testing.T, n *testnode.Node) {
 	before := oomKills(t, n)
 	s := sample(t, n, 500<<20)
 	deleted := watchDeletion(t, n, "default", "hog")
+	history := watchHistory(t, n, "default", "hog")
 	// 2300 MiB at 200 MiB/s: 2.5 s from the threshold to the cgroup's limit.
 	hog := labelled(n.Pod("hog", "alloc", "--mib", "2300", "--rate", "200"))
 	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{}); err != nil {
@@ -246,6 +307,12 @@ func allocatable(t *testing.T, n *testnode.Node) {
 		t.Errorf("hard threshold: deletion grace %d s, want 1", d.grace)
 	}
 	poll(t, "the hog to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	select {
+	case h := <-history:
+		checkEvictedByEvictd(t, h)
+	case <-time.After(10 * time.Second):
+		t.Error("the watch never saw the hog deleted")
+	}
 	// A hard eviction's containers are stopped through the runtime at once,
 	// not when the kubelet gets to the deletion.
 	if log := tail(n.LogPath("evictd"), 200); !strings.Contains(log, "stopped the evicted pod's containers through the runtime") {

@@ -150,18 +150,19 @@ func (e *Evicter) pods() *kubeclient.Client {
 //  1. a critical pod is refused (ErrCriticalPod);
 //  2. the pod is read back: one that is not found, has another UID, has
 //     finished or is already terminating is not evicted again (decide.ErrPodGone);
-//  3. the policy/v1 Eviction subresource is asked to evict it with
-//     r.GracePeriod and a UID precondition. A PodDisruptionBudget refusal
-//     returns an error wrapping decide.ErrDisruptionBudget for a soft
-//     threshold; for a hard one the node comes first and the pod is deleted
-//     with the same grace period and precondition. For a hard threshold,
-//     an API server that does not answer is retried for
+//  3. for a soft threshold, the policy/v1 Eviction subresource is asked
+//     to evict it with r.GracePeriod and a UID precondition; a
+//     PodDisruptionBudget refusal returns an error wrapping
+//     decide.ErrDisruptionBudget. For a hard threshold the node comes
+//     first: the pod is marked (step 4) and deleted with the same grace
+//     period and precondition, no budget consulted (see issue). For a hard
+//     threshold, an API server that does not answer is retried for
 //     Config.LocalKillAfter, then the pod's containers are stopped through
 //     Config.StopLocally and the error wraps decide.ErrStoppedLocally:
 //     the eviction is owed, and Run completes it later (away.go);
 //  4. the pod gets a DisruptionTarget condition (reason decide.DisruptionTargetReason,
 //     message r.Message): after the Eviction API accepted, replacing the
-//     generic one the API server sets itself, or before the hard fallback's
+//     generic one the API server sets itself, or before a hard eviction's
 //     delete, which sets none; failing to write it is logged and counted and
 //     does not stop the eviction. Then a Warning Evicted event with
 //     r.Message and r.Annotations. Neither is written when the eviction is
@@ -180,8 +181,8 @@ func (e *Evicter) pods() *kubeclient.Client {
 //     decide.ErrNotGoneInTime.
 //
 // The API requests of one eviction are the read of step 2, the eviction
-// (and the delete, for a hard threshold a budget refused), the condition's
-// patch and the event; the wait makes none.
+// (the delete, for a hard threshold), the condition's patch and the event;
+// the wait makes none.
 func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	if r.Pod == nil {
 		return errors.New("evict: the request names no pod")
@@ -325,14 +326,29 @@ func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, erro
 	return pod, nil
 }
 
-// issue asks the API server to evict pod, falling back to a delete for a
-// hard threshold the Eviction API refuses. It returns how the pod was made
-// to go ("eviction" or "delete").
+// issue makes the pod go and returns how ("eviction" or "delete").
+//
+// A soft eviction goes through the policy/v1 Eviction API, which
+// enforces PodDisruptionBudgets: a refusal returns an error wrapping
+// decide.ErrDisruptionBudget. The API server sets a DisruptionTarget
+// condition of its own (reason EvictionByEvictionAPI, a generic message)
+// and evictd's replaces it once the eviction is accepted.
+//
+// A hard eviction puts the node first, as the kubelet's does: no budget
+// holds it back. evictd marks the pod with its DisruptionTarget condition
+// and then deletes it with the grace period, without the Eviction API.
+// Through the Eviction API the API server's own condition would come
+// first, in the same request as the deletion, and the kubelet, which
+// starts terminating the pod from the copy the deletion brought, would
+// write that condition back with the pod's final status, over evictd's:
+// on a real node it did in most evictions with a grace period of 1 s. Marked
+// first, the pod the kubelet sees deleted carries evictd's condition.
 func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request, pod *v1.Pod) (string, error) {
+	if r.Hard {
+		return e.deleteMarked(ctx, log, r, pod)
+	}
 	err := e.postEviction(ctx, pod, r.GracePeriod)
 	if err == nil {
-		// The API server has set DisruptionTarget itself, with its own
-		// reason ("EvictionByEvictionAPI") and a generic message; say why.
 		e.markDisruptionTarget(ctx, log, pod, r.Message, false)
 		return "eviction", nil
 	}
@@ -344,15 +360,19 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request,
 		e.apiError(metrics.APIPodEvict)
 		return "", fmt.Errorf("eviction API: %w", err)
 	}
-	if !r.Hard {
-		return "", fmt.Errorf("%w: %s", decide.ErrDisruptionBudget, refusal)
-	}
+	return "", fmt.Errorf("%w: %s", decide.ErrDisruptionBudget, refusal)
+}
 
-	log.Warn("a PodDisruptionBudget refused the eviction; the threshold is hard, so the node comes first: deleting the pod", "refusal", refusal)
-	// A delete sets no condition: mark the pod first, so that whoever sees
-	// it terminate knows it was disrupted.
+// deleteMarked sets evictd's DisruptionTarget condition on the pod, then
+// deletes it with the request's grace period and the pod's UID as a
+// precondition.
+func (e *Evicter) deleteMarked(ctx context.Context, log *slog.Logger, r decide.Request, pod *v1.Pod) (string, error) {
 	e.markDisruptionTarget(ctx, log, pod, r.Message, !hasDisruptionTarget(pod))
-	err = e.pods().Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOptions(pod.UID, r.GracePeriod))
+	opts := deleteOptions(pod.UID, r.GracePeriod)
+	// Without client-go's retries, as postEviction: a throttled delete is
+	// retried by reach, which honours Retry-After within its own bound.
+	err := e.pods().Core().Delete().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
+		MaxRetries(0).Body(&opts).Do(ctx).Error()
 	if err == nil {
 		return "delete", nil
 	}
@@ -360,7 +380,7 @@ func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request,
 		return "", gone
 	}
 	e.apiError(metrics.APIPodDelete)
-	return "", fmt.Errorf("a PodDisruptionBudget refused the eviction (%s), and the delete that puts the node first failed: %w", refusal, err)
+	return "", fmt.Errorf("delete: %w", err)
 }
 
 // postEviction creates the policy/v1 Eviction of pod. It is the request
@@ -429,7 +449,10 @@ func (e *Evicter) markDisruptionTarget(ctx context.Context, log *slog.Logger, po
 		log.Warn("could not build the DisruptionTarget patch; evicting anyway", "err", err)
 		return
 	}
-	_, err = e.client.Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	// Without client-go's retries: a hard eviction's delete waits for this
+	// patch, and a throttled API server's Retry-After must not hold it.
+	err = e.client.Core().Patch(types.StrategicMergePatchType).Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
+		SubResource("status").MaxRetries(0).Body(patch).Do(ctx).Error()
 	switch {
 	case err == nil:
 	case apierrors.IsNotFound(err):

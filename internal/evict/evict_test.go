@@ -247,7 +247,7 @@ func TestEvict(t *testing.T) {
 		cfg := rest.CopyConfig(e.agentConfig)
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/eviction") {
+				if r.Method == http.MethodDelete || r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/eviction") {
 					select {
 					case <-stopping:
 					case <-time.After(10 * time.Second):
