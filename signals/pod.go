@@ -26,6 +26,15 @@ type Container struct {
 	EphemeralStorageLimit int64
 }
 
+// Request is one request of a pod spec: Bytes in bytes (fractions rounded
+// up), and Text as the kubelet prints the request in its messages (the
+// resource.Quantity's String(): "250Mi", "1G"), which Bytes alone cannot
+// always give back (1G is 1000000000 bytes, printed "1000000000").
+type Request struct {
+	Bytes int64
+	Text  string
+}
+
 // Pod is what ranking needs to know about a pod. Whoever builds it (the API
 // server informer, the cgroup discovery of standalone mode, a snapshot) fills
 // the requests as the kubelet computes them (init containers, overhead,
@@ -54,6 +63,13 @@ type Pod struct {
 	// as the kubelet's PodLimits computes it (the containers' limits
 	// summed, or the largest init container's); 0 = none.
 	EphemeralStorageLimit int64
+	// PodLevelMemoryRequest is the pod-level memory request
+	// (spec.resources.requests.memory, KEP-2837), as the API server
+	// defaults it; nil when the pod has none. The eviction message for
+	// memory then states the pod's working set against it, as the
+	// kubelet's does. MemoryRequest above is already this request (plus
+	// the overhead) for such a pod.
+	PodLevelMemoryRequest *Request
 	Containers            []Container
 	// EmptyDirLimits holds the sizeLimit in bytes of each emptyDir volume
 	// that sets a positive one, by volume name (nil when none does).

@@ -94,6 +94,12 @@ func TestSimulateExamples(t *testing.T) {
 		// period; the hard full.avg10>20% evicts the pod furthest over its
 		// request, as memory.available would, not the biggest one.
 		{"psi.json", nil, []want{none, waiting, {outcome: "evict", victim: "default/thrasher", grace: 1, pressure: true}}},
+		// Pod-level resources: the pod furthest over its pod-level request
+		// goes first, then the one over its "1G" pod-level request.
+		{"pod-level-resources.json", nil, []want{
+			{outcome: "evict", victim: "default/web", grace: 1, pressure: true},
+			{outcome: "evict", victim: "default/reports", grace: 1, pressure: true},
+		}},
 		// Pods over their own local-storage limits go with no threshold met;
 		// the pod without stats and the static pod stay.
 		{"local-storage-limits.json", nil, []want{{outcome: "local-storage"}}},
@@ -119,6 +125,47 @@ func TestSimulateExamples(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSimulatePodLevelMessage: a pod with pod-level resources (KEP-2837)
+// gets the kubelet's message: its own line, the pod's working set against
+// its pod-level memory request as Kubernetes prints it ("1G" stays "1G"),
+// before the container lines, each container against its own request; and
+// the offending_pod annotations.
+func TestSimulatePodLevelMessage(t *testing.T) {
+	steps := simulated(t, filepath.Join("..", "..", "examples", "pod-level-resources.json"))
+	if len(steps) != 2 {
+		t.Fatalf("got %d steps, want 2", len(steps))
+	}
+	for i, w := range []struct {
+		message     string
+		annotations map[string]string
+	}{
+		{"The node was low on resource: memory. Threshold quantity: 500Mi, available: 300Mi. " +
+			"Pod web was using 600Mi, request is 250Mi, has larger consumption of memory. " +
+			"Container regular1 was using 250Mi, request is 0, has larger consumption of memory. " +
+			"Container regular2 was using 350Mi, request is 0, has larger consumption of memory. ",
+			map[string]string{
+				"offending_pod": "web", "offending_pod_usage": "600Mi",
+				"offending_containers": "regular1,regular2", "offending_containers_usage": "250Mi,350Mi",
+				"starved_resource": "memory",
+			}},
+		{"The node was low on resource: memory. Threshold quantity: 500Mi, available: 350Mi. " +
+			"Pod reports was using 1500Mi, request is 1G, has larger consumption of memory. " +
+			"Container app was using 1500Mi, request is 256Mi, has larger consumption of memory. ",
+			map[string]string{
+				"offending_pod": "reports", "offending_pod_usage": "1500Mi",
+				"offending_containers": "app", "offending_containers_usage": "1500Mi",
+				"starved_resource": "memory",
+			}},
+	} {
+		if got := steps[i].Message; got != w.message {
+			t.Errorf("step %d message:\n got %q\nwant %q", i, got, w.message)
+		}
+		if got := steps[i].Annotations; !reflect.DeepEqual(got, w.annotations) {
+			t.Errorf("step %d annotations:\n got %v\nwant %v", i, got, w.annotations)
+		}
 	}
 }
 
@@ -230,6 +277,11 @@ func TestSimulateRejectsBadSnapshots(t *testing.T) {
 		{"stall with less-than", `{"args": ["--eviction-hard=memory.pressure.full.avg10<20"], "observations": {}}`, `memory.pressure.full.avg10<20: a memory pressure stall signal takes ">"`},
 		{"greater-than on memory.available", `{"args": ["--eviction-hard=memory.available>1Gi"], "observations": {}}`, `only the memory.pressure.* stall signals take ">"`},
 		{"unknown resource", `{"observations": {}, "pods": [{"name": "a", "requests": {"gpu": "1"}}]}`, `unknown resource "gpu"`},
+		{"pod-level ephemeral-storage", `{"observations": {}, "pods": [{"name": "a", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}]}`,
+			`pods[0].resources.requests: "ephemeral-storage" is not a pod-level resource (want memory or cpu)`},
+		{"pod-level request above limit", `{"observations": {}, "pods": [{"name": "a", "resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "1G"}}}]}`,
+			`pods[0].resources.requests.memory: 2Gi is above limits.memory 1G`},
+		{"pod-level garbage quantity", `{"observations": {}, "pods": [{"name": "a", "resources": {"requests": {"memory": "1Gb"}}}]}`, `quantity "1Gb"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")

@@ -17,6 +17,8 @@ const (
 	annotationOffendingContainers      = "offending_containers"
 	annotationOffendingContainersUsage = "offending_containers_usage"
 	annotationStarvedResource          = "starved_resource"
+	annotationOffendingPod             = "offending_pod"
+	annotationOffendingPodUsage        = "offending_pod_usage"
 )
 
 // quantity prints bytes or counts the way the kubelet's messages do.
@@ -41,6 +43,13 @@ func observed(o signals.Observation) string {
 // evictionMessage builds the text of the Evicted event and the pod's
 // DisruptionTarget condition, in the kubelet's words, and the event's
 // annotations naming the containers that used more than they requested.
+//
+// For memory, a pod with a pod-level memory request (KEP-2837) gets a
+// line of its own first, whether or not it used more than that request,
+// and the offending_pod annotations, as the kubelet's does. The container
+// lines follow in the order of the pod's stats, each container against its
+// own request; ephemeral containers, which cannot have requests, are not
+// in c.Pod.Containers and are never named.
 func evictionMessage(th thresholds.Threshold, obs signals.Observation, c ranking.Candidate) (string, map[string]string) {
 	res := th.Signal.Resource()
 	var b strings.Builder
@@ -53,10 +62,24 @@ func evictionMessage(th thresholds.Threshold, obs signals.Observation, c ranking
 			quantity(thresholds.Quantity(th.Value, obs.Capacity), res), quantity(obs.Available, res))
 	}
 
+	annotations := map[string]string{}
+	if r := c.Pod.PodLevelMemoryRequest; res == signals.ResourceMemory && r != nil &&
+		c.Stats != nil && c.Stats.MemoryWorkingSet != nil && *c.Stats.MemoryWorkingSet >= 0 {
+		usage := quantity(*c.Stats.MemoryWorkingSet, res)
+		fmt.Fprintf(&b, "Pod %s was using %s, request is %s, has larger consumption of %s. ", c.Pod.Name, usage, r.Text, res)
+		annotations[annotationOffendingPod] = c.Pod.Name
+		annotations[annotationOffendingPodUsage] = usage
+	}
+
 	var names, usages []string
 	if c.Stats != nil && (res == signals.ResourceMemory || res == signals.ResourceEphemeralStorage) {
-		for _, ctr := range c.Pod.Containers {
-			usage, ok := containerUsage(c.Stats, ctr.Name, res)
+		for i := range c.Stats.Containers {
+			cs := &c.Stats.Containers[i]
+			ctr, ok := container(c.Pod, cs.Name)
+			if !ok {
+				continue
+			}
+			usage, ok := containerUsage(cs, res)
 			if !ok {
 				continue
 			}
@@ -73,40 +96,43 @@ func evictionMessage(th thresholds.Threshold, obs signals.Observation, c ranking
 			usages = append(usages, quantity(usage, res))
 		}
 	}
-	annotations := map[string]string{
-		annotationOffendingContainers:      strings.Join(names, ","),
-		annotationOffendingContainersUsage: strings.Join(usages, ","),
-		annotationStarvedResource:          string(res),
-	}
+	annotations[annotationOffendingContainers] = strings.Join(names, ",")
+	annotations[annotationOffendingContainersUsage] = strings.Join(usages, ",")
+	annotations[annotationStarvedResource] = string(res)
 	return b.String(), annotations
+}
+
+// container is the first of pod's containers named name.
+func container(pod *signals.Pod, name string) (signals.Container, bool) {
+	for _, ctr := range pod.Containers {
+		if ctr.Name == name {
+			return ctr, true
+		}
+	}
+	return signals.Container{}, false
 }
 
 // containerUsage is one container's use of res: its working set for
 // memory, its writable layer plus logs for ephemeral storage (as the
 // kubelet's message counts it, whatever the filesystem layout).
-func containerUsage(st *signals.PodStats, name string, res signals.Resource) (int64, bool) {
-	for _, cs := range st.Containers {
-		if cs.Name != name {
-			continue
+func containerUsage(cs *signals.ContainerStats, res signals.Resource) (int64, bool) {
+	switch res {
+	case signals.ResourceMemory:
+		if cs.MemoryWorkingSet == nil || *cs.MemoryWorkingSet < 0 {
+			return 0, false
 		}
-		switch res {
-		case signals.ResourceMemory:
-			if cs.MemoryWorkingSet == nil || *cs.MemoryWorkingSet < 0 {
-				return 0, false
+		return *cs.MemoryWorkingSet, true
+	case signals.ResourceEphemeralStorage:
+		// A negative measurement is no measurement; the sum
+		// saturates rather than overflow.
+		var used int64
+		measured := false
+		for _, u := range []*signals.FsUsage{cs.Rootfs, cs.Logs} {
+			if u != nil && u.Bytes >= 0 {
+				used, measured = signals.AddSat(used, u.Bytes), true
 			}
-			return *cs.MemoryWorkingSet, true
-		case signals.ResourceEphemeralStorage:
-			// A negative measurement is no measurement; the sum
-			// saturates rather than overflow.
-			var used int64
-			measured := false
-			for _, u := range []*signals.FsUsage{cs.Rootfs, cs.Logs} {
-				if u != nil && u.Bytes >= 0 {
-					used, measured = signals.AddSat(used, u.Bytes), true
-				}
-			}
-			return used, measured
 		}
+		return used, measured
 	}
 	return 0, false
 }

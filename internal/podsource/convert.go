@@ -39,7 +39,8 @@ const (
 // started before it, and adds the sidecars (restartable init containers)
 // to the app containers. Pod-level resources cover only cpu, memory and
 // hugepages, so a pod with them has no ephemeral-storage request for the
-// kubelet, and none here.
+// kubelet, and none here. Such a pod's pod-level memory request is also
+// kept as written (PodLevelMemoryRequest), for the eviction message.
 func Convert(pod *v1.Pod) signals.Pod {
 	p, _ := convert(pod, "")
 	return p
@@ -86,6 +87,7 @@ func convert(pod *v1.Pod, nodeUID types.UID) (signals.Pod, []string) {
 	storage := requestQuantity(pod, reqs, v1.ResourceEphemeralStorage)
 	p.MemoryRequest = clampBytes(memory, note, "pod memory request")
 	p.EphemeralStorageRequest = clampBytes(storage, note, "pod ephemeral-storage request")
+	p.PodLevelMemoryRequest = podLevelMemoryRequest(pod, note)
 
 	// The containers the kubelet's eviction message looks at: the app
 	// containers, then every init container (sidecar or not); ephemeral
@@ -157,6 +159,23 @@ func requestQuantity(pod *v1.Pod, reqs v1.ResourceList, name v1.ResourceName) re
 		q.Add(o)
 	}
 	return q
+}
+
+// podLevelMemoryRequest is the pod-level memory request the kubelet's
+// eviction message names: spec.resources.requests.memory, after the API
+// server's defaults (a pod-level memory limit alone gives one), when the
+// pod has pod-level resources (resourcehelper.IsPodLevelResourcesSet);
+// nil otherwise. Its text is the Quantity's String(), which the kubelet
+// prints ("1G" stays "1G").
+func podLevelMemoryRequest(pod *v1.Pod, note func(string, ...any)) *signals.Request {
+	if !resourcehelper.IsPodLevelResourcesSet(pod) {
+		return nil
+	}
+	q, ok := pod.Spec.Resources.Requests[v1.ResourceMemory]
+	if !ok {
+		return nil
+	}
+	return &signals.Request{Bytes: clampBytes(q, note, "pod-level memory request"), Text: q.String()}
 }
 
 // maxBytes is the largest request ranking can hold.

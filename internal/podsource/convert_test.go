@@ -345,6 +345,79 @@ func TestConvertWhole(t *testing.T) {
 	}
 }
 
+// TestConvertPodLevelResources: a pod with pod-level resources (KEP-2837)
+// keeps its pod-level memory request for the eviction message, as the
+// kubelet's evictionMessage reads it (spec.resources.requests.memory after
+// the API server's defaults, printed as the Quantity prints), while its
+// containers keep their own requests, 0 when they set none.
+func TestConvertPodLevelResources(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		spec   v1.PodSpec
+		want   *signals.Request
+		memory int64
+	}{
+		{name: "the kubelet's case: pod-level request and limit, containers without",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: rl("memory", "250Mi"), Limits: rl("memory", "1000Mi")},
+				Containers: []v1.Container{ctr("regular1", nil, nil), ctr("regular2", nil, nil)}},
+			want: &signals.Request{Bytes: 250 * mi, Text: "250Mi"}, memory: 250 * mi},
+		{name: "a decimal request keeps its form",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: rl("memory", "1G")},
+				Containers: []v1.Container{ctr("app", nil, nil)}},
+			want: &signals.Request{Bytes: 1000000000, Text: "1G"}, memory: 1000000000},
+		{name: "printed canonical, as the kubelet's Quantity prints",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: rl("memory", "0.5Gi")},
+				Containers: []v1.Container{ctr("app", nil, nil)}},
+			want: &signals.Request{Bytes: 512 * mi, Text: "512Mi"}, memory: 512 * mi},
+		{name: "a pod-level limit alone defaults the request to the containers' sum",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: rl("memory", "1Gi")},
+				Containers: []v1.Container{ctr("app", rl("memory", "100Mi"), nil), ctr("sidecar", rl("memory", "28Mi"), nil)}},
+			want: &signals.Request{Bytes: 128 * mi, Text: "128Mi"}, memory: 128 * mi},
+		{name: "a pod-level limit alone, containers without requests: the limit",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: rl("memory", "1Gi")},
+				Containers: []v1.Container{ctr("app", nil, nil)}},
+			want: &signals.Request{Bytes: 1024 * mi, Text: "1Gi"}, memory: 1024 * mi},
+		{name: "pod-level cpu only: no pod-level memory request",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: rl("cpu", "1")},
+				Containers: []v1.Container{ctr("app", rl("memory", "100Mi"), nil)}}},
+		{name: "no pod-level resources",
+			spec:   v1.PodSpec{Containers: []v1.Container{ctr("app", rl("memory", "100Mi"), nil)}},
+			memory: 100 * mi},
+		{name: "empty pod-level resources",
+			spec:   v1.PodSpec{Resources: &v1.ResourceRequirements{}, Containers: []v1.Container{ctr("app", rl("memory", "100Mi"), nil)}},
+			memory: 100 * mi},
+		{name: "pod-level ephemeral-storage is no pod-level resource",
+			spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: rl("ephemeral-storage", "1Gi", "memory", "64Mi")},
+				Containers: []v1.Container{ctr("app", rl("memory", "100Mi"), nil)}},
+			want: &signals.Request{Bytes: 64 * mi, Text: "64Mi"}, memory: 64 * mi},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Convert(podOf(tc.spec))
+			if !reflect.DeepEqual(got.PodLevelMemoryRequest, tc.want) {
+				t.Errorf("PodLevelMemoryRequest = %+v, want %+v", got.PodLevelMemoryRequest, tc.want)
+			}
+			if got.MemoryRequest != tc.memory {
+				t.Errorf("MemoryRequest = %d, want %d", got.MemoryRequest, tc.memory)
+			}
+		})
+	}
+
+	// The whole pod of the kubelet's case, its containers with their own
+	// requests (none).
+	pod := podOf(v1.PodSpec{
+		Resources:  &v1.ResourceRequirements{Requests: rl("memory", "250Mi"), Limits: rl("memory", "1000Mi")},
+		Containers: []v1.Container{ctr("regular1", nil, nil), ctr("regular2", nil, nil)},
+	})
+	want := signals.Pod{Namespace: "ns", Name: "p", UID: "uid-1", QOS: signals.Burstable,
+		MemoryRequest:         250 * mi,
+		PodLevelMemoryRequest: &signals.Request{Bytes: 250 * mi, Text: "250Mi"},
+		Containers:            []signals.Container{{Name: "regular1"}, {Name: "regular2"}},
+	}
+	if got := Convert(pod); !reflect.DeepEqual(got, want) {
+		t.Errorf("Convert =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
 // BenchmarkConvert converts a pod with an init container, a sidecar, two
 // app containers and volumes, as Pods does for each pod on every pass.
 func BenchmarkConvert(b *testing.B) {

@@ -3,6 +3,7 @@ package podsource
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -96,6 +97,61 @@ func TestQOSAgreesWithSnapshot(t *testing.T) {
 			simulate := sc.Steps[0].Pods[i].QOS
 			if agent != tt.want || simulate != tt.want {
 				t.Errorf("agent %s, simulate %s, want %s", agent, simulate, tt.want)
+			}
+		})
+	}
+}
+
+// TestPodLevelAgreesWithSnapshot: a pod with pod-level resources reads the
+// same from the API server (Convert) and from a snapshot (`evictd
+// simulate`): the same requests, pod-level memory request and QoS class,
+// so that simulate writes the agent's eviction message.
+func TestPodLevelAgreesWithSnapshot(t *testing.T) {
+	tests := []struct {
+		name      string
+		resources string // the snapshot's "resources"
+		spec      v1.ResourceRequirements
+		container string // the snapshot container's "requests"
+		ctrReq    v1.ResourceList
+	}{
+		{"the kubelet's case", `{"requests": {"memory": "250Mi"}, "limits": {"memory": "1000Mi"}}`,
+			v1.ResourceRequirements{Requests: rl("memory", "250Mi"), Limits: rl("memory", "1000Mi")}, `{}`, nil},
+		{"decimal request", `{"requests": {"memory": "1G"}}`,
+			v1.ResourceRequirements{Requests: rl("memory", "1G")}, `{"memory": "100Mi", "ephemeral-storage": "1Gi"}`, rl("memory", "100Mi", "ephemeral-storage", "1Gi")},
+		{"limits alone", `{"limits": {"cpu": "2", "memory": "1Gi"}}`,
+			v1.ResourceRequirements{Limits: rl("cpu", "2", "memory", "1Gi")}, `{"memory": "100Mi"}`, rl("memory", "100Mi")},
+		{"guaranteed", `{"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}`,
+			v1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi"), Limits: rl("cpu", "1", "memory", "1Gi")}, `{}`, nil},
+		{"cpu only", `{"requests": {"cpu": "500m"}}`,
+			v1.ResourceRequirements{Requests: rl("cpu", "500m")}, `{"memory": "100Mi"}`, rl("memory", "100Mi")},
+	}
+	var pods []string
+	for i, tt := range tests {
+		pods = append(pods, fmt.Sprintf(`{"name": "p%d", "resources": %s, "containers": [{"name": "app", "requests": %s}]}`, i, tt.resources, tt.container))
+	}
+	sc, err := snapshot.Read(strings.NewReader(`{"pods": [` + strings.Join(pods, ",") + `]}`))
+	if err != nil {
+		t.Fatalf("read snapshot: %v", err)
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := tt.spec
+			agent := Convert(podOf(v1.PodSpec{Resources: &spec, Containers: []v1.Container{ctr("app", tt.ctrReq, nil)}}))
+			simulate := sc.Steps[0].Pods[i]
+			if hasMemory := !tt.spec.Requests.Memory().IsZero() || !tt.spec.Limits.Memory().IsZero(); hasMemory != (agent.PodLevelMemoryRequest != nil) {
+				t.Errorf("agent: pod-level memory request %+v for pod-level resources %v", agent.PodLevelMemoryRequest, tt.spec)
+			}
+			if !reflect.DeepEqual(agent.PodLevelMemoryRequest, simulate.PodLevelMemoryRequest) {
+				t.Errorf("pod-level memory request: agent %+v, simulate %+v", agent.PodLevelMemoryRequest, simulate.PodLevelMemoryRequest)
+			}
+			if agent.MemoryRequest != simulate.MemoryRequest || agent.EphemeralStorageRequest != simulate.EphemeralStorageRequest {
+				t.Errorf("requests: agent %d/%d, simulate %d/%d", agent.MemoryRequest, agent.EphemeralStorageRequest, simulate.MemoryRequest, simulate.EphemeralStorageRequest)
+			}
+			if agent.QOS != simulate.QOS {
+				t.Errorf("qos: agent %s, simulate %s", agent.QOS, simulate.QOS)
+			}
+			if !reflect.DeepEqual(agent.Containers, simulate.Containers) {
+				t.Errorf("containers: agent %+v, simulate %+v", agent.Containers, simulate.Containers)
 			}
 		})
 	}

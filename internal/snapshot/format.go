@@ -66,16 +66,29 @@ type PodJSON struct {
 	Static    bool   `json:"static,omitempty"`
 	Mirror    bool   `json:"mirror,omitempty"`
 	DaemonSet bool   `json:"daemonSet,omitempty"`
-	// Requests are the pod's effective requests; the sum of the
-	// containers' when absent.
-	Requests                      map[string]Quantity `json:"requests,omitempty"`
-	TerminationGracePeriodSeconds *int64              `json:"terminationGracePeriodSeconds,omitempty"`
-	LocalVolumes                  []string            `json:"localVolumes,omitempty"`
+	// Requests are the pod's effective requests; when absent, the sum of
+	// the containers', or for a pod with pod-level Resources the
+	// pod-level requests.
+	Requests map[string]Quantity `json:"requests,omitempty"`
+	// Resources are the pod-level resources (spec.resources, KEP-2837):
+	// memory and cpu requests and limits. With them the containers'
+	// requests no longer make the pod's, the QoS class is the pod-level
+	// one, and a memory eviction's message states the pod's working set
+	// against its pod-level memory request, as the kubelet's does.
+	Resources                     *ResourcesJSON `json:"resources,omitempty"`
+	TerminationGracePeriodSeconds *int64         `json:"terminationGracePeriodSeconds,omitempty"`
+	LocalVolumes                  []string       `json:"localVolumes,omitempty"`
 	// EmptyDirSizeLimits maps emptyDir volume names to their sizeLimit.
 	EmptyDirSizeLimits map[string]Quantity `json:"emptyDirSizeLimits,omitempty"`
 	Containers         []ContainerJSON     `json:"containers,omitempty"`
 	// Usage is the pod's measured usage; a pod without it has no stats.
 	Usage *PodUsageJSON `json:"usage,omitempty"`
+}
+
+// ResourcesJSON is a pod's pod-level requests and limits.
+type ResourcesJSON struct {
+	Requests map[string]Quantity `json:"requests,omitempty"`
+	Limits   map[string]Quantity `json:"limits,omitempty"`
 }
 
 // ContainerJSON is one container of a pod.

@@ -3,10 +3,13 @@ package snapshot
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/evictd/evictd/internal/qos"
 	"github.com/evictd/evictd/signals"
@@ -65,6 +68,11 @@ func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats,
 			return pod, nil, err
 		}
 	}
+	if pj.Resources != nil {
+		if err := checkPodLevel(f+".resources", *pj.Resources); err != nil {
+			return pod, nil, err
+		}
+	}
 	seen := map[string]bool{}
 	for i, cj := range pj.Containers {
 		cf := fmt.Sprintf("%s.containers[%d]", f, i)
@@ -94,6 +102,18 @@ func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats,
 		pod.MemoryRequest = signals.AddSat(pod.MemoryRequest, cj.Requests[resMemory].Value)
 		pod.EphemeralStorageRequest = signals.AddSat(pod.EphemeralStorageRequest, cj.Requests[resEphemeralStorage].Value)
 	}
+	api := apiPod(pj)
+	if defaulted := qos.WithDefaults(api); resourcehelper.IsPodLevelResourcesSet(defaulted) {
+		// The kubelet's requests of a pod with pod-level resources are
+		// the pod-level ones alone (podsource.Convert): no
+		// ephemeral-storage, and memory only when the pod-level
+		// resources give it, the API server's defaults applied.
+		pod.MemoryRequest, pod.EphemeralStorageRequest = 0, 0
+		if q, ok := defaulted.Spec.Resources.Requests[v1.ResourceMemory]; ok {
+			pod.MemoryRequest = bytesOf(q)
+			pod.PodLevelMemoryRequest = &signals.Request{Bytes: pod.MemoryRequest, Text: q.String()}
+		}
+	}
 	if q, ok := pj.Requests[resMemory]; ok {
 		pod.MemoryRequest = q.Value
 	}
@@ -115,7 +135,7 @@ func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats,
 	case signals.Guaranteed, signals.Burstable, signals.BestEffort:
 		pod.QOS = signals.QOSClass(pj.QOS)
 	case "":
-		pod.QOS = signals.QOSClass(qos.Class(apiPod(pj)))
+		pod.QOS = signals.QOSClass(qos.Class(api))
 	default:
 		return pod, nil, fmt.Errorf("%s.qos: %q is not Guaranteed, Burstable or BestEffort", f, pj.QOS)
 	}
@@ -135,14 +155,55 @@ func checkResources(f string, m map[string]Quantity) error {
 	return nil
 }
 
-// apiPod is what of pj decides its QoS class, as a Kubernetes pod as
-// submitted: the containers' requests and limits, exactly as written. A
-// snapshot has no init containers and no pod-level resources: pj.Requests
-// are the effective requests ranking compares usage with, not the pod's
-// spec.resources, and leave the class alone. The resource names must have
-// been checked (checkResources).
+// checkPodLevel rejects pod-level resources Kubernetes would: a resource
+// other than memory and cpu (the snapshot's pod-level resources; Kubernetes
+// also allows hugepages, which a snapshot does not describe), and a
+// request above the limit of the same resource.
+func checkPodLevel(f string, r ResourcesJSON) error {
+	for _, part := range []struct {
+		name string
+		m    map[string]Quantity
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for _, name := range slices.Sorted(maps.Keys(part.m)) {
+			if name != resMemory && name != resCPU {
+				return fmt.Errorf("%s.%s: %q is not a pod-level resource (want memory or cpu)", f, part.name, name)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
+		req := r.Requests[name].quantity()
+		if l, ok := r.Limits[name]; ok {
+			if lim := l.quantity(); req.Cmp(lim) > 0 {
+				return fmt.Errorf("%s.requests.%s: %s is above limits.%s %s", f, name, req.String(), name, lim.String())
+			}
+		}
+	}
+	return nil
+}
+
+// bytesOf is q in bytes, fractions rounded up, clamped to [0, MaxInt64]
+// (the API server's defaults may sum requests past it).
+func bytesOf(q resource.Quantity) int64 {
+	switch {
+	case q.Sign() < 0:
+		return 0
+	case q.Cmp(*resource.NewQuantity(math.MaxInt64, resource.BinarySI)) > 0:
+		return math.MaxInt64
+	}
+	return q.Value()
+}
+
+// apiPod is what of pj decides its QoS class and pod-level requests, as a
+// Kubernetes pod as submitted: the containers' requests and limits and the
+// pod-level resources, exactly as written. A snapshot has no init
+// containers; pj.Requests are the effective requests ranking compares
+// usage with, not the pod's spec.resources, and leave the class alone. The
+// resource names must have been checked (checkResources, checkPodLevel).
 func apiPod(pj PodJSON) *v1.Pod {
 	pod := &v1.Pod{}
+	if r := pj.Resources; r != nil {
+		pod.Spec.Resources = &v1.ResourceRequirements{Requests: resourceList(r.Requests), Limits: resourceList(r.Limits)}
+	}
 	for _, c := range pj.Containers {
 		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{
 			Name:      c.Name,

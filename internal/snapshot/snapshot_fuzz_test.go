@@ -50,6 +50,9 @@ func FuzzSnapshot(f *testing.F) {
 				if p.MemoryRequest < 0 || p.EphemeralStorageRequest < 0 || p.EphemeralStorageLimit < 0 {
 					t.Fatalf("step %d: pod %s: negative request or limit: %+v", i, p.Ref(), p)
 				}
+				if r := p.PodLevelMemoryRequest; r != nil && (r.Bytes < 0 || r.Text == "") {
+					t.Fatalf("step %d: pod %s: pod-level memory request %+v", i, p.Ref(), *r)
+				}
 				for _, c := range p.Containers {
 					if c.MemoryRequest < 0 || c.EphemeralStorageRequest < 0 || c.EphemeralStorageLimit < 0 {
 						t.Fatalf("step %d: pod %s container %s: negative request or limit", i, p.Ref(), c.Name)
