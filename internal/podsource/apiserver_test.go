@@ -437,6 +437,7 @@ func checkPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, go
 		with(plain("shop", "pod-level"), func(p *signals.Pod) {
 			p.QOS = signals.Burstable
 			p.MemoryRequest = 300 * mi // the pod's, not its container's; and no ephemeral-storage
+			p.PodLevelMemoryRequest = &signals.Request{Bytes: 300 * mi, Text: "300Mi"}
 			p.Containers = []signals.Container{c("app", 100*mi, 1024*mi)}
 		}),
 		plain("shop", "replica"),
