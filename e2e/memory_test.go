@@ -118,6 +118,9 @@ func watchDeletion(t *testing.T, n *testnode.Node, ns, name string) <-chan delet
 type podHistory struct {
 	reasons []string
 	last    *v1.Pod
+	// events is each watch event, when it came, with the pod's phase and
+	// DisruptionTarget reason, for the log.
+	events []string
 }
 
 // watchHistory watches the pod from before it exists and sends its
@@ -137,6 +140,14 @@ func watchHistory(t *testing.T, n *testnode.Node, ns, name string) <-chan podHis
 				continue
 			}
 			h.last = p
+			reason := ""
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.DisruptionTarget {
+					reason = c.Reason
+				}
+			}
+			h.events = append(h.events, fmt.Sprintf("%s %s phase=%s deleting=%v reason=%s",
+				time.Now().Format("15:04:05.000"), ev.Type, p.Status.Phase, p.DeletionTimestamp != nil, reason))
 			for _, c := range p.Status.Conditions {
 				if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue &&
 					(len(h.reasons) == 0 || h.reasons[len(h.reasons)-1] != c.Reason) {
@@ -165,7 +176,7 @@ func checkEvictedByEvictd(t *testing.T, h podHistory) {
 			last = &h.last.Status.Conditions[i]
 		}
 	}
-	t.Logf("%s: DisruptionTarget reasons in order %q; last state %s", h.last.Name, h.reasons, podSummary(h.last))
+	t.Logf("%s: DisruptionTarget reasons in order %q; last state %s; the watch saw:\n%s", h.last.Name, h.reasons, podSummary(h.last), strings.Join(h.events, "\n"))
 	if last == nil || last.Status != v1.ConditionTrue || last.Reason != decide.DisruptionTargetReason || !strings.HasPrefix(last.Message, "The node was low on resource: ") {
 		t.Errorf("%s's last state has DisruptionTarget %+v, want True, reason %s and evictd's message", h.last.Name, last, decide.DisruptionTargetReason)
 	}
@@ -197,6 +208,7 @@ func softMemory(t *testing.T, n *testnode.Node) {
 
 	s := sample(t, n, 900<<20)
 	deleted := watchDeletion(t, n, "default", "hog")
+	history := watchHistory(t, n, "default", "hog")
 	hog := labelled(n.Pod("hog", "alloc", "--mib", "900", "--rate", "100"))
 	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -227,6 +239,12 @@ func softMemory(t *testing.T, n *testnode.Node) {
 		t.Errorf("hog deleted with grace %d s, want min(max-pod-grace 7, its own 30) = 7", d.grace)
 	}
 	poll(t, "the hog to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	select {
+	case h := <-history:
+		checkEvictedByEvictd(t, h)
+	case <-time.After(10 * time.Second):
+		t.Error("the watch never saw the hog deleted")
+	}
 	evs := events(t, n, "default", "Pod", "hog", "Evicted")
 	if len(evs) != 1 {
 		t.Fatalf("hog: %d Evicted events, want 1", len(evs))

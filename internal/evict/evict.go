@@ -30,7 +30,7 @@ const (
 	// DefaultCleanupTimeout is the kubelet's podCleanupTimeout, and the
 	// loop's default bound on its wait for an eviction in flight.
 	DefaultCleanupTimeout = decide.DefaultCleanupTimeout
-	DefaultPollInterval   = time.Second
+	DefaultPollInterval   = 100 * time.Millisecond
 )
 
 // EventReason is the reason of the Warning event on an evicted pod, the
@@ -60,8 +60,10 @@ type Config struct {
 	// evicted pod to go reads it, not the API server.
 	Pods PodCache
 	// PollInterval is the time between two looks at the pod in Pods while
-	// waiting for it to go (default 1s, the kubelet's podCleanupPollFreq).
-	// A look reads the cache: it is no request to the API server.
+	// waiting for it to go (default 100ms: short enough to set evictd's
+	// DisruptionTarget condition again between the kubelet's final status
+	// write and its delete, see waitGone). A look reads the cache: it is
+	// no request to the API server.
 	PollInterval time.Duration
 	// Clock gives the wait its time (default the real clock).
 	Clock clock.Clock
@@ -214,7 +216,7 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 		e.recorder.AnnotatedEventf(pod, r.Annotations, v1.EventTypeWarning, EventReason, "%s", r.Message)
 	}
 	log.Debug("eviction issued; waiting for the pod to go", "by", how, "cleanupTimeout", e.cfg.CleanupTimeout)
-	if err := e.waitGone(ctx, watch); err != nil {
+	if err := e.waitGone(ctx, log, watch, r); err != nil {
 		return fmt.Errorf("evict %s (%s issued): %w", ref, how, err)
 	}
 	if stop != nil {

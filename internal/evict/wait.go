@@ -3,6 +3,7 @@ package evict
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,12 @@ type podWatch struct {
 	namespace, name string
 	uid             types.UID
 	seen            bool // the cache has held the pod
+	// last is the pod as the last look found it in the cache, nil when
+	// the cache did not hold it (this UID).
+	last *v1.Pod
+	// remarks counts the times evictd's DisruptionTarget condition was
+	// set again during the wait (see waitGone).
+	remarks int
 }
 
 // watch starts following p, noting whether the cache holds it now.
@@ -56,9 +63,11 @@ func (e *Evicter) watch(p *signals.Pod) *podWatch {
 // finished) and, if not, in what state it is, for the timeout message.
 func (w *podWatch) look() (bool, string) {
 	pod, ok := w.pods.CachedPod(w.namespace, w.name)
+	w.last = nil
 	switch {
 	case ok && pod.UID == w.uid:
 		w.seen = true
+		w.last = pod
 	case !ok && w.seen:
 		return true, "gone"
 	case !ok:
@@ -78,16 +87,38 @@ func (w *podWatch) look() (bool, string) {
 		pod.DeletionTimestamp.UTC().Format(time.RFC3339), ptr.Deref(pod.DeletionGracePeriodSeconds, 0))
 }
 
+// maxRemarks bounds how many times one eviction's wait sets evictd's
+// DisruptionTarget condition again, so that evictd never keeps up a
+// write fight with another writer of the condition.
+const maxRemarks = 3
+
 // waitGone looks at the pod in Config.Pods, the informer's cache of the
 // node's pods, every Config.PollInterval until it is gone (see podWatch),
 // for at most Config.CleanupTimeout by the injected clock; no look is a
 // request to the API server. It returns nil when the pod is gone, an
 // error wrapping decide.ErrNotGoneInTime with what the last look saw when
 // it is not, and ctx's error when ctx ends first.
-func (e *Evicter) waitGone(ctx context.Context, w *podWatch) error {
+//
+// A look that finds the pod with another DisruptionTarget reason than
+// evictd's sets evictd's condition again (at most maxRemarks times). After
+// an eviction through the Eviction API the kubelet does that: it started
+// terminating the pod from the copy the deletion brought, which carried
+// the API server's own condition (evictd's came a moment later), and
+// writes that condition back with the pod's final phase; once the phase
+// is final the kubelet no longer writes the condition. The kubelet
+// deletes the pod some hundreds of milliseconds after that write (once
+// its volumes and cgroup are gone): the looks, mere cache reads, come
+// every PollInterval (100 ms by default) to fit in between.
+func (e *Evicter) waitGone(ctx context.Context, log *slog.Logger, w *podWatch, r decide.Request) error {
 	deadline := e.cfg.Clock.Now().Add(e.cfg.CleanupTimeout)
 	for {
 		gone, state := w.look()
+		if p := w.last; p != nil && foreignDisruptionTarget(p) && w.remarks < maxRemarks {
+			w.remarks++
+			log.Debug("the pod's DisruptionTarget condition was written over; setting evictd's again",
+				"phase", p.Status.Phase, "time", w.remarks)
+			e.markDisruptionTarget(ctx, log, p, r.Message, false)
+		}
 		if gone {
 			return nil
 		}
@@ -103,4 +134,15 @@ func (e *Evicter) waitGone(ctx context.Context, w *podWatch) error {
 		case <-t.C():
 		}
 	}
+}
+
+// foreignDisruptionTarget reports whether pod carries a DisruptionTarget
+// condition with another reason than evictd's.
+func foreignDisruptionTarget(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			return c.Reason != decide.DisruptionTargetReason
+		}
+	}
+	return false
 }

@@ -135,7 +135,7 @@ func TestWaitGoneByTheClock(t *testing.T) {
 				c.set(nil)
 			}
 			done := make(chan error, 1)
-			go func() { done <- e.waitGone(context.Background(), w) }()
+			go func() { done <- e.waitGone(context.Background(), e.log, w, decide.Request{}) }()
 			looks := 1
 			for {
 				select {
