@@ -326,27 +326,23 @@ func garbledCgroups(t *testing.T, n *testnode.Node) {
 			}
 		})
 	}
+	// No threshold is met here, so no pass reads a pod's cgroup files
+	// (Decider.Needs): a garbled one goes unnoticed until a threshold
+	// ranks the pods. internal/manager's TestIdlePassReadsNoPodFile shows
+	// the pressured pass reporting it once and its recovery.
 	t.Run("a pod's memory.stat", func(t *testing.T) {
 		offset := logSize(t, n)
 		dir := filepath.Join(n.PodsMemoryCgroup(), "besteffort", "pod"+string(pod.UID))
 		restore := overlay(t, filepath.Join(dir, "memory.stat"), "garbage\n")
-		poll(t, "the pod's stats to be reported missing", 30*time.Second, func() (bool, string) {
-			k := logLines(t, n, offset, "pod stats could not be read")
-			return k >= 1, fmt.Sprintf("%d log lines", k)
-		})
 		p0 := passes(t, n)
 		poll(t, "three more passes", 30*time.Second, func() (bool, string) {
 			v := passes(t, n)
 			return v >= p0+3, fmt.Sprintf("%v passes", v)
 		})
-		if k := logLines(t, n, offset, "pod stats could not be read"); k != 1 {
-			t.Errorf("%d log lines about the pod's stats over several passes, want 1:\n%s", k, tail(n.LogPath("evictd"), 20))
+		if k := logLines(t, n, offset, "pod stats could not be read"); k != 0 {
+			t.Errorf("%d log lines about the pod's stats over passes with no threshold met, want none: they read no pod file:\n%s", k, tail(n.LogPath("evictd"), 20))
 		}
 		restore()
-		poll(t, "the pod's stats to come back", 30*time.Second, func() (bool, string) {
-			k := logLines(t, n, offset, "pod stats could not be read; those pods rank first: resolved")
-			return k == 1, fmt.Sprintf("%d log lines", k)
-		})
 	})
 	alive(t, n, "default", "plain")
 	if k := evictions(t, n, "default", "plain"); k != 0 {

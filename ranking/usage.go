@@ -217,6 +217,21 @@ func ByUsage(sig signals.Signal, layout signals.FsLayout) bool {
 	return modeFor(sig, layout) != byPriority
 }
 
+// StatsFor says which pod stats Rank reads to rank pods under sig and
+// layout: the memory working set, the task count or the disk usage; none
+// when it ranks by priority alone.
+func StatsFor(sig signals.Signal, layout signals.FsLayout) signals.PodStatsKinds {
+	switch modeFor(sig, layout) {
+	case byMemory:
+		return signals.PodMemory
+	case byPIDs:
+		return signals.PodProcesses
+	case byDisk, byInodes:
+		return signals.PodDisk
+	}
+	return 0
+}
+
 // measure fills c's Usage, Request, HasStats and ExceedsRequest for mode m.
 // A measurement that is missing or negative leaves HasStats false.
 func measure(c *Candidate, m mode, sig signals.Signal, layout signals.FsLayout) {

@@ -1,6 +1,9 @@
 package signals
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // FsUsage is what something occupies on a filesystem.
 type FsUsage struct {
@@ -62,4 +65,40 @@ func (l FsLayout) String() string {
 		return "split-imagefs"
 	}
 	return "unknown"
+}
+
+// PodStatsKinds says which of a pod's figures a pass needs, so that a
+// reader reads only those: a pass that ranks pods by memory reads no pids
+// file, and a pass that ranks none reads no cgroup file at all.
+type PodStatsKinds uint8
+
+// The kinds of pod stats.
+const (
+	// PodMemory is the pod cgroup's working set (PodStats.MemoryWorkingSet).
+	PodMemory PodStatsKinds = 1 << iota
+	// PodProcesses is the pod cgroup's task count (PodStats.Processes).
+	PodProcesses
+	// PodDisk is what the runtime and the pod's directories give:
+	// Containers (writable layers, logs and the runtime's per-container
+	// working sets) and Volumes.
+	PodDisk
+)
+
+// Has reports whether k includes every kind of o.
+func (k PodStatsKinds) Has(o PodStatsKinds) bool { return k&o == o }
+
+func (k PodStatsKinds) String() string {
+	var parts []string
+	for _, p := range []struct {
+		k    PodStatsKinds
+		name string
+	}{{PodMemory, "memory"}, {PodProcesses, "processes"}, {PodDisk, "disk"}} {
+		if k.Has(p.k) {
+			parts = append(parts, p.name)
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
 }

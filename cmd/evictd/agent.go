@@ -157,6 +157,7 @@ func agent(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot read pod cgroups", "err", err)
 		return 1
 	}
+	defer hs.Close()
 	// Every long-running part sends its result here; the first failure
 	// brings the others down.
 	errc := make(chan error, 16)

@@ -235,7 +235,7 @@ func v2Scenario(t *testing.T, driver string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stats, err := reader.Read(t.Context(), pods, time.Now())
+	stats, err := reader.Read(t.Context(), pods, time.Now(), signals.PodMemory|signals.PodProcesses)
 	if err != nil {
 		t.Errorf("pod stats: %v", err)
 	}

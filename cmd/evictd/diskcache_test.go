@@ -223,7 +223,7 @@ func TestDiskCacheRun(t *testing.T) {
 // cgroupMemory answers every pod with its working set.
 type cgroupMemory map[string]int64
 
-func (m cgroupMemory) Read(_ context.Context, pods []signals.Pod, now time.Time) (map[string]signals.PodStats, error) {
+func (m cgroupMemory) Read(_ context.Context, pods []signals.Pod, now time.Time, _ signals.PodStatsKinds) (map[string]signals.PodStats, error) {
 	out := map[string]signals.PodStats{}
 	for _, p := range pods {
 		out[p.UID] = signals.PodStats{UID: p.UID, Time: now, MemoryWorkingSet: signals.Int64(m[p.UID])}
@@ -282,7 +282,7 @@ func TestMemoryPassNotDelayedBySlowDiskWalk(t *testing.T) {
 	wg.Go(func() { _ = ps.disk.run(ctx) })
 
 	// The first refresh, asked for by the first pass, is quick.
-	if _, err := ps.PodStats(ctx, t0, pods); !errors.Is(err, errDiskPending) {
+	if _, err := ps.PodStats(ctx, t0, pods, signals.PodMemory|signals.PodDisk); !errors.Is(err, errDiskPending) {
 		t.Fatalf("first pass: %v, want %v", err, errDiskPending)
 	}
 	<-disk.calls
@@ -295,7 +295,7 @@ func TestMemoryPassNotDelayedBySlowDiskWalk(t *testing.T) {
 	<-disk.calls
 
 	start := time.Now()
-	got, err := ps.PodStats(ctx, fc.Now(), pods)
+	got, err := ps.PodStats(ctx, fc.Now(), pods, signals.PodMemory|signals.PodDisk)
 	if err != nil {
 		t.Errorf("pod stats during the walk: %v", err)
 	}

@@ -151,18 +151,21 @@ func (s imageFsSource) Observe(ctx context.Context, now time.Time) ([]signals.Ob
 	return p.imageFs.Observe(ctx, now)
 }
 
-// podStats merges the pods' cgroup usage (memory, PIDs), read afresh every
-// pass, with their disk usage from the runtime and the pods' directories,
-// which diskCache gathers in the background: no pass waits for it.
+// podStats merges the pods' cgroup usage (memory, PIDs), read afresh by
+// the passes that rank pods by it, with their disk usage from the runtime
+// and the pods' directories, which diskCache gathers in the background: no
+// pass waits for it.
 type podStats struct {
 	cgroups cgroupStats
 	r       *runtimeConn
 	disk    *diskCache
 }
 
-// cgroupStats is what podStats reads every pass: *host.PodStatsReader.
+// cgroupStats is what podStats reads the pods' cgroups with:
+// *host.PodStatsReader. It is called every pass, to read the kinds asked
+// for (none when no threshold ranks pods) and to forget the pods gone.
 type cgroupStats interface {
-	Read(ctx context.Context, pods []signals.Pod, now time.Time) (map[string]signals.PodStats, error)
+	Read(ctx context.Context, pods []signals.Pod, now time.Time, kinds signals.PodStatsKinds) (map[string]signals.PodStats, error)
 }
 
 // newPodStats refreshes the disk stats every diskMaxAge
@@ -173,8 +176,11 @@ func newPodStats(cgroups cgroupStats, r *runtimeConn, diskMaxAge time.Duration) 
 	return podStats{cgroups: cgroups, r: r, disk: disk}
 }
 
-func (s podStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
-	stats, err := s.cgroups.Read(ctx, pods, now)
+func (s podStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod, kinds signals.PodStatsKinds) (map[string]signals.PodStats, error) {
+	stats, err := s.cgroups.Read(ctx, pods, now, kinds)
+	if !kinds.Has(signals.PodDisk) {
+		return stats, err
+	}
 	p := s.r.parts.Load()
 	if p == nil {
 		s.r.met.IncRuntimeError(metrics.RuntimePodDiskStats)

@@ -164,7 +164,28 @@ func (d *Decider) Evaluate(now time.Time, obs signals.Observations) thresholds.E
 // otherwise pick the starved signal (memory first), rank the pods for it
 // and choose the first one that may be evicted.
 func (d *Decider) Decide(now time.Time, obs signals.Observations, pods []signals.Pod, stats map[string]signals.PodStats) Decision {
-	ev := d.Evaluate(now, obs)
+	return d.DecideEvaluated(now, d.Evaluate(now, obs), obs, pods, stats)
+}
+
+// Needs says which pod stats a decision on ev reads, so that the loop reads
+// no more: disk usage always, for the local-storage limits checked every
+// pass as the kubelet checks them, and, when a threshold is actionable, the
+// usage that ranks pods for the first of them (ranking.StatsFor). A
+// threshold met but not actionable (waiting for its grace period, stale,
+// held for its minimum reclaim) ranks no pod, so it needs no more.
+func (d *Decider) Needs(ev thresholds.Evaluation) signals.PodStatsKinds {
+	k := signals.PodDisk
+	if len(ev.Actionable) > 0 {
+		k |= ranking.StatsFor(ev.Actionable[0].Signal, d.cfg.Layout)
+	}
+	return k
+}
+
+// DecideEvaluated is Decide on ev, the evaluation Evaluate returned for
+// now and obs: the loop evaluates first, reads the pod stats Needs(ev)
+// names, then decides. Given stats of those kinds it decides as Decide
+// does given every kind.
+func (d *Decider) DecideEvaluated(now time.Time, ev thresholds.Evaluation, obs signals.Observations, pods []signals.Pod, stats map[string]signals.PodStats) Decision {
 	if vs := localStorageViolations(pods, stats, d.cfg.Layout); len(vs) > 0 {
 		return localStorageDecision(now, ev, vs)
 	}

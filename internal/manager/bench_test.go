@@ -27,13 +27,24 @@ import (
 // read by the real signals/host sources, pod discovery and pod stats reader,
 // as the agent reads them in standalone mode. The node is under memory
 // pressure (memory.available is 50Mi, below the default hard threshold of
-// 100Mi and the soft one of 1Gi), so every pass ranks every pod.
+// 100Mi and the soft one of 1Gi), so every pass ranks every pod; or, for
+// the idle passes, it is not (memory.available is 4Gi), so no pass reads
+// a pod's cgroup.
 
 const gi = 1024 * mi
 
 // benchPodCounts are the node sizes measured: the kubelet's default
-// maxPods, a dense node, and a stress size.
-var benchPodCounts = []int{110, 1000, 10000}
+// maxPods, a dense node (the largest maxPods in common use), a crowded one,
+// and a stress size.
+var benchPodCounts = []int{110, 250, 1000, 10000}
+
+// The root cgroup's usage on a pressured node (working set 16Gi − 50Mi:
+// memory.available is 50Mi) and on an idle one (working set 12Gi:
+// memory.available is 4Gi, above the soft threshold of 1Gi).
+var (
+	pressuredRoot = hosttree.Memory{Usage: 17*gi - 50*mi, InactiveFile: gi}
+	idleRoot      = hosttree.Memory{Usage: 13 * gi, InactiveFile: gi}
+)
 
 // benchTiers spreads the pods evenly over the three QoS tiers.
 var benchTiers = []signals.QOSClass{signals.Guaranteed, signals.Burstable, signals.BestEffort}
@@ -41,16 +52,17 @@ var benchTiers = []signals.QOSClass{signals.Guaranteed, signals.Burstable, signa
 // benchNode is a generated node and the configuration that points at it.
 type benchNode struct {
 	cfg  host.Config
+	tree hosttree.Tree
 	pods int
 }
 
-// newBenchNode writes a node with n pod cgroups under dir.
+// newBenchNode writes a node with n pod cgroups under dir, under memory
+// pressure (pressuredRoot).
 func newBenchNode(tb testing.TB, dir string, n int) benchNode {
 	tb.Helper()
 	node := hosttree.Node{
 		MemTotal: 16 * gi,
-		// Root cgroup: working set 16Gi − 50Mi, so memory.available is 50Mi.
-		Root: hosttree.Memory{Usage: 17*gi - 50*mi, InactiveFile: gi},
+		Root:     pressuredRoot,
 		// kubepods: limit 15Gi, working set 14Gi − 512Mi.
 		KubepodsLimit: 15 * gi,
 		Kubepods:      hosttree.Memory{Usage: 14 * gi, InactiveFile: 512 * mi},
@@ -80,7 +92,16 @@ func newBenchNode(tb testing.TB, dir string, n int) benchNode {
 			CgroupDriver:   host.DriverCgroupfs,
 			KubeletRootDir: kubelet,
 		},
+		tree: tree,
 		pods: n,
+	}
+}
+
+// setRoot rewrites the node's root cgroup usage: pressuredRoot or idleRoot.
+func (n benchNode) setRoot(tb testing.TB, m hosttree.Memory) {
+	tb.Helper()
+	if err := n.tree.SetRoot(m); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -91,11 +112,19 @@ func (p discoveredPods) Pods(context.Context) ([]signals.Pod, error) { return ho
 
 func (discoveredPods) InFlight() []decide.InFlight { return nil }
 
+// listedPods is a pod list read once, as the agent's pods come from the
+// API server's cache (internal/podsource) without a file read.
+type listedPods []signals.Pod
+
+func (p listedPods) Pods(context.Context) ([]signals.Pod, error) { return p, nil }
+
+func (listedPods) InFlight() []decide.InFlight { return nil }
+
 // cgroupPodStats reads pod usage from the pod cgroups.
 type cgroupPodStats struct{ r *host.PodStatsReader }
 
-func (s cgroupPodStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
-	return s.r.Read(ctx, pods, now)
+func (s cgroupPodStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod, kinds signals.PodStatsKinds) (map[string]signals.PodStats, error) {
+	return s.r.Read(ctx, pods, now, kinds)
 }
 
 // benchDeciderConfig is the agent's decider configuration with default
@@ -122,8 +151,19 @@ func benchDeciderConfig(tb testing.TB) decide.DeciderConfig {
 // newBenchManager wires a Manager to node as cmd/evictd does in standalone
 // mode (no Evicter, so dry run), with a fake clock and logs discarded after
 // formatting, and makes one pass: the first one reads the mount table and
-// logs the pressure change, which later passes do not.
+// logs the pressure change, which later passes do not. The node must be
+// under pressure.
 func newBenchManager(tb testing.TB, node benchNode) (*Manager, *clocktesting.FakeClock) {
+	tb.Helper()
+	m, clk := newBenchManagerLogging(tb, node, io.Discard)
+	m.pass(context.Background(), "start")
+	checkBenchPass(tb, m.Status(), node.pods)
+	return m, clk
+}
+
+// newBenchManagerLogging is newBenchManager without the first pass, its
+// log written as text to w.
+func newBenchManagerLogging(tb testing.TB, node benchNode, w io.Writer) (*Manager, *clocktesting.FakeClock) {
 	tb.Helper()
 	sources, err := host.Sources(node.cfg, nil)
 	if err != nil {
@@ -133,6 +173,7 @@ func newBenchManager(tb testing.TB, node benchNode) (*Manager, *clocktesting.Fak
 	if err != nil {
 		tb.Fatalf("pod stats reader: %v", err)
 	}
+	tb.Cleanup(func() { _ = reader.Close() })
 	clk := clocktesting.NewFakeClock(t0)
 	m, err := New(Config{HousekeepingInterval: 10 * time.Second, StuckAfter: 30 * time.Second, Decider: benchDeciderConfig(tb)}, Deps{
 		Clock:   clk,
@@ -140,19 +181,29 @@ func newBenchManager(tb testing.TB, node benchNode) (*Manager, *clocktesting.Fak
 		Pods:    discoveredPods{node.cfg},
 		Stats:   cgroupPodStats{reader},
 		Metrics: metrics.New(prometheus.NewRegistry()),
-		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:     slog.New(slog.NewTextHandler(w, nil)),
 	})
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}
-	m.pass(context.Background(), "start")
-	checkBenchPass(tb, m.Status(), node.pods)
 	return m, clk
 }
 
-// checkBenchPass fails unless the pass observed every host signal, listed
-// and measured every pod, and chose one to evict for memory.available.
-func checkBenchPass(tb testing.TB, st *Status, pods int) {
+// checkIdlePass fails unless the pass observed every host signal, listed
+// every pod and decided nothing: no threshold met.
+func checkIdlePass(tb testing.TB, st *Status, pods int) {
+	tb.Helper()
+	checkObserved(tb, st)
+	if dec := st.Decision; dec.Outcome != decide.OutcomeNone || len(dec.Evaluation.Met) != 0 || len(dec.Candidates) != 0 {
+		tb.Fatalf("got outcome %s (%s), %d thresholds met, %d candidates; want none of them", dec.Outcome, dec.Reason, len(dec.Evaluation.Met), len(dec.Candidates))
+	}
+	if st.Pods != pods {
+		tb.Fatalf("got %d pods, want %d", st.Pods, pods)
+	}
+}
+
+// checkObserved fails unless the pass observed every host signal.
+func checkObserved(tb testing.TB, st *Status) {
 	tb.Helper()
 	observed := map[signals.Signal]bool{}
 	for _, o := range st.Observations {
@@ -163,6 +214,13 @@ func checkBenchPass(tb testing.TB, st *Status, pods int) {
 			tb.Fatalf("%s not observed; observations %+v", s, st.Observations)
 		}
 	}
+}
+
+// checkBenchPass fails unless the pass observed every host signal, listed
+// and measured every pod, and chose one to evict for memory.available.
+func checkBenchPass(tb testing.TB, st *Status, pods int) {
+	tb.Helper()
+	checkObserved(tb, st)
 	checkBenchDecision(tb, st.Decision, pods)
 	if st.Pods != pods {
 		tb.Fatalf("got %d pods, want %d", st.Pods, pods)
@@ -185,11 +243,17 @@ func checkBenchDecision(tb testing.TB, dec decide.Decision, pods int) {
 	}
 }
 
-// BenchmarkPass is one pass of the loop. "full" is Manager.pass: observe
-// (memory, allocatable memory, nodefs bytes and inodes, PIDs, all from the
-// generated files and statfs), discover the pods from their cgroups, read
-// each pod's working set and task count, evaluate the thresholds, rank,
-// decide, export metrics, log and publish the status. "decide" is
+// BenchmarkPass is one pass of the loop. "full" is Manager.pass under
+// memory pressure: observe (memory, allocatable memory, nodefs bytes and
+// inodes, PIDs, all from the generated files and statfs), discover the
+// pods from their cgroups, evaluate the thresholds, read each pod's
+// working set (through the files the reader keeps open from the first
+// pass), rank, decide, export metrics, log and publish the status. "idle"
+// is the same pass on the same node with no threshold met: it reads no
+// pod's cgroup file, but still lists the pod cgroups' directories to
+// discover the pods. "idle-listed" is an idle pass given the pods as a
+// list, as the API server's cache gives them to the agent: it reads no
+// file per pod at all. "decide" is
 // Decider.Decide alone on the same observations, pods and stats, read once
 // before the timer starts: the difference between the two is the cost of
 // the file reads and of the loop's bookkeeping. "decide-soft" is the same
@@ -223,6 +287,32 @@ func BenchmarkPass(b *testing.B) {
 			b.StopTimer()
 			checkBenchPass(b, m.Status(), n)
 		})
+		idle := func(b *testing.B, listed bool) {
+			nd := node(b)
+			nd.setRoot(b, idleRoot)
+			defer nd.setRoot(b, pressuredRoot)
+			m, clk := newBenchManagerLogging(b, nd, io.Discard)
+			if listed {
+				pods, err := host.DiscoverPods(nd.cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				m.deps.Pods = listedPods(pods)
+			}
+			ctx := context.Background()
+			m.pass(ctx, "start")
+			checkIdlePass(b, m.Status(), n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				clk.Step(10 * time.Second)
+				m.pass(ctx, "tick")
+			}
+			b.StopTimer()
+			checkIdlePass(b, m.Status(), n)
+		}
+		b.Run(fmt.Sprintf("idle/pods=%d", n), func(b *testing.B) { idle(b, false) })
+		b.Run(fmt.Sprintf("idle-listed/pods=%d", n), func(b *testing.B) { idle(b, true) })
 		b.Run(fmt.Sprintf("decide/pods=%d", n), func(b *testing.B) {
 			benchDecide(b, node(b), 0)
 		})
@@ -295,7 +385,7 @@ func readBenchNode(tb testing.TB, node benchNode) (signals.Observations, []signa
 	if err != nil {
 		tb.Fatalf("pod stats reader: %v", err)
 	}
-	stats, err := reader.Read(ctx, pods, t0)
+	stats, err := reader.Read(ctx, pods, t0, signals.PodMemory|signals.PodProcesses)
 	if err != nil {
 		tb.Fatalf("pod stats: %v", err)
 	}

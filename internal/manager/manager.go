@@ -35,10 +35,14 @@ type Relister interface {
 	Relist(reason string)
 }
 
-// PodStatsSource reads the usage of the given pods, keyed by pod UID. Pods
-// it could not measure are left out and rank first.
+// PodStatsSource reads the usage of the given pods, keyed by pod UID: the
+// kinds asked for, and no more (a pass that ranks no pod asks for disk
+// usage alone, which the local-storage limits need). Pods it could not
+// measure are left out and rank first. The pods listed are those still
+// running: a source that keeps something per pod drops what it kept for
+// the others.
 type PodStatsSource interface {
-	PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error)
+	PodStats(ctx context.Context, now time.Time, pods []signals.Pod, kinds signals.PodStatsKinds) (map[string]signals.PodStats, error)
 }
 
 // Evicter carries out one eviction. It returns when the pod is gone or a
@@ -152,8 +156,11 @@ type Manager struct {
 	hour   hourWindow
 	capHit bool
 	// bucket rate-limits local-storage evictions.
-	bucket       *tokenBucket
-	lastStatsErr string
+	bucket *tokenBucket
+	// lastStatsErr is the last pod stats error, by the kinds of stats the
+	// pass read: an idle pass, which reads disk usage alone, neither
+	// repeats nor clears what a pass that read the pods' cgroups said.
+	lastStatsErr map[signals.PodStatsKinds]string
 	// lastReclaimErr and lastRecollectErr are reclaimFirst's.
 	lastReclaimErr   string
 	lastRecollectErr string
@@ -210,6 +217,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		overdueSaid:  map[string]bool{},
 		seenGone:     map[string]time.Time{},
 		reportedGone: map[string]time.Time{},
+		lastStatsErr: map[signals.PodStatsKinds]string{},
 		hour:         hourWindow{limit: cfg.MaxEvictionsPerHour},
 		bucket:       newTokenBucket(cfg.LocalStorageEvictionQPS, cfg.LocalStorageEvictionBurst),
 	}, nil
@@ -361,14 +369,22 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	pods = m.leaveOutReportedGone(pods, start)
 	inFlight := m.notGone(m.deps.Pods.InFlight(), start)
 	m.lastInFlight = inFlight
+	// The thresholds first, from the node's observations alone: the pods'
+	// usage is read only when a threshold ranks them, and then only the
+	// usage that ranks them (Decider.Needs); disk usage, which the
+	// local-storage limits need, every pass.
+	ev := m.decider.Evaluate(start, obs)
+	kinds := m.decider.Needs(ev)
 	var stats map[string]signals.PodStats
 	var statsErr error
 	if len(pods) > 0 {
-		stats, statsErr = m.deps.Stats.PodStats(ctx, start, pods)
+		stats, statsErr = m.deps.Stats.PodStats(ctx, start, pods, kinds)
 	}
-	m.warnOnChange(&m.lastStatsErr, statsErr, "some pod stats could not be read; those pods rank first")
+	last := m.lastStatsErr[kinds]
+	m.warnOnChange(&last, statsErr, "some pod stats could not be read; those pods rank first")
+	m.lastStatsErr[kinds] = last
 
-	dec := m.decider.Decide(start, obs, pods, stats)
+	dec := m.decider.DecideEvaluated(start, ev, obs, pods, stats)
 	if !m.cfg.DryRun {
 		dec = m.reclaimFirst(ctx, dec)
 	}

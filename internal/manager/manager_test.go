@@ -61,7 +61,7 @@ func (fixedPods) InFlight() []decide.InFlight { return nil }
 
 type fixedStats map[string]signals.PodStats
 
-func (s fixedStats) PodStats(context.Context, time.Time, []signals.Pod) (map[string]signals.PodStats, error) {
+func (s fixedStats) PodStats(context.Context, time.Time, []signals.Pod, signals.PodStatsKinds) (map[string]signals.PodStats, error) {
 	return s, nil
 }
 

@@ -46,6 +46,9 @@ var fixturePods = map[string]struct {
 	}},
 }
 
+// allPodKinds are the kinds PodStatsReader reads.
+const allPodKinds = signals.PodMemory | signals.PodProcesses
+
 func (p podWant) pod() signals.Pod {
 	return signals.Pod{Name: "pod" + p.uid, UID: p.uid, QOS: p.qos}
 }
@@ -135,7 +138,7 @@ func TestPodStatsReader(t *testing.T) {
 				pods = append(pods, p.pod())
 				want[p.uid] = p.stats()
 			}
-			got, err := r.Read(context.Background(), pods, now)
+			got, err := r.Read(context.Background(), pods, now, allPodKinds)
 			if err != nil {
 				t.Fatalf("got error %v", err)
 			}
@@ -196,7 +199,7 @@ func TestPodStatsReaderPartial(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := r.Read(context.Background(), tc.pods, now)
+			got, err := r.Read(context.Background(), tc.pods, now, allPodKinds)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %s, want %s", dumpStats(got), dumpStats(tc.want))
 			}
@@ -219,7 +222,7 @@ func TestPodStatsReaderCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	got, err := r.Read(ctx, []signals.Pod{fixturePods["cgroupv1"].pods[0].pod()}, now)
+	got, err := r.Read(ctx, []signals.Pod{fixturePods["cgroupv1"].pods[0].pod()}, now, allPodKinds)
 	if len(got) != 0 || !errors.Is(err, context.Canceled) {
 		t.Errorf("got %s, %v; want no stats and context.Canceled", dumpStats(got), err)
 	}

@@ -116,7 +116,7 @@ func TestRealCgroupV1(t *testing.T) {
 			}
 			measure := func() (signals.PodStats, signals.Observation) {
 				t.Helper()
-				stats, err := reader.Read(context.Background(), pods, now)
+				stats, err := reader.Read(context.Background(), pods, now, signals.PodMemory|signals.PodProcesses)
 				if err != nil {
 					t.Fatalf("pod stats: %v", err)
 				}
