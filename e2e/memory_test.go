@@ -27,6 +27,8 @@ func TestMemoryNode(t *testing.T) {
 	cleanPods(t, n)
 	t.Run("pids: the fork-heavy pod", func(t *testing.T) { pids(t, n) })
 	cleanPods(t, n)
+	t.Run("a Failed/Evicted status written beside the kubelet", func(t *testing.T) { evictedPhase(t, n) })
+	cleanPods(t, n)
 }
 
 // sampler watches the kubepods memory cgroup every 20 ms from the test's

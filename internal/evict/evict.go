@@ -73,7 +73,7 @@ type Config struct {
 	// refusal), for evictd_api_errors_total{verb}.
 	OnAPIError func(verb metrics.APIVerb)
 	// OnIssued, when set, is called once the eviction is issued (the
-	// Eviction API accepted it, or the hard fallback's delete returned) with
+	// Eviction API accepted it, or a hard eviction's delete returned) with
 	// the request and the time from r.Decided (by Clock), for
 	// evictd_eviction_issue_latency_seconds. Not called when r.Decided is
 	// zero.

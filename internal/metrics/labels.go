@@ -200,7 +200,7 @@ var apiVerbs = []value[APIVerb]{
 	{v: APILeaseRenew, means: "create, update or GET of its Lease"},
 	{v: APIPodGet, means: "GET of a pod"},
 	{v: APIPodEvict, means: "POST of pods/eviction"},
-	{v: APIPodDelete, means: "DELETE of a pod, the hard fallback"},
+	{v: APIPodDelete, means: "DELETE of a pod, a hard eviction's"},
 	{v: APIPodPatchStatus, means: "PATCH of pods/status"},
 }
 

@@ -170,7 +170,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"signal"}),
 		issue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "evictd_eviction_issue_latency_seconds",
-			Help:    "Time from an eviction decision to the eviction being issued (the Eviction API accepted it, or the hard fallback's delete returned).",
+			Help:    "Time from an eviction decision to the eviction being issued (the Eviction API accepted it, or a hard eviction's delete returned).",
 			Buckets: issueBuckets,
 		}, []string{"signal"}),
 		owed: prometheus.NewGauge(prometheus.GaugeOpts{

@@ -216,7 +216,7 @@ evictd_decisions_total{outcome="none-evictable",signal="memory.available"} 0
 				return collectors(m.apiErrors.WithLabelValues(string(APIPodEvict)), m.apiErrors.WithLabelValues(string(APINodePatch)))
 			},
 			want: `
-# HELP evictd_api_errors_total Requests to the API server that failed, by verb: node_patch (PATCH of its conditions), node_patch_taints (PATCH of its taints, with the node's resourceVersion), lease_renew (create, update or GET of its Lease), pod_get (GET of a pod), pod_evict (POST of pods/eviction), pod_delete (DELETE of a pod, the hard fallback), pod_patch_status (PATCH of pods/status).
+# HELP evictd_api_errors_total Requests to the API server that failed, by verb: node_patch (PATCH of its conditions), node_patch_taints (PATCH of its taints, with the node's resourceVersion), lease_renew (create, update or GET of its Lease), pod_get (GET of a pod), pod_evict (POST of pods/eviction), pod_delete (DELETE of a pod, a hard eviction's), pod_patch_status (PATCH of pods/status).
 # TYPE evictd_api_errors_total counter
 evictd_api_errors_total{verb="node_patch"} 1
 evictd_api_errors_total{verb="pod_evict"} 2
@@ -408,7 +408,7 @@ evictd_detection_latency_seconds_count{signal="pid.available"} 2
 			},
 			collect: func(m *Metrics) prometheus.Collector { return m.issue },
 			want: `
-# HELP evictd_eviction_issue_latency_seconds Time from an eviction decision to the eviction being issued (the Eviction API accepted it, or the hard fallback's delete returned).
+# HELP evictd_eviction_issue_latency_seconds Time from an eviction decision to the eviction being issued (the Eviction API accepted it, or a hard eviction's delete returned).
 # TYPE evictd_eviction_issue_latency_seconds histogram
 evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.001"} 1
 evictd_eviction_issue_latency_seconds_bucket{signal="memory.available",le="0.0025"} 1
