@@ -63,3 +63,38 @@ func criStamp(line string) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, v)
 	return t, err == nil
 }
+
+// decisionLine finds evictd's decision to evict pod (namespace/name) at or
+// after since in its slog text log: the line's time (the decision made,
+// after the pass's reads) and its observedAt (the pass's start, the
+// wake-up).
+func decisionLine(path string, since time.Time, pod string) (decided, passStart time.Time, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, time.Time{}, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, "msg=decision outcome=evict") || !strings.Contains(line, " pod="+pod+" ") {
+			continue
+		}
+		t, tok := slogStamp(line)
+		if !tok || t.Before(since) {
+			continue
+		}
+		_, rest, found := strings.Cut(line, " observedAt=")
+		if !found {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, " ")
+		at, err := time.Parse(time.RFC3339Nano, strings.Trim(v, `"`))
+		if err != nil {
+			continue
+		}
+		return t, at, true
+	}
+	return time.Time{}, time.Time{}, false
+}

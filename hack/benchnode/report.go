@@ -24,6 +24,17 @@ func median(vs []float64, f func(float64) string) string {
 
 func whole(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
 
+// p99 is the 99th percentile by nearest rank: with fewer than 100 values,
+// the highest.
+func p99(vs []float64, f func(float64) string) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return f(s[(len(s)*99+99)/100-1])
+}
+
 func msBetween(from, to time.Time) (float64, bool) {
 	if from.IsZero() || to.IsZero() {
 		return 0, false
@@ -36,8 +47,8 @@ func msBetween(from, to time.Time) (float64, bool) {
 func writeTable(w io.Writer, cfg config, known map[string]side, results []result) {
 	fmt.Fprintf(w, "kubepods limit %d MiB, threshold allocatableMemory.available<%d Mi (derived from memory.available<%dMi), hog: Burstable (request 64Mi, no limit), base %d MiB short of the threshold, then the rate to %d MiB past the limit; harness poll %s; %d reps per cell\n\n",
 		cfg.podsMiB, cfg.thresholdMiB, cfg.thresholdMiB, cfg.baseBelow, cfg.overshoot, cfg.poll, cfg.reps)
-	fmt.Fprintln(w, "| rate MiB/s | side | crossing → eviction issued, ms | crossing → hog's SIGTERM, ms | OOM kills first | evicted | peak working set MiB | measured ramp MiB/s |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| rate MiB/s | side | crossing → eviction issued, ms | crossing → hog's SIGTERM, ms (median) | (p99) | OOM kills first | evicted | peak working set MiB | measured ramp MiB/s |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, rate := range cfg.rates {
 		for _, name := range cfg.sides {
 			var issued, term, peak, ramp []float64
@@ -64,12 +75,59 @@ func writeTable(w io.Writer, cfg config, known map[string]side, results []result
 					ramp = append(ramp, r.rampMiBPerSec)
 				}
 			}
-			fmt.Fprintf(w, "| %d | %s | %s | %s | %d/%d | %d/%d | %s | %s |\n", rate, name,
-				median(issued, whole), median(term, whole), oom, runs, evicted, runs, median(peak, whole), median(ramp, whole))
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %d/%d | %d/%d | %s | %s |\n", rate, name,
+				median(issued, whole), median(term, whole), p99(term, whole), oom, runs, evicted, runs, median(peak, whole), median(ramp, whole))
 		}
 	}
 	fmt.Fprintln(w)
 	for _, name := range cfg.sides {
 		fmt.Fprintf(w, "- %s: %s\n", name, known[name].what)
 	}
+	writeBreakdown(w, cfg, results)
 }
+
+// writeBreakdown writes, for the evictd runs that logged their decision,
+// where the time from the crossing to the hog's SIGTERM went: the wake-up
+// (crossing → the deciding pass's start), the pass's reads and decision
+// (→ the decision logged), and the rest (→ the SIGTERM in the hog's log:
+// the CRI StopContainer call, runc's kill and the signal's delivery).
+// The crossing is the harness's, read every cfg.poll, so the wake-up is
+// known to within that.
+func writeBreakdown(w io.Writer, cfg config, results []result) {
+	var found bool
+	for _, r := range results {
+		found = found || !r.decided.IsZero()
+	}
+	if !found {
+		return
+	}
+	fmt.Fprintf(w, "\nWhere evictd's time went, ms, median (p99) over the runs that logged their decision (crossing read every %s):\n\n", cfg.poll)
+	fmt.Fprintln(w, "| rate MiB/s | side | runs | crossing → pass start (wake-up) | pass start → decision (reads, decide) | decision → SIGTERM (CRI stop, runc kill) |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
+	for _, rate := range cfg.rates {
+		for _, name := range cfg.sides {
+			var wake, pass, stop []float64
+			for _, r := range results {
+				if r.side != name || r.rate != rate || r.decided.IsZero() {
+					continue
+				}
+				if v, ok := msBetween(r.crossed, r.passStart); ok {
+					wake = append(wake, v)
+				}
+				if v, ok := msBetween(r.passStart, r.decided); ok {
+					pass = append(pass, v)
+				}
+				if v, ok := msBetween(r.decided, r.terminated); ok {
+					stop = append(stop, v)
+				}
+			}
+			if len(pass) == 0 {
+				continue
+			}
+			cell := func(vs []float64) string { return median(vs, tenths) + " (" + p99(vs, tenths) + ")" }
+			fmt.Fprintf(w, "| %d | %s | %d | %s | %s | %s |\n", rate, name, len(pass), cell(wake), cell(pass), cell(stop))
+		}
+	}
+}
+
+func tenths(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }

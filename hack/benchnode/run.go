@@ -60,6 +60,8 @@ type result struct {
 	issued        time.Time // eviction issued, by the evictor's log
 	seen          time.Time // eviction seen by the harness's watch
 	terminated    time.Time // "workload: terminated" in the container's log
+	passStart     time.Time // evictd: the deciding pass's start (its wake-up), by its decision log
+	decided       time.Time // evictd: the decision logged, after the pass's reads; the CRI stop follows at once
 	evicted       bool
 	oomKills      int64  // the machine's oom_kill (/proc/vmstat), after − before
 	treeOOMKills  int64  // oom_kill of memory.oom_control over the kubepods tree, after − before
@@ -78,8 +80,9 @@ func ms(from, to time.Time) string {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("run side=%s rate=%d rep=%d base=%dMiB cross->issued=%sms cross->seen=%sms cross->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
+	return fmt.Sprintf("run side=%s rate=%d rep=%d base=%dMiB cross->issued=%sms cross->seen=%sms cross->terminated=%sms cross->pass=%sms pass->decided=%sms decided->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
 		r.side, r.rate, r.rep, r.baseMiB, ms(r.crossed, r.issued), ms(r.crossed, r.seen), ms(r.crossed, r.terminated),
+		ms(r.crossed, r.passStart), ms(r.passStart, r.decided), ms(r.decided, r.terminated),
 		r.evicted, r.oomKills, r.treeOOMKills, r.reason, r.peakWS>>20, r.peakUsage>>20, r.rampMiBPerSec, r.samples)
 }
 
@@ -279,6 +282,7 @@ poll:
 		if r.evicted {
 			r.issued = r.seen
 		}
+		r.decided, r.passStart, _ = decisionLine(b.n.LogPath("evictd"), start, pod.Namespace+"/"+name)
 	} else {
 		// The kubelet's eviction shows in the pod's status (reason
 		// Evicted, a DisruptionTarget condition), and it was issued when
