@@ -49,6 +49,9 @@ type Client struct {
 	rs    *RuntimeService
 	is    *ImageService
 	log   *slog.Logger
+	// running is the running containers by pod UID as the last listing
+	// found them, so that a stop need not list first.
+	running runningContainers
 }
 
 // Dial connects to the runtime service at endpoint ("unix:///run/containerd/

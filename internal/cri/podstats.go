@@ -223,6 +223,7 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	c.running.learn(sandboxes, containers)
 	stats, err := c.listContainerStats(ctx)
 	if err != nil {
 		return nil, nil, nil, err

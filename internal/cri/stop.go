@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -12,9 +15,51 @@ import (
 // kubelet's kill does: SIGTERM, then SIGKILL after gracePeriodSeconds. It
 // returns how many it stopped. The sandbox is left to the kubelet, which
 // removes it once it sees the pod deleted.
+//
+// The node comes first, so the SIGTERM goes out without a listing: the
+// containers the last listing (the disk usage's, every few seconds) found
+// running in the pod are stopped at once, all in parallel, while the
+// runtime is listed again for any started since; those are stopped as
+// soon as the listing names them. A known container that has gone
+// meanwhile is no error.
 func (c *Client) StopPodContainers(ctx context.Context, uid string, gracePeriodSeconds int64) (int, error) {
 	if uid == "" {
 		return 0, errors.New("stop pod containers: empty pod UID")
+	}
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		errs    []error
+		stopped int
+		asked   = map[string]bool{}
+	)
+	stop := func(id, name string, known bool) {
+		mu.Lock()
+		if asked[id] {
+			mu.Unlock()
+			return
+		}
+		asked[id] = true
+		mu.Unlock()
+		wg.Go(func() {
+			// StopContainer waits for the container to exit, up to the
+			// grace period and then after its SIGKILL: no call timeout
+			// of our own.
+			err := c.rs.StopContainer(ctx, id, gracePeriodSeconds)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				stopped++
+			case known && status.Code(err) == codes.NotFound:
+				// Removed since the last listing: nothing to stop.
+			default:
+				errs = append(errs, fmt.Errorf("CRI StopContainer %s (%s) of pod %s: %w", id, name, uid, err))
+			}
+		})
+	}
+	for _, k := range c.running.of(uid) {
+		stop(k.id, k.name, true)
 	}
 	lctx, cancel := c.callContext(ctx)
 	containers, err := c.rs.ListContainers(lctx, &runtimeapi.ContainerFilter{
@@ -23,18 +68,55 @@ func (c *Client) StopPodContainers(ctx context.Context, uid string, gracePeriodS
 	})
 	cancel()
 	if err != nil {
-		return 0, fmt.Errorf("CRI ListContainers of pod %s at %s: %w", uid, c.endpoint, err)
+		mu.Lock()
+		errs = append(errs, fmt.Errorf("CRI ListContainers of pod %s at %s: %w", uid, c.endpoint, err))
+		mu.Unlock()
 	}
-	var errs []error
-	stopped := 0
 	for _, ctr := range containers {
-		// StopContainer waits for the container to exit, up to the grace
-		// period and then after its SIGKILL: no call timeout of our own.
-		if err := c.rs.StopContainer(ctx, ctr.GetId(), gracePeriodSeconds); err != nil {
-			errs = append(errs, fmt.Errorf("CRI StopContainer %s (%s) of pod %s: %w", ctr.GetId(), ctr.GetMetadata().GetName(), uid, err))
+		stop(ctr.GetId(), ctr.GetMetadata().GetName(), false)
+	}
+	wg.Wait()
+	return stopped, errors.Join(errs...)
+}
+
+// knownContainer is a running container as a listing found it.
+type knownContainer struct{ id, name string }
+
+// runningContainers holds the running containers by pod UID from the
+// runtime's last full listing.
+type runningContainers struct {
+	mu    sync.Mutex
+	byPod map[string][]knownContainer
+}
+
+// learn replaces what is known with the running containers of a listing,
+// by their sandbox's pod UID (its io.kubernetes.pod.uid label, else its
+// metadata's UID).
+func (r *runningContainers) learn(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) {
+	uidOf := make(map[string]string, len(sandboxes))
+	for _, s := range sandboxes {
+		uid := s.GetLabels()[labelPodUID]
+		if uid == "" {
+			uid = s.GetMetadata().GetUid()
+		}
+		uidOf[s.GetId()] = uid
+	}
+	byPod := map[string][]knownContainer{}
+	for _, ctr := range containers {
+		uid := uidOf[ctr.GetPodSandboxId()]
+		if uid == "" || ctr.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
-		stopped++
+		byPod[uid] = append(byPod[uid], knownContainer{id: ctr.GetId(), name: ctr.GetMetadata().GetName()})
 	}
-	return stopped, errors.Join(errs...)
+	r.mu.Lock()
+	r.byPod = byPod
+	r.mu.Unlock()
+}
+
+// of returns the running containers last known of the pod with uid.
+func (r *runningContainers) of(uid string) []knownContainer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byPod[uid]
 }

@@ -60,3 +60,4 @@ func TestStopPodContainers(t *testing.T) {
 		t.Errorf("StopPodContainers with no UID: no error")
 	}
 }
+
