@@ -10,9 +10,12 @@
 //	workload write --dir /data --mib 100
 //	workload files --dir /data --count 5000
 //	workload procs --count 200
+//	workload stubborn
 //
 // It prints one line when it holds what it was asked for ("workload: ready
-// ...") so tests can wait for it in the container's log.
+// ...") so tests can wait for it in the container's log. stubborn idles
+// and ignores SIGTERM and SIGINT, printing a line for each, until SIGKILL:
+// a container that needs its grace period's end.
 package main
 
 import (
@@ -36,7 +39,8 @@ const usage = `usage:
   workload write --dir D --mib N            write N MiB into D/data and keep it
   workload files --dir D --count N          create N empty files in D
   workload procs --count N                  spawn N sleeping processes
-Every command then holds what it took until SIGTERM or SIGINT (exit 0).
+  workload stubborn                         idle, ignoring SIGTERM and SIGINT (a line for each)
+Every command but stubborn then holds what it took until SIGTERM or SIGINT (exit 0).
 `
 
 func main() {
@@ -47,6 +51,12 @@ func main() {
 	// Catch the signals first, so a SIGTERM during the work ends it too.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	if os.Args[1] == "stubborn" {
+		fmt.Println("workload: ready (stubborn)")
+		for sig := range stop {
+			fmt.Printf("workload: %s, ignored\n", sig)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- run(os.Args[1], os.Args[2:]) }()
 

@@ -135,25 +135,27 @@ func runPod(t *testing.T, c *Client, p signals.Pod, logDir, cgroupParent, image 
 	if err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", p.Name, err)
 	}
-	name := p.Containers[0].Name
-	ctrCfg := &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: name},
-		Image:    &runtimeapi.ImageSpec{Image: image},
-		Args:     args,
-		Labels:   map[string]string{labelPodUID: p.UID, labelContainerName: name},
-		LogPath:  filepath.Join(name, "0.log"),
-		Linux: &runtimeapi.LinuxContainerConfig{
-			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: hostNet},
-		},
-	}
-	ctr, err := rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-		PodSandboxId: sandbox.GetPodSandboxId(), Config: ctrCfg, SandboxConfig: podCfg,
-	})
-	if err != nil {
-		t.Fatalf("CreateContainer %s: %v", name, err)
-	}
-	if _, err := rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ctr.GetContainerId()}); err != nil {
-		t.Fatalf("StartContainer %s: %v", name, err)
+	for _, c := range p.Containers {
+		name := c.Name
+		ctrCfg := &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: name},
+			Image:    &runtimeapi.ImageSpec{Image: image},
+			Args:     args,
+			Labels:   map[string]string{labelPodUID: p.UID, labelContainerName: name},
+			LogPath:  filepath.Join(name, "0.log"),
+			Linux: &runtimeapi.LinuxContainerConfig{
+				SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: hostNet},
+			},
+		}
+		ctr, err := rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+			PodSandboxId: sandbox.GetPodSandboxId(), Config: ctrCfg, SandboxConfig: podCfg,
+		})
+		if err != nil {
+			t.Fatalf("CreateContainer %s: %v", name, err)
+		}
+		if _, err := rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ctr.GetContainerId()}); err != nil {
+			t.Fatalf("StartContainer %s: %v", name, err)
+		}
 	}
 }
 

@@ -3,6 +3,9 @@ package cri
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,3 +64,140 @@ func TestStopPodContainers(t *testing.T) {
 	}
 }
 
+
+// TestStopPodContainersInParallel stops a pod of two containers that ignore
+// SIGTERM, so each lives out its grace period until its SIGKILL: both
+// have their SIGTERM before either has exited. Stopped one after the
+// other, the second would have its SIGTERM only after the first's SIGKILL.
+// The client knows the containers from a full listing, as the agent's
+// disk stats leave it, and a container it knows that has gone since is no
+// error.
+func TestStopPodContainersInParallel(t *testing.T) {
+	cgroupParent := fmt.Sprintf("/evictd-cri-parallel-test-%d", os.Getpid())
+	t.Cleanup(func() { removeCgroup(t, cgroupParent) })
+	rt := testruntime.StartForTest(t, testruntime.Options{})
+	ctx := t.Context()
+	const image = "evictd.test/workload:1"
+	if err := rt.ImportImage(ctx, image, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, rt)
+	pod := signals.Pod{Namespace: "default", Name: "pair", UID: fmt.Sprintf("uid-pair-%d", os.Getpid()),
+		Containers: []signals.Container{{Name: "a"}, {Name: "b"}}}
+	logDir := t.TempDir()
+	runPod(t, c, pod, logDir, cgroupParent, image, []string{"stubborn"})
+	for _, name := range []string{"a", "b"} {
+		waitLogLine(t, filepath.Join(logDir, name, "0.log"), "workload: ready (stubborn)")
+	}
+	sandboxes, err := c.listPodSandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	containers, err := c.listContainers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.running.learn(sandboxes, containers)
+	if got := len(c.running.of(pod.UID)); got != 2 {
+		t.Fatalf("the listing knows %d running containers of the pod, want 2", got)
+	}
+
+	const grace = 2
+	n, err := c.StopPodContainers(ctx, pod.UID, grace)
+	if err != nil || n != 2 {
+		t.Fatalf("StopPodContainers: stopped %d, %v; want 2, nil", n, err)
+	}
+	termAt := map[string]time.Time{}
+	finishedAt := map[string]time.Time{}
+	for _, ctr := range containers {
+		if ctr.GetLabels()[labelPodUID] != pod.UID {
+			continue
+		}
+		name := ctr.GetMetadata().GetName()
+		st, err := c.rs.client.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ctr.GetId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finishedAt[name] = time.Unix(0, st.GetStatus().GetFinishedAt())
+		termAt[name] = waitLogLine(t, filepath.Join(logDir, name, "0.log"), "workload: terminated, ignored")
+	}
+	t.Logf("SIGTERM a %s, b %s; exited a %s, b %s", termAt["a"].Format(time.StampMicro), termAt["b"].Format(time.StampMicro),
+		finishedAt["a"].Format(time.StampMicro), finishedAt["b"].Format(time.StampMicro))
+	for _, x := range []string{"a", "b"} {
+		for _, y := range []string{"a", "b"} {
+			if !termAt[x].Before(finishedAt[y]) {
+				t.Errorf("container %s had its SIGTERM at %s, after container %s exited at %s: stopped one after the other",
+					x, termAt[x].Format(time.StampMicro), y, finishedAt[y].Format(time.StampMicro))
+			}
+		}
+	}
+
+	// Both known containers are gone now (exited, then removed): a stop
+	// of the pod stops nothing and says nothing.
+	for _, ctr := range containers {
+		if ctr.GetLabels()[labelPodUID] == pod.UID {
+			if _, err := c.rs.client.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: ctr.GetId()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, err := c.StopPodContainers(ctx, pod.UID, grace); err != nil || n != 0 {
+		t.Errorf("StopPodContainers of removed containers it knew: stopped %d, %v; want 0, nil", n, err)
+	}
+}
+
+// waitLogLine waits for a line containing want in the CRI log at path and
+// returns its time.
+func waitLogLine(t *testing.T, path, want string) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(path)
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if !strings.Contains(line, want) {
+				continue
+			}
+			stamp, _, _ := strings.Cut(line, " ")
+			at, err := time.Parse(time.RFC3339Nano, stamp)
+			if err != nil {
+				t.Fatalf("%s: a line without a time: %q", path, line)
+			}
+			return at
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no line %q in %s within 30s", want, path)
+	return time.Time{}
+}
+
+// TestRunningContainersLearn: the running containers of a listing, by
+// their sandbox's pod UID (the label, else the metadata's), and nothing
+// else.
+func TestRunningContainersLearn(t *testing.T) {
+	running, exited := runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_EXITED
+	sandboxes := []*runtimeapi.PodSandbox{
+		{Id: "s1", Labels: map[string]string{labelPodUID: "u1"}, Metadata: &runtimeapi.PodSandboxMetadata{Uid: "other"}},
+		{Id: "s2", Metadata: &runtimeapi.PodSandboxMetadata{Uid: "u2"}},
+	}
+	ctr := func(id, sandbox string, st runtimeapi.ContainerState) *runtimeapi.Container {
+		return &runtimeapi.Container{Id: id, PodSandboxId: sandbox, State: st, Metadata: &runtimeapi.ContainerMetadata{Name: "n-" + id}}
+	}
+	var r runningContainers
+	r.learn(sandboxes, []*runtimeapi.Container{
+		ctr("c1", "s1", running), ctr("c2", "s1", exited), ctr("c3", "s2", running), ctr("c4", "s-unknown", running), ctr("c5", "s1", running),
+	})
+	for uid, want := range map[string][]knownContainer{
+		"u1":    {{"c1", "n-c1"}, {"c5", "n-c5"}},
+		"u2":    {{"c3", "n-c3"}},
+		"other": nil,
+		"":      nil,
+	} {
+		if got := r.of(uid); !slices.Equal(got, want) {
+			t.Errorf("of(%q) = %v, want %v", uid, got, want)
+		}
+	}
+	r.learn(nil, nil)
+	if got := r.of("u1"); got != nil {
+		t.Errorf("after an empty listing, of(u1) = %v, want none", got)
+	}
+}
