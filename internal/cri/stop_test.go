@@ -64,7 +64,6 @@ func TestStopPodContainers(t *testing.T) {
 	}
 }
 
-
 // TestStopPodContainersInParallel stops a pod of two containers that ignore
 // SIGTERM, so each lives out its grace period until its SIGKILL: both
 // have their SIGTERM before either has exited. Stopped one after the
