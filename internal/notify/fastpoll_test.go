@@ -15,7 +15,7 @@ func TestFastPoll(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 	var checks atomic.Int32
 	var answer atomic.Bool
-	fp, err := NewFastPoll(250*time.Millisecond, clk, func() bool { checks.Add(1); return answer.Load() })
+	fp, err := NewFastPoll(250*time.Millisecond, clk, func() (bool, time.Duration) { checks.Add(1); return answer.Load(), 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestFastPoll(t *testing.T) {
 
 func TestFastPollInactiveIdles(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	fp, err := NewFastPoll(time.Second, clk, func() bool { t.Error("check called while inactive"); return false })
+	fp, err := NewFastPoll(time.Second, clk, func() (bool, time.Duration) { t.Error("check called while inactive"); return false, 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestFastPollInactiveIdles(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run: got %v, want nil", err)
 	}
-	if _, err := NewFastPoll(0, clk, func() bool { return false }); err == nil {
+	if _, err := NewFastPoll(0, clk, func() (bool, time.Duration) { return false, 0 }); err == nil {
 		t.Error("NewFastPoll(0): got no error, want one")
 	}
 }
@@ -83,4 +83,67 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestPollWithin: a quarter of the headroom left at the rate it shrank.
+func TestPollWithin(t *testing.T) {
+	const mi = 1 << 20
+	for _, tt := range []struct {
+		name          string
+		before, now   int64
+		elapsed, want time.Duration
+	}{
+		{"no growth", 300 * mi, 300 * mi, 100 * time.Millisecond, 0},
+		{"shrinking use", 300 * mi, 310 * mi, 100 * time.Millisecond, 0},
+		{"threshold met", 10 * mi, -5 * mi, 100 * time.Millisecond, 0},
+		{"headroom just gone", 10 * mi, 0, 100 * time.Millisecond, 0},
+		{"no time", 300 * mi, 200 * mi, 0, 0},
+		// 100Mi in 250ms, 400 MiB/s: 200Mi lasts 500ms; a quarter.
+		{"400 MiB/s, 200Mi left", 300 * mi, 200 * mi, 250 * time.Millisecond, 125 * time.Millisecond},
+		// 50 MiB/s, 400Mi left: 8s; a quarter is 2s (the poll's
+		// interval bounds it).
+		{"50 MiB/s, 400Mi left", 450 * mi, 400 * mi, time.Second, 2 * time.Second},
+	} {
+		if got := PollWithin(tt.before, tt.now, tt.elapsed); got != tt.want {
+			t.Errorf("%s: PollWithin(%d, %d, %s) = %s, want %s", tt.name, tt.before, tt.now, tt.elapsed, got, tt.want)
+		}
+	}
+}
+
+// TestFastPollNext: the poll looks again when its check asks, between
+// MinFastPollInterval and its interval.
+func TestFastPollNext(t *testing.T) {
+	fp, err := NewFastPoll(250*time.Millisecond, clocktesting.NewFakeClock(time.Unix(0, 0)), func() (bool, time.Duration) { return false, 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for asked, want := range map[time.Duration]time.Duration{
+		0:                      250 * time.Millisecond,
+		-time.Second:           250 * time.Millisecond,
+		time.Hour:              250 * time.Millisecond,
+		100 * time.Millisecond: 100 * time.Millisecond,
+		time.Millisecond:       MinFastPollInterval,
+	} {
+		if got := fp.next(asked); got != want {
+			t.Errorf("next(%s) = %s, want %s", asked, got, want)
+		}
+	}
+
+	// Run: a check that asks for 20ms is called again 20ms later.
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	var checks atomic.Int32
+	fp, err = NewFastPoll(250*time.Millisecond, clk, func() (bool, time.Duration) { checks.Add(1); return false, 20 * time.Millisecond })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = fp.Run(ctx, func() {}) }()
+	fp.SetActive(true)
+	waitFor(t, "the first timer", clk.HasWaiters)
+	clk.Step(250 * time.Millisecond)
+	waitFor(t, "the first check", func() bool { return checks.Load() == 1 })
+	waitFor(t, "the next timer", clk.HasWaiters)
+	clk.Step(20 * time.Millisecond)
+	waitFor(t, "a check 20ms later", func() bool { return checks.Load() == 2 })
 }

@@ -75,6 +75,10 @@ type watch struct {
 	known    bool
 	capacity int64
 	met      bool
+	// The fast poll's last reading: the headroom above the threshold and
+	// when it was read (zero before the first).
+	headroom int64
+	readAt   time.Time
 }
 
 // NewMemory sets up the sources; Run starts them.
@@ -230,11 +234,14 @@ func (m *Memory) Update(obs signals.Observations) {
 // (host.MemoryCgroup, as the pass's signal sources read it), and says to wake
 // when a threshold's met state differs from what the last pass (or check)
 // saw: newly met, or newly relieved. Available is the capacity of the last
-// pass minus that working set, clamped at 0 as the sources clamp it.
-func (m *Memory) check() bool {
+// pass minus that working set, clamped at 0 as the sources clamp it. It
+// also says when to look next (PollWithin): from each watch's headroom now
+// and at the last check, the soonest of them.
+func (m *Memory) check() (bool, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	wake := false
+	var next time.Duration
 	for _, w := range m.watches {
 		if !w.known {
 			continue
@@ -243,10 +250,18 @@ func (m *Memory) check() bool {
 		if err != nil {
 			continue // the next pass reports it
 		}
+		now := m.cfg.Clock.Now()
 		o := signals.Observation{Signal: w.th.Signal, Available: max(w.capacity-ws, 0), Capacity: w.capacity}
-		if met := thresholds.Headroom(w.th, o) < 0; met != w.met {
+		h := thresholds.Headroom(w.th, o)
+		if met := h < 0; met != w.met {
 			w.met, wake = met, true
 		}
+		if !w.readAt.IsZero() {
+			if d := PollWithin(w.headroom, h, now.Sub(w.readAt)); d > 0 && (next == 0 || d < next) {
+				next = d
+			}
+		}
+		w.headroom, w.readAt = h, now
 	}
-	return wake
+	return wake, next
 }

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -83,12 +84,63 @@ func TestMemoryCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.Update(signals.Observations{tt.signal: {Signal: tt.signal, Available: tt.available, Capacity: 1 << 30, Time: time.Unix(0, 0)}})
-			if got := m.check(); got != tt.wantWake {
+			if got, _ := m.check(); got != tt.wantWake {
 				t.Errorf("check: got wake %v, want %v", got, tt.wantWake)
 			}
-			if m.check() {
+			if again, _ := m.check(); again {
 				t.Error("a second check woke again with nothing changed")
 			}
 		})
+	}
+}
+
+// TestMemoryCheckNext: the fast poll's check asks for its next look from
+// the growth between two reads of the cgroup's files: none from the first
+// read nor without growth; a quarter of the headroom left, at the rate
+// seen, once memory grows.
+func TestMemoryCheckNext(t *testing.T) {
+	const mi = 1 << 20
+	q := resource.MustParse("100Mi")
+	hundredMi := thresholds.Value{Quantity: &q}
+	dir := t.TempDir()
+	write := func(usage int64) {
+		t.Helper()
+		for name, content := range map[string]string{
+			"memory.usage_in_bytes": fmt.Sprintf("%d\n", usage),
+			"memory.stat":           "total_inactive_file 0\n",
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	m, err := NewMemory(MemoryConfig{
+		Thresholds:       []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: hundredMi}},
+		RootDir:          dir,
+		FastPollInterval: time.Second,
+		FastPollMargin:   thresholds.Value{Percentage: 0.5},
+		Clock:            clk,
+		Log:              testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1Gi, 600Mi used: 424Mi available, 324Mi above the threshold.
+	write(600 * mi)
+	m.Update(signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 424 * mi, Capacity: 1 << 30, Time: clk.Now()}})
+	if _, next := m.check(); next != 0 {
+		t.Errorf("first check: next %s, want none (no growth seen yet)", next)
+	}
+	clk.Step(100 * time.Millisecond)
+	if _, next := m.check(); next != 0 {
+		t.Errorf("check without growth: next %s, want none", next)
+	}
+	// 100Mi more in 100ms, 1000 MiB/s: 224Mi of headroom left lasts
+	// 224ms, a quarter of it is 56ms.
+	clk.Step(100 * time.Millisecond)
+	write(700 * mi)
+	if _, next := m.check(); next != 56*time.Millisecond {
+		t.Errorf("check after 100Mi in 100ms with 224Mi left: next %s, want 56ms", next)
 	}
 }
