@@ -36,8 +36,9 @@ func TestAPIServerFaults(t *testing.T) {
 
 // apiServerDown: a Guaranteed pod and a Burstable pod idle, a BestEffort
 // hog grows; the API server is stopped before the hog crosses
-// allocatableMemory.available<500Mi. evictd cannot reach it, and after
-// --local-kill-after stops the hog's containers through the CRI; the other
+// allocatableMemory.available<500Mi. evictd stops the hog's containers
+// through the CRI at once, as for every hard eviction, cannot reach the
+// API server, and after --local-kill-after owes the eviction; the other
 // pods keep running. When the API server is back, the owed eviction goes
 // through it: the hog is deleted with evictd's DisruptionTarget condition
 // and an Evicted event.
@@ -88,6 +89,12 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 		t.Fatal("the hog's container stopped before the test saw the threshold crossed")
 	}
 	t.Logf("threshold crossed at %s; lowest available %d MiB", crossed.Format(time.StampMilli), s.minAvail>>20)
+	// The stop does not wait for the API server; the eviction is owed
+	// once --local-kill-after (2s) has passed without an answer.
+	poll(t, "the eviction to be owed", 30*time.Second, func() (bool, string) {
+		v := metric(t, n, "evictd_evictions_owed")
+		return v == 1, fmt.Sprintf("evictd_evictions_owed = %v", v)
+	})
 	if v := metric(t, n, `evictd_evictions_total{result="stopped-locally",signal="allocatableMemory.available"}`); v < 1 {
 		t.Errorf(`evictd_evictions_total{result="stopped-locally"} = %v, want at least 1`, v)
 	}

@@ -207,8 +207,8 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"For a hard eviction, also stop the pod's containers through the container runtime with the same grace period, at once and in parallel with the Eviction API call, "+
 			"instead of waiting for the API server and then the kubelet to see the deletion; their preStop hooks may then not run.")
 	fs.DurationVar(&o.localKillAfter, "local-kill-after", defaultLocalKillAfter,
-		"How long, as a Go duration, a hard eviction keeps retrying an API server that does not answer (connection refused, timeout, 5xx) before it stops the pod's containers through the container runtime "+
-			"and completes the eviction once the API server answers again; until then the kubelet may restart them, and their preStop hooks do not run. 0 disables: the eviction fails and the next pass decides again.")
+		"How long, as a Go duration, a hard eviction keeps retrying an API server that does not answer (connection refused, timeout, 5xx) before it owes the eviction, completed once the API server answers again, "+
+			"and stops the pod's containers through the container runtime if --hard-eviction-local-stop has not already; until then the kubelet may restart them, and their preStop hooks do not run. 0 disables: the eviction fails and the next pass decides again.")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", defaultMetricsBindAddress,
 		"host:port to serve /metrics, /healthz, /readyz and /status on; an empty host means all interfaces. "+
 			"Beyond loopback, guard it with --metrics-tls-cert-file and --metrics-bearer-token-file.")
