@@ -23,6 +23,13 @@ type PodCache interface {
 	CachedPod(namespace, name string) (*v1.Pod, bool)
 }
 
+// ChangeNotifier is a PodCache that says when it takes in a change:
+// Changed returns a channel closed at the next one. The wait for an
+// evicted pod then looks at once rather than at its next poll.
+type ChangeNotifier interface {
+	Changed() <-chan struct{}
+}
+
 // podWatch follows one pod in the cache through an eviction.
 //
 // The cache lags the API server. It applies the API server's changes in
@@ -106,12 +113,18 @@ const maxRemarks = 3
 // the API server's own condition (evictd's came a moment later), and
 // writes that condition back with the pod's final phase; once the phase
 // is final the kubelet no longer writes the condition. The kubelet
-// deletes the pod some hundreds of milliseconds after that write (once
-// its volumes and cgroup are gone): the looks, mere cache reads, come
-// every PollInterval (100 ms by default) to fit in between.
+// deletes the pod some tens to hundreds of milliseconds after that write
+// (once its volumes and cgroup are gone): a cache that notifies its
+// changes (ChangeNotifier) has the wait look at once, otherwise the
+// looks, mere cache reads, come every PollInterval (100 ms by default).
 func (e *Evicter) waitGone(ctx context.Context, log *slog.Logger, w *podWatch, r decide.Request) error {
 	deadline := e.cfg.Clock.Now().Add(e.cfg.CleanupTimeout)
+	notifier, _ := w.pods.(ChangeNotifier)
 	for {
+		var changed <-chan struct{}
+		if notifier != nil {
+			changed = notifier.Changed() // before the look: no change missed between them
+		}
 		gone, state := w.look()
 		if p := w.last; p != nil && foreignDisruptionTarget(p) && w.remarks < maxRemarks {
 			w.remarks++
@@ -132,6 +145,8 @@ func (e *Evicter) waitGone(ctx context.Context, log *slog.Logger, w *podWatch, r
 			t.Stop()
 			return fmt.Errorf("stopped waiting for the pod to go (it is %s): %w", state, ctx.Err())
 		case <-t.C():
+		case <-changed:
+			t.Stop()
 		}
 	}
 }

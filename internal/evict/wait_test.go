@@ -161,3 +161,59 @@ func TestWaitGoneByTheClock(t *testing.T) {
 		})
 	}
 }
+
+// notifyingCache is a fakeCache that says when it changes.
+type notifyingCache struct {
+	fakeCache
+	cmu     sync.Mutex
+	changed chan struct{}
+}
+
+func (c *notifyingCache) Changed() <-chan struct{} {
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
+}
+
+func (c *notifyingCache) setAndNotify(pod *v1.Pod) {
+	c.set(pod)
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
+}
+
+// TestWaitGoneLooksOnChange: with a cache that notifies its changes, the
+// wait looks as soon as the pod changes, not at its next poll (the fake
+// clock never moves here).
+func TestWaitGoneLooksOnChange(t *testing.T) {
+	terminating := func(p *v1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(0, 0)} }
+	c := &notifyingCache{}
+	c.set(cachedPod("mine", terminating))
+	fc := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := New(Config{Pods: c, Clock: fc, CleanupTimeout: time.Hour, PollInterval: 10 * time.Minute}, nil, nil, nil)
+	w := e.watch(&signals.Pod{Namespace: "shop", Name: "web", UID: "mine"})
+	done := make(chan error, 1)
+	go func() { done <- e.waitGone(context.Background(), e.log, w, decide.Request{}) }()
+	waitFor := func(cond func() bool) {
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor(fc.HasWaiters) // the wait's poll timer: it has looked once
+	c.setAndNotify(nil)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waitGone = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waitGone did not look again when the cache changed")
+	}
+}

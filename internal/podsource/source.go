@@ -59,6 +59,33 @@ type Source struct {
 	mu       sync.Mutex
 	watchErr map[string]string // last watch error logged, by resource
 	uidOf    func() types.UID  // the Node's UID, "" when unknown
+
+	// changed is closed and replaced each time the cache takes in a
+	// change of a pod (Changed).
+	changedMu sync.Mutex
+	changed   chan struct{}
+}
+
+// Changed returns a channel closed at the next change of one of the
+// node's pods the cache takes in (added, updated or deleted), for a wait
+// that must see a pod's next state at once rather than at its next look.
+func (s *Source) Changed() <-chan struct{} {
+	s.changedMu.Lock()
+	defer s.changedMu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
+// noteChange closes the channel Changed gave out, if any.
+func (s *Source) noteChange() {
+	s.changedMu.Lock()
+	defer s.changedMu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 }
 
 // SetNodeUID gives the Source the UID of its node's Node object (from a
@@ -145,12 +172,14 @@ func (s *Source) newCache() (*podCache, error) {
 		c.inf.SetTransform(slim),
 		c.inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { s.watchFailed("pods", err) }))
 	_, herr := c.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { s.noteOddities(obj) },
+		AddFunc: func(obj any) { s.noteOddities(obj); s.noteChange() },
 		UpdateFunc: func(old, cur any) {
 			if o, ok := old.(*v1.Pod); !ok || o.ResourceVersion != podVersion(cur) {
 				s.noteOddities(cur)
+				s.noteChange()
 			}
 		},
+		DeleteFunc: func(any) { s.noteChange() },
 	})
 	return c, errors.Join(err, herr)
 }
