@@ -399,7 +399,20 @@ func (e *diskEnv) terminate(ev *diskEvict) {
 		e.t.Errorf("kubelet: list sandboxes of %s: %v", pod.Name, err)
 	} else {
 		for _, sb := range sbs {
-			if err := e.rs.StopPodSandbox(ctx, sb.GetId()); err != nil {
+			// As the kubelet, which syncs the pod again after a failed
+			// stop: evictd stops a hard eviction's containers through
+			// the runtime at the same time, and containerd can fail a
+			// kill that races it ("ttrpc: closed") while the container
+			// goes anyway.
+			var err error
+			for try := range 5 {
+				if err = e.rs.StopPodSandbox(ctx, sb.GetId()); err == nil {
+					break
+				}
+				e.t.Logf("kubelet: stop sandbox of %s (try %d): %v; again", pod.Name, try+1, err)
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err != nil {
 				e.t.Errorf("kubelet: stop sandbox of %s: %v", pod.Name, err)
 			}
 			if err := e.rs.RemovePodSandbox(ctx, sb.GetId()); err != nil {
