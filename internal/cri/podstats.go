@@ -239,14 +239,7 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 // inodes, and the working sets, by container ID. Counts beyond int64 are
 // clamped to math.MaxInt64; a container of an unknown sandbox is left out.
 func runtimeUsage(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, stats []*runtimeapi.ContainerStats) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage, map[string]*int64) {
-	uidOf := make(map[string]string, len(sandboxes))
-	for _, s := range sandboxes {
-		uid := s.GetLabels()[labelPodUID]
-		if uid == "" {
-			uid = s.GetMetadata().GetUid()
-		}
-		uidOf[s.GetId()] = uid
-	}
+	uidOf := sandboxPodUIDs(sandboxes)
 	byPod := map[string]map[string]runtimeContainer{}
 	for _, ctr := range containers {
 		uid := uidOf[ctr.GetPodSandboxId()]
@@ -355,4 +348,18 @@ func indexOf(cs []signals.ContainerStats, name string) int {
 // empty, not "." or "..", no "/" and no NUL.
 func pathElement(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
+}
+
+// sandboxPodUIDs maps each sandbox's ID to its pod's UID: its
+// io.kubernetes.pod.uid label, else its metadata's UID.
+func sandboxPodUIDs(sandboxes []*runtimeapi.PodSandbox) map[string]string {
+	uidOf := make(map[string]string, len(sandboxes))
+	for _, s := range sandboxes {
+		uid := s.GetLabels()[labelPodUID]
+		if uid == "" {
+			uid = s.GetMetadata().GetUid()
+		}
+		uidOf[s.GetId()] = uid
+	}
+	return uidOf
 }

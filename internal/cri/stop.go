@@ -93,14 +93,7 @@ type runningContainers struct {
 // by their sandbox's pod UID (its io.kubernetes.pod.uid label, else its
 // metadata's UID).
 func (r *runningContainers) learn(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) {
-	uidOf := make(map[string]string, len(sandboxes))
-	for _, s := range sandboxes {
-		uid := s.GetLabels()[labelPodUID]
-		if uid == "" {
-			uid = s.GetMetadata().GetUid()
-		}
-		uidOf[s.GetId()] = uid
-	}
+	uidOf := sandboxPodUIDs(sandboxes)
 	byPod := map[string][]knownContainer{}
 	for _, ctr := range containers {
 		uid := uidOf[ctr.GetPodSandboxId()]
