@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,18 @@ const guestDir = "/run/vm"
 // modules are the kernel modules the initramfs loads, with what they
 // depend on first: virtio's PCI transport, 9p over virtio (the host's
 // root and the shared directory) and overlayfs (a writable root).
-var modules = []string{"virtio_pci", "9pnet_virtio", "9p", "overlay"}
+var modules = []string{"virtio_pci", "9pnet_virtio", "9p", "overlay", "virtio_net"}
+
+// The guest's network when Options.Forward is set: qemu's user-mode
+// network with restrict=on, so the guest reaches nothing but the
+// forwarded ports, each a new connection from the host's side to a host
+// address (loopback, in the tests).
+const (
+	// ForwardAddr is the guest's address of every forwarded port.
+	ForwardAddr = "10.0.2.100"
+	// guestAddr is the guest's own address on that network.
+	guestAddr = "10.0.2.15/24"
+)
 
 // Options says what guest to boot and what to run in it.
 type Options struct {
@@ -60,6 +72,12 @@ type Options struct {
 	CPUs      int
 	// Timeout bounds the whole run, boot included: default 5 minutes.
 	Timeout time.Duration
+	// Forward gives the guest a network whose only destinations are
+	// these: guest port (at ForwardAddr) to a host address, host:port.
+	// Each connection the guest opens runs the host's busybox nc to that
+	// address (qemu's guestfwd=...-cmd:). Without it the guest has only
+	// its loopback.
+	Forward map[int]string
 }
 
 // Result is what a guest run left.
@@ -118,10 +136,14 @@ func Run(ctx context.Context, dir string, opts Options) (*Result, error) {
 		cmdline += " systemd.unified_cgroup_hierarchy=1 systemd.unit=vm.target systemd.show_status=false"
 	}
 	console := filepath.Join(dir, "console.log")
+	nic, err := nicOption(opts.Forward)
+	if err != nil {
+		return nil, err
+	}
 	args := []string{
 		"-accel", "tcg,thread=multi", "-cpu", "max",
 		"-m", strconv.Itoa(opts.MemoryMiB), "-smp", strconv.Itoa(opts.CPUs),
-		"-display", "none", "-monitor", "none", "-no-reboot", "-nic", "none",
+		"-display", "none", "-monitor", "none", "-no-reboot", "-nic", nic,
 		"-serial", "file:" + console,
 		"-kernel", kernel, "-initrd", initrd, "-append", cmdline,
 		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
@@ -166,6 +188,23 @@ func Run(ctx context.Context, dir string, opts Options) (*Result, error) {
 		return res, fmt.Errorf("the script's exit code %q: %w", rc, err)
 	}
 	return res, nil
+}
+
+// nicOption is qemu's -nic for forward: none without a forward, else a
+// restricted user-mode network with one guestfwd per port.
+func nicOption(forward map[int]string) (string, error) {
+	if len(forward) == 0 {
+		return "none", nil
+	}
+	nic := "user,model=virtio-net-pci,restrict=on"
+	for _, port := range slices.Sorted(maps.Keys(forward)) {
+		host, hport, err := net.SplitHostPort(forward[port])
+		if err != nil || port <= 0 || port > 65535 || strings.ContainsAny(forward[port], ", ") {
+			return "", fmt.Errorf("Options.Forward[%d] = %q: want a guest port and a host address host:port", port, forward[port])
+		}
+		nic += fmt.Sprintf(",guestfwd=tcp:%s:%d-cmd:%s nc %s %s", ForwardAddr, port, busybox, host, hport)
+	}
+	return nic, nil
 }
 
 // Kernel returns the guest kernel's path and release: $EVICTD_VM_KERNEL,
@@ -286,6 +325,9 @@ $bb ip link set lo up
 `)
 	for _, m := range modules {
 		fmt.Fprintf(&b, "$bb insmod /m/%s || echo \"vm: insmod %s failed\"\n", m, m)
+	}
+	if len(opts.Forward) > 0 {
+		fmt.Fprintf(&b, "$bb ip addr add %s dev eth0 && $bb ip link set eth0 up || echo \"vm: no eth0 for the forwarded ports\"\n", guestAddr)
 	}
 	fmt.Fprintf(&b, `fail() { echo "vm: $*"; $bb poweroff -f; }
 $bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro host /host || fail "mount the host's root"

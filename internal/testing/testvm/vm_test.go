@@ -2,9 +2,12 @@ package testvm
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -64,4 +67,31 @@ exit 3
 	host := time.Since(start)
 	guest := time.Duration((e - s) * float64(time.Second))
 	t.Logf("128 MiB through dd | md5sum: %s in the guest, %s on the host (%.1f×)", guest.Round(10*time.Millisecond), host.Round(time.Millisecond), guest.Seconds()/host.Seconds())
+}
+
+// TestForward checks the guest's only network: two connections in turn to
+// a forwarded port reach a server on the host's loopback, and an address
+// that is not forwarded is not reached.
+func TestForward(t *testing.T) {
+	Need(t)
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hit %d from %s\n", hits.Add(1), r.URL.Path)
+	}))
+	defer srv.Close()
+	res, err := Run(t.Context(), t.TempDir(), Options{
+		Forward: map[int]string{8080: srv.Listener.Addr().String()},
+		Script: `busybox wget -q -O - http://` + ForwardAddr + `:8080/one
+busybox wget -q -O - http://` + ForwardAddr + `:8080/two
+busybox wget -q -T 3 -O - http://10.0.2.2:80/ >/dev/null 2>&1 && echo "outside reached"
+exit 0
+`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the guest said:\n%s", res.Output)
+	if want := "hit 1 from /one\nhit 2 from /two\n"; res.Output != want {
+		t.Errorf("the guest said %q, want %q", res.Output, want)
+	}
 }
