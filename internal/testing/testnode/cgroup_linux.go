@@ -12,31 +12,71 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/evictd/evictd/internal/testing/testruntime"
 )
 
-// cgroupMount is where this machine mounts its cgroup v1 hierarchies.
+// cgroupMount is where the cgroup hierarchies are mounted: this
+// machine's v1 hierarchies, one directory per controller, or a guest's
+// unified (v2) hierarchy.
 const cgroupMount = "/sys/fs/cgroup"
 
+// unified tells whether cgroupMount is the unified (v2) hierarchy.
+func unified() bool { return cgroups.Mode() == cgroups.Unified }
+
 // createCgroupRoot creates the kubelet's --cgroup-root in every v1
-// hierarchy (the kubelet refuses a root that does not exist).
+// hierarchy, or in the unified one with every controller the root offers
+// enabled down to it (the kubelet refuses a root that does not exist).
 func createCgroupRoot(rel string) error {
-	if _, err := cgroup1.New(cgroup1.StaticPath(rel), &specs.LinuxResources{}); err != nil {
+	if !unified() {
+		if _, err := cgroup1.New(cgroup1.StaticPath(rel), &specs.LinuxResources{}); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", rel, err)
+		}
+		return nil
+	}
+	avail, err := os.ReadFile(filepath.Join(cgroupMount, "cgroup.controllers"))
+	if err != nil {
+		return err
+	}
+	enable := "+" + strings.Join(strings.Fields(string(avail)), " +")
+	dir := filepath.Join(cgroupMount, rel)
+	for _, d := range []string{cgroupMount, filepath.Dir(dir)} {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte(enable), 0o644); err != nil {
+			return fmt.Errorf("enable %s in %s: %w", enable, d, err)
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("create cgroup %s: %w", rel, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(enable), 0o644); err != nil {
+		return fmt.Errorf("enable %s in %s: %w", enable, dir, err)
 	}
 	return nil
 }
 
+// cgroupRoots returns the directories of the cgroup rel that exist: one
+// per v1 hierarchy, or the unified hierarchy's.
+func cgroupRoots(rel string) ([]string, error) {
+	if !unified() {
+		return filepath.Glob(filepath.Join(cgroupMount, "*", rel))
+	}
+	dir := filepath.Join(cgroupMount, rel)
+	if _, err := os.Stat(dir); err != nil {
+		return nil, nil
+	}
+	return []string{dir}, nil
+}
+
 // unmountCgroupTree unmounts whatever is mounted below the cgroup rel in
-// every v1 hierarchy (a test's overlay of a cgroup file, left by a
+// every hierarchy (a test's overlay of a cgroup file, left by a
 // failure). It comes before RemoveCgroupTree: removing a cgroup does not
 // remove a mount over one of its files, which then outlives the node and
 // can no longer be unmounted by its path.
 func unmountCgroupTree(rel string) error {
-	roots, err := filepath.Glob(filepath.Join(cgroupMount, "*", rel))
+	roots, err := cgroupRoots(rel)
 	if err != nil {
 		return err
 	}
@@ -48,11 +88,11 @@ func unmountCgroupTree(rel string) error {
 }
 
 // RemoveCgroupTree removes the cgroup rel and every cgroup below it in
-// every v1 hierarchy, deepest first. A cgroup whose last task just exited
+// every hierarchy, deepest first. A cgroup whose last task just exited
 // can be busy for a moment, so each removal is retried for up to two
 // seconds.
 func RemoveCgroupTree(rel string) error {
-	roots, err := filepath.Glob(filepath.Join(cgroupMount, "*", rel))
+	roots, err := cgroupRoots(rel)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,9 @@ func (n *Node) startKubelet(ctx context.Context) error {
 		return err
 	}
 	kubeconfig := filepath.Join(n.dir, "kubelet.kubeconfig")
-	if err := n.cluster.WriteKubeconfig(kubeconfig, n.cluster.Token(nodeUser(n.name))); err != nil {
+	if n.opts.ControlPlane != nil {
+		kubeconfig = n.opts.ControlPlane.Kubelet
+	} else if err := n.cluster.WriteKubeconfig(kubeconfig, n.cluster.Token(NodeUser(n.name))); err != nil {
 		return err
 	}
 	bin, err := testcluster.Binary("kubelet")

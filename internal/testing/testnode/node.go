@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/evictd/evictd/internal/testing/childproc"
 	"github.com/evictd/evictd/internal/testing/testcluster"
@@ -56,6 +57,23 @@ type Options struct {
 	// ReadyTimeout bounds the wait for the node to register and be Ready;
 	// default 90 s.
 	ReadyTimeout time.Duration
+	// ControlPlane is a control plane started elsewhere (by the host of a
+	// test guest) for the node to join; without it Start starts one.
+	ControlPlane *Remote
+}
+
+// Remote is a control plane a node joins instead of starting its own: how
+// its clients reach the API server.
+type Remote struct {
+	// Admin is the path of a kubeconfig with the cluster admin's rights.
+	Admin string
+	// Kubelet is the path of the kubelet's kubeconfig (a user of the
+	// system:nodes group named system:node:<Options.Name>).
+	Kubelet string
+	// Evictd returns the path of evictd's kubeconfig. It is called once
+	// the kubelet has registered the node, since evictd's token is bound
+	// to the Node object, and may wait for the file to be written.
+	Evictd func(ctx context.Context) (string, error)
 }
 
 // Node is a running single-node cluster: etcd, kube-apiserver,
@@ -166,18 +184,28 @@ func (n *Node) start(ctx context.Context) error {
 		}
 	}
 	n.phase("evictd-build", &t0)
-	n.cluster, err = testcluster.Start(ctx, testcluster.Options{
-		Tokens:            map[string][]string{nodeUser(n.name): {"system:nodes"}},
-		ControllerManager: true,
-		Scheduler:         true,
-	})
-	if err != nil {
-		return err
+	if remote := n.opts.ControlPlane; remote != nil {
+		cfg, err := clientcmd.BuildConfigFromFlags("", remote.Admin)
+		if err != nil {
+			return fmt.Errorf("Options.ControlPlane.Admin: %w", err)
+		}
+		if n.admin, err = kubernetes.NewForConfig(cfg); err != nil {
+			return err
+		}
+	} else {
+		n.cluster, err = testcluster.Start(ctx, testcluster.Options{
+			Tokens:            map[string][]string{NodeUser(n.name): {"system:nodes"}},
+			ControllerManager: true,
+			Scheduler:         true,
+		})
+		if err != nil {
+			return err
+		}
+		if n.admin, err = kubernetes.NewForConfig(n.cluster.AdminConfig()); err != nil {
+			return err
+		}
+		n.phase("control-plane", &t0)
 	}
-	if n.admin, err = kubernetes.NewForConfig(n.cluster.AdminConfig()); err != nil {
-		return err
-	}
-	n.phase("control-plane", &t0)
 	n.runtime, err = testruntime.Start(ctx, testruntime.Options{Root: n.opts.ImageFs, PodNetwork: true})
 	if err != nil {
 		return err
@@ -198,6 +226,10 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	// evictd's identity: a token bound to the Node object the kubelet has
 	// just registered, under deploy/'s RBAC and admission policy.
+	if remote := n.opts.ControlPlane; remote != nil {
+		n.evictdKube, err = remote.Evictd(ctx)
+		return err
+	}
 	token, err := n.cluster.EvictdNodeToken(ctx, n.name)
 	if err != nil {
 		return err
@@ -247,7 +279,8 @@ func (n *Node) Stop() error {
 // Name returns the node's name.
 func (n *Node) Name() string { return n.name }
 
-// Cluster returns the control plane.
+// Cluster returns the control plane, or nil when the node joined
+// Options.ControlPlane.
 func (n *Node) Cluster() *testcluster.Cluster { return n.cluster }
 
 // Runtime returns the node's containerd.
@@ -260,8 +293,12 @@ func (n *Node) Admin() kubernetes.Interface { return n.admin }
 // <root>/kubepods in every cgroup v1 hierarchy).
 func (n *Node) CgroupRoot() string { return n.cgroupRoot }
 
-// PodsMemoryCgroup returns the directory of the kubepods memory cgroup.
+// PodsMemoryCgroup returns the directory of the kubepods memory cgroup:
+// in the v1 memory hierarchy, or in the unified one.
 func (n *Node) PodsMemoryCgroup() string {
+	if unified() {
+		return filepath.Join(cgroupMount, n.cgroupRoot, "kubepods")
+	}
 	return filepath.Join(cgroupMount, "memory", n.cgroupRoot, "kubepods")
 }
 
@@ -282,7 +319,10 @@ func (n *Node) ReadyIn() time.Duration { return n.readyIn }
 
 // Logs returns the last n lines of each component's log, by name.
 func (n *Node) Logs(lines int) map[string]string {
-	logs := n.cluster.Logs(lines)
+	logs := map[string]string{}
+	if n.cluster != nil {
+		logs = n.cluster.Logs(lines)
+	}
 	for _, name := range []string{"kubelet", "evictd"} {
 		if _, err := os.Stat(n.logPath(name)); err == nil {
 			logs[name] = childproc.Tail(n.logPath(name), lines)
@@ -314,4 +354,6 @@ func (n *Node) WaitPod(ctx context.Context, namespace, name string, timeout time
 	return last, nil
 }
 
-func nodeUser(name string) string { return "system:node:" + name }
+// NodeUser is the user name of the kubelet of node name: the control
+// plane gives it the group system:nodes.
+func NodeUser(name string) string { return "system:node:" + name }

@@ -29,8 +29,12 @@ func StartForTest(t testing.TB, opts Options) *Node {
 	if err != nil {
 		t.Fatalf("testnode: start: %v", err)
 	}
-	t.Logf("testnode: node %s Ready in %s (%s; logs in %s and %s)", n.Name(), n.ReadyIn().Round(time.Millisecond),
-		strings.Join(n.Phases(), ", "), n.Dir(), n.Cluster().Dir())
+	where := n.Dir()
+	if n.Cluster() != nil {
+		where += " and " + n.Cluster().Dir()
+	}
+	t.Logf("testnode: node %s Ready in %s (%s; logs in %s)", n.Name(), n.ReadyIn().Round(time.Millisecond),
+		strings.Join(n.Phases(), ", "), where)
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs := n.Logs(40)

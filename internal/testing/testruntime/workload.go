@@ -101,3 +101,8 @@ func isMainModule(gomod string) bool {
 	}
 	return false
 }
+
+// WorkloadBinary returns the workload binary Start puts in images:
+// $EVICTD_WORKLOAD_BIN, or one built into dir. A test guest that shares
+// the host's files gets it this way, built on the host.
+func WorkloadBinary(dir string) (string, error) { return workloadBinary("", dir) }
