@@ -129,7 +129,7 @@ func (e *Evicter) waitGone(ctx context.Context, log *slog.Logger, w *podWatch, r
 		if p := w.last; p != nil && foreignDisruptionTarget(p) && w.remarks < maxRemarks {
 			w.remarks++
 			log.Debug("the pod's DisruptionTarget condition was written over; setting evictd's again",
-				"phase", p.Status.Phase, "time", w.remarks)
+				"phase", p.Status.Phase, "remark", w.remarks)
 			e.markDisruptionTarget(ctx, log, p, r.Message, false)
 		}
 		if gone {
