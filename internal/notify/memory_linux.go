@@ -59,6 +59,13 @@ type Memory struct {
 	group *Group
 	fast  *FastPoll
 
+	// always keeps the fast poll active whatever the headroom: a watched
+	// threshold has no kernel notification to say that memory is nearing
+	// it (cgroup v2, or memcg notifications off or unavailable), so the
+	// poll, slow while memory is far and steady, is what sees a jump
+	// toward it between two passes.
+	always bool
+
 	mu      sync.Mutex
 	watches []*watch
 	lastErr string
@@ -143,6 +150,14 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		}
 		m.fast = fp
 		m.group.Add(fmt.Sprintf("fast poll every %s near a memory threshold", cfg.FastPollInterval), KindFastPoll, fp)
+		for _, w := range m.watches {
+			if w.memcg == nil {
+				m.always = true
+				cfg.Log.Info("the fast poll runs at all times: no kernel notification before a memory threshold",
+					"threshold", w.name, "cgroup", w.cg.Dir, "interval", cfg.FastPollInterval)
+				break
+			}
+		}
 	}
 	return m, nil
 }
@@ -175,7 +190,8 @@ func (m *Memory) Run(ctx context.Context, wake func()) error {
 // Update re-arms the memcg notifiers from a pass's observations, at each
 // threshold's usage level (UsageLevel, with the cgroup's inactive page cache
 // read now), and turns the fast poll on while an observed memory signal's
-// headroom above a threshold (thresholds.Headroom) is within the margin. A
+// headroom above a threshold (thresholds.Headroom) is within the margin, or
+// at all times when a threshold has no kernel notification (Memory.always). A
 // signal not observed keeps its last arming. Errors are logged when they
 // change, not at every pass.
 func (m *Memory) Update(obs signals.Observations) {
@@ -213,7 +229,7 @@ func (m *Memory) Update(obs signals.Observations) {
 		}
 	}
 	if m.fast != nil {
-		m.fast.SetActive(near)
+		m.fast.SetActive(near || m.always)
 	}
 	err := errors.Join(errs...)
 	msg := ""

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/signals"
@@ -142,5 +143,44 @@ func TestMemoryCheckNext(t *testing.T) {
 	write(700 * mi)
 	if _, next := m.check(); next != 56*time.Millisecond {
 		t.Errorf("check after 100Mi in 100ms with 224Mi left: next %s, want 56ms", next)
+	}
+}
+
+// TestMemoryFastPollAlways: the fast poll stops far from every threshold
+// only when each has a kernel notification to say memory nears it again
+// (v1 memcg thresholds); on v2, or with memcg notifications off, it runs
+// at all times.
+func TestMemoryFastPollAlways(t *testing.T) {
+	q := resource.MustParse("100Mi")
+	for _, tc := range []struct {
+		name       string
+		v2, memcg  bool
+		available  int64 // of 1Gi
+		wantActive bool
+	}{
+		{name: "v1 with memcg notifications, far", memcg: true, available: 900 << 20},
+		{name: "v1 with memcg notifications, near", memcg: true, available: 150 << 20, wantActive: true},
+		{name: "v1 without memcg notifications, far", available: 900 << 20, wantActive: true},
+		{name: "v2, far", v2: true, memcg: true, available: 900 << 20, wantActive: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewMemory(MemoryConfig{
+				Thresholds:       []thresholds.Threshold{{Signal: signals.AllocatableMemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
+				KubepodsDir:      t.TempDir(),
+				V2:               tc.v2,
+				KernelMemcg:      tc.memcg,
+				FastPollInterval: 250 * time.Millisecond,
+				FastPollMargin:   thresholds.Value{Percentage: 0.1},
+				Clock:            clock.RealClock{},
+				Log:              testLogger(t),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Update(signals.Observations{signals.AllocatableMemoryAvailable: {Signal: signals.AllocatableMemoryAvailable, Available: tc.available, Capacity: 1 << 30, Time: time.Now()}})
+			if got := m.fast.active.Load(); got != tc.wantActive {
+				t.Errorf("fast poll active %t, want %t", got, tc.wantActive)
+			}
+		})
 	}
 }
