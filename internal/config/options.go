@@ -235,9 +235,9 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.volumeStatsAgg, "volume-stats-agg-period", defaultVolumeStatsAggPeriod,
 		"How long, as a Go duration, a measurement of a pod's log and volume directories is reused before they are walked again (the kubelet's default is 1m).")
 	fs.DurationVar(&o.fastPollInterval, "fast-poll-interval", defaultFastPollInterval,
-		"How often at most, as a Go duration, evictd reads the memory cgroups' working set while a memory threshold is within --fast-poll-margin, starting a pass as soon as one is crossed either way; it reads sooner (down to 10ms) when memory grows fast enough to use a quarter of the headroom left in between. 0 disables the fast poll.")
+		"How often at most, as a Go duration, evictd reads the memory cgroups' working set (while a memory threshold is within --fast-poll-margin on cgroup v1 with memcg notifications; at all times where a threshold has no kernel notification, as on cgroup v2), starting a pass as soon as one is crossed either way; it reads sooner (down to 10ms) when memory grows fast enough to use a quarter of the headroom left in between. 0 disables the fast poll.")
 	fs.StringVar(&o.fastPollMargin, "fast-poll-margin", defaultFastPollMargin,
-		"How close to a memory.available or allocatableMemory.available threshold the available memory must come for the fast poll to run: a quantity (2Gi) or a percentage of the signal's capacity (10%). It should exceed what a workload can allocate in one --housekeeping-interval.")
+		"How close to a memory.available or allocatableMemory.available threshold the available memory must come for the fast poll to run where memcg notifications watch every memory threshold (cgroup v1): a quantity (2Gi) or a percentage of the signal's capacity (10%). It should exceed what a workload can allocate in one --housekeeping-interval.")
 	fs.IntVar(&o.maxEvictionsPerHour, "max-evictions-per-hour", defaultMaxEvictionsPerHour,
 		"Most evictions evictd issues in any sliding hour (evicted, or stopped locally); once reached, no pod is evicted until the oldest of them is an hour old, and a Warning event EvictionCapReached goes on the node. 0 means no cap.")
 	fs.Float64Var(&o.localStorageQPS, "local-storage-eviction-qps", defaultLocalStorageEvictionQPS,
