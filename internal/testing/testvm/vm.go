@@ -144,10 +144,10 @@ func Run(ctx context.Context, dir string, opts Options) (*Result, error) {
 		"-accel", "tcg,thread=multi", "-cpu", "max",
 		"-m", strconv.Itoa(opts.MemoryMiB), "-smp", strconv.Itoa(opts.CPUs),
 		"-display", "none", "-monitor", "none", "-no-reboot", "-nic", nic,
-		"-serial", "file:" + console,
+		"-serial", "file:" + console, // taken whole: no option list
 		"-kernel", kernel, "-initrd", initrd, "-append", cmdline,
 		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
-		"-virtfs", "local,path=" + shared + ",mount_tag=vm,security_model=none,multidevs=remap",
+		"-virtfs", "local,path=" + qemuEscape(shared) + ",mount_tag=vm,security_model=none,multidevs=remap",
 	}
 	start := time.Now()
 	p, err := childproc.Start("qemu", qemu, args, filepath.Join(dir, "qemu.log"))
@@ -373,6 +373,7 @@ SuccessAction=poweroff-force
 FailureAction=poweroff-force
 [Service]
 Type=oneshot
+TimeoutStartSec=infinity
 ExecStart=/bin/sh -c %s
 StandardOutput=journal+console
 EOF
@@ -393,6 +394,11 @@ $bb poweroff -f
 	}
 	return b.String()
 }
+
+// qemuEscape escapes a value inside a qemu option list, where a comma
+// separates options and two stand for one (a test's directory holds its
+// name, which may have commas).
+func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
 // shellQuote quotes s for sh, in single quotes.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -71,7 +72,8 @@ exit 3
 
 // TestForward checks the guest's only network: two connections in turn to
 // a forwarded port reach a server on the host's loopback, and an address
-// that is not forwarded is not reached.
+// that is not forwarded is not reached; and a directory whose name has a
+// comma.
 func TestForward(t *testing.T) {
 	Need(t)
 	var hits atomic.Int32
@@ -79,7 +81,9 @@ func TestForward(t *testing.T) {
 		fmt.Fprintf(w, "hit %d from %s\n", hits.Add(1), r.URL.Path)
 	}))
 	defer srv.Close()
-	res, err := Run(t.Context(), t.TempDir(), Options{
+	// A comma in the guest's directory, as a subtest's name puts there:
+	// qemu's option lists must not split the paths at it.
+	res, err := Run(t.Context(), filepath.Join(t.TempDir(), "with,comma"), Options{
 		Forward: map[int]string{8080: srv.Listener.Addr().String()},
 		Script: `busybox wget -q -O - http://` + ForwardAddr + `:8080/one
 busybox wget -q -O - http://` + ForwardAddr + `:8080/two
