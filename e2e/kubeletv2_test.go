@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,23 +31,37 @@ import (
 // guest shares with the host, where the host leaves the kubeconfigs.
 const v2GuestEnv = "EVICTD_V2_GUEST"
 
-// v2Node is the name of the guest's node.
-const v2Node = "evictd-v2"
+// v2NodeEnv names the guest's node; v2SystemdEnv=1 runs it with the
+// systemd cgroup driver.
+const (
+	v2NodeEnv    = "EVICTD_V2_NODE"
+	v2SystemdEnv = "EVICTD_V2_SYSTEMD"
+)
 
 // v2APIPort is the port the guest reaches the host's API server on, at
 // testvm.ForwardAddr.
 const v2APIPort = 6443
 
 // TestKubeletV2Node runs a whole node on cgroup v2: the control plane on
-// this machine, and containerd, runc, the kubelet (cgroupfs driver; the
-// guest's PID 1 is not systemd) and evictd in a cgroup v2 guest
-// (internal/testing/testvm) that reaches the API server through qemu's
-// forwarding of one port to this machine's loopback, and nowhere else.
-// TestKubeletV2Guest, in the guest, runs the memory scenario end to end.
+// this machine, and containerd, runc, the kubelet and evictd in a cgroup v2
+// guest (internal/testing/testvm) that reaches the API server through
+// qemu's forwarding of one port to this machine's loopback, and nowhere
+// else. TestKubeletV2Guest, in the guest, runs the memory scenario end to
+// end: once with the cgroupfs driver in a guest without systemd, once with
+// the systemd driver (kubepods.slice, containers' scopes made by runc
+// through systemd) in a guest whose PID 1 is systemd, as production nodes
+// run.
 func TestKubeletV2Node(t *testing.T) {
 	testvm.Need(t)
+	t.Run("cgroupfs driver", func(t *testing.T) { runV2Node(t, "evictd-v2", false) })
+	t.Run("systemd driver under systemd", func(t *testing.T) { runV2Node(t, "evictd-v2-systemd", true) })
+}
+
+// runV2Node runs TestKubeletV2Guest in a guest as node, with the systemd
+// driver and systemd as PID 1 or not, against a control plane of its own.
+func runV2Node(t *testing.T, node string, systemd bool) {
 	c, err := testcluster.Start(t.Context(), testcluster.Options{
-		Tokens:            map[string][]string{testnode.NodeUser(v2Node): {"system:nodes"}},
+		Tokens:            map[string][]string{testnode.NodeUser(node): {"system:nodes"}},
 		ControllerManager: true,
 		Scheduler:         true,
 	})
@@ -70,14 +85,17 @@ func TestKubeletV2Node(t *testing.T) {
 	if err := os.Mkdir(shared, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for file, user := range map[string]string{"admin.kubeconfig": testcluster.AdminUser, "kubelet.kubeconfig": testnode.NodeUser(v2Node)} {
+	for file, user := range map[string]string{"admin.kubeconfig": testcluster.AdminUser, "kubelet.kubeconfig": testnode.NodeUser(node)} {
 		if err := writeGuestKubeconfig(filepath.Join(shared, file), c, c.Token(user)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The guest runs this machine's binaries, built here: building them
 	// under the guest's emulated CPUs would take minutes.
-	env := []string{v2GuestEnv + "=/run/vm"}
+	env := []string{v2GuestEnv + "=/run/vm", v2NodeEnv + "=" + node}
+	if systemd {
+		env = append(env, v2SystemdEnv+"=1")
+	}
 	bins := t.TempDir()
 	workload, err := testruntime.WorkloadBinary(bins)
 	if err != nil {
@@ -98,7 +116,7 @@ func TestKubeletV2Node(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	tokenDone := make(chan error, 1)
-	go func() { tokenDone <- writeEvictdKubeconfig(ctx, c, filepath.Join(shared, "evictd.kubeconfig")) }()
+	go func() { tokenDone <- writeEvictdKubeconfig(ctx, c, node, filepath.Join(shared, "evictd.kubeconfig")) }()
 
 	// The guest's test runs in this package's directory, as this one
 	// does: the repository's binaries and files are found from there.
@@ -112,6 +130,7 @@ func TestKubeletV2Node(t *testing.T) {
 		MemoryMiB: 3072,
 		Timeout:   16 * time.Minute,
 		Forward:   map[int]string{v2APIPort: u.Host},
+		Systemd:   systemd,
 	})
 	cancel()
 	if res != nil {
@@ -151,19 +170,19 @@ func writeGuestKubeconfig(path string, c *testcluster.Cluster, token string) err
 // writeEvictdKubeconfig waits for the guest's Node object and writes
 // evictd's kubeconfig for the guest, with a token bound to it (renamed
 // into place, so the guest never reads half a file).
-func writeEvictdKubeconfig(ctx context.Context, c *testcluster.Cluster, path string) error {
+func writeEvictdKubeconfig(ctx context.Context, c *testcluster.Cluster, node, path string) error {
 	admin, err := kubernetes.NewForConfig(c.AdminConfig())
 	if err != nil {
 		return err
 	}
 	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		_, err := admin.CoreV1().Nodes().Get(ctx, v2Node, metav1.GetOptions{})
+		_, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		return err == nil, notFoundIsNil(err)
 	})
 	if err != nil {
 		return err
 	}
-	token, err := c.EvictdNodeToken(ctx, v2Node)
+	token, err := c.EvictdNodeToken(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -200,11 +219,12 @@ func TestKubeletV2Guest(t *testing.T) {
 	// overlay, which cannot be an overlay's upper layer).
 	fs := testruntime.MountTmpfs(t, "512m", 0)
 	n := testnode.StartForTest(t, testnode.Options{
-		Name:         v2Node,
-		NodeFs:       fs,
-		ImageFs:      fs,
-		PodsMemory:   1 << 30,
-		ReadyTimeout: 6 * time.Minute,
+		Name:          os.Getenv(v2NodeEnv),
+		SystemdDriver: os.Getenv(v2SystemdEnv) == "1",
+		NodeFs:        fs,
+		ImageFs:       fs,
+		PodsMemory:    1 << 30,
+		ReadyTimeout:  6 * time.Minute,
 		ControlPlane: &testnode.Remote{
 			Admin:   filepath.Join(shared, "admin.kubeconfig"),
 			Kubelet: filepath.Join(shared, "kubelet.kubeconfig"),
@@ -236,7 +256,31 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 	}
 	before := v2OOMKills(t, n)
 	steady := run(t, n, labelled(testnode.Resources(n.Pod("steady", "alloc", "--mib", "100"), "128Mi", "", "")))
-	t.Logf("steady runs (%s)", steady.Status.QOSClass)
+	// The pod's cgroup where evictd's layout for the driver puts it.
+	dir := filepath.Join(n.PodsMemoryCgroup(), "burstable", "pod"+string(steady.UID))
+	if os.Getenv(v2SystemdEnv) == "1" {
+		dir = filepath.Join(n.PodsMemoryCgroup(), "kubepods-burstable.slice",
+			"kubepods-burstable-pod"+strings.ReplaceAll(string(steady.UID), "-", "_")+".slice")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "memory.current")); err != nil {
+		t.Errorf("steady (%s): no pod cgroup where evictd looks: %v", steady.Status.QOSClass, err)
+	}
+	// Its containers' cgroups, made by runc: scopes through systemd with
+	// the systemd driver, plain directories with cgroupfs.
+	var ctrs []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			ctrs = append(ctrs, e.Name())
+		}
+	}
+	t.Logf("steady's pod cgroup %s holds %q", dir, ctrs)
+	scopes := slices.ContainsFunc(ctrs, func(name string) bool {
+		return strings.HasPrefix(name, "cri-containerd-") && strings.HasSuffix(name, ".scope")
+	})
+	if systemd := os.Getenv(v2SystemdEnv) == "1"; len(ctrs) == 0 || scopes != systemd {
+		t.Errorf("steady's container cgroups %q: want systemd scopes %t", ctrs, systemd)
+	}
 	deleted := watchDeletion(t, n, "default", "hog")
 	history := watchHistory(t, n, "default", "hog")
 	hog := labelled(n.Pod("hog", "alloc", "--base", "450", "--mib", "1100", "--rate", "20"))

@@ -32,7 +32,7 @@ func (n *Node) EvictdFlags() []string {
 		"--root-dir=" + n.rootDir,
 		"--pod-logs-dir=" + n.podLogsDir,
 		"--cgroup-root=" + n.cgroupRoot,
-		"--cgroup-driver=cgroupfs",
+		"--cgroup-driver=" + n.cgroupDriver(),
 		"--container-runtime-endpoint=" + n.runtime.Endpoint(),
 		"--enforce-node-allocatable=pods",
 		"--system-reserved=memory=" + strconv.FormatInt(n.SystemReserved(), 10),

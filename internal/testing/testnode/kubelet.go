@@ -63,7 +63,7 @@ func (n *Node) kubeletConfig(port, healthzPort int) map[string]any {
 		// This machine has cgroup v1, which kubelet 1.36 refuses unless told.
 		"failCgroupV1":             false,
 		"failSwapOn":               false,
-		"cgroupDriver":             "cgroupfs",
+		"cgroupDriver":             n.cgroupDriver(),
 		"cgroupRoot":               n.cgroupRoot,
 		"cgroupsPerQOS":            true,
 		"containerRuntimeEndpoint": n.runtime.Endpoint(),
@@ -91,6 +91,14 @@ func (n *Node) kubeletConfig(port, healthzPort int) map[string]any {
 	}
 	maps.Copy(cfg, n.kcfg.Config)
 	return cfg
+}
+
+// cgroupDriver is the cgroup driver of the kubelet, runc and evictd.
+func (n *Node) cgroupDriver() string {
+	if n.opts.SystemdDriver {
+		return "systemd"
+	}
+	return "cgroupfs"
 }
 
 // startKubelet writes the kubelet's config and kubeconfig and starts it on

@@ -60,6 +60,12 @@ type Options struct {
 	// ControlPlane is a control plane started elsewhere (by the host of a
 	// test guest) for the node to join; without it Start starts one.
 	ControlPlane *Remote
+	// SystemdDriver runs the kubelet, runc and evictd with the systemd
+	// cgroup driver, the pods under kubepods.slice at the hierarchy's top
+	// (cgroup root "/"): it needs systemd as PID 1 and the unified
+	// hierarchy, as in a test guest, whose cgroups it may leave behind.
+	// Default: the cgroupfs driver under a cgroup root of the node's own.
+	SystemdDriver bool
 }
 
 // Remote is a control plane a node joins instead of starting its own: how
@@ -123,6 +129,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
+	if opts.SystemdDriver && !unified() {
+		return nil, errors.New("Options.SystemdDriver: wants the unified cgroup hierarchy and systemd as PID 1")
+	}
 	memTotal, err := readMemTotal("/proc/meminfo")
 	if err != nil {
 		return nil, err
@@ -142,6 +151,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		name: opts.Name, opts: opts, dir: dir, memTotal: memTotal,
 		cgroupRoot: "/evictd-" + opts.Name + "-" + hex.EncodeToString(suffix),
 		kcfg:       opts.Kubelet,
+	}
+	if opts.SystemdDriver {
+		n.cgroupRoot = "/"
 	}
 	if err := n.start(ctx); err != nil {
 		return nil, errors.Join(err, n.Stop())
@@ -206,7 +218,7 @@ func (n *Node) start(ctx context.Context) error {
 		}
 		n.phase("control-plane", &t0)
 	}
-	n.runtime, err = testruntime.Start(ctx, testruntime.Options{Root: n.opts.ImageFs, PodNetwork: true})
+	n.runtime, err = testruntime.Start(ctx, testruntime.Options{Root: n.opts.ImageFs, PodNetwork: true, SystemdCgroup: n.opts.SystemdDriver})
 	if err != nil {
 		return err
 	}
@@ -214,8 +226,10 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.phase("containerd", &t0)
-	if err := createCgroupRoot(n.cgroupRoot); err != nil {
-		return err
+	if !n.opts.SystemdDriver {
+		if err := createCgroupRoot(n.cgroupRoot); err != nil {
+			return err
+		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -258,7 +272,9 @@ func (n *Node) Stop() error {
 	if n.runtime != nil {
 		errs = append(errs, n.runtime.Stop())
 	}
-	errs = append(errs, unmountCgroupTree(n.cgroupRoot), RemoveCgroupTree(n.cgroupRoot))
+	if !n.opts.SystemdDriver { // the root is the hierarchy's: systemd's slices stay
+		errs = append(errs, unmountCgroupTree(n.cgroupRoot), RemoveCgroupTree(n.cgroupRoot))
+	}
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop())
 	}
@@ -297,6 +313,9 @@ func (n *Node) CgroupRoot() string { return n.cgroupRoot }
 // in the v1 memory hierarchy, or in the unified one.
 func (n *Node) PodsMemoryCgroup() string {
 	if unified() {
+		if n.opts.SystemdDriver {
+			return filepath.Join(cgroupMount, "kubepods.slice")
+		}
 		return filepath.Join(cgroupMount, n.cgroupRoot, "kubepods")
 	}
 	return filepath.Join(cgroupMount, "memory", n.cgroupRoot, "kubepods")

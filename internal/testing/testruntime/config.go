@@ -21,6 +21,7 @@ type daemonConfig struct {
 	sandboxImage   string
 	snapshotter    string
 	statsPeriodSec int
+	systemdCgroup  bool
 }
 
 // settings returns the values to set, by TOML section and key, as TOML
@@ -54,8 +55,11 @@ func (c daemonConfig) settings() map[string]map[string]string {
 		},
 		// runc's own state (runc --root) under this runtime's state
 		// directory, not the machine's /run/containerd/runc.
-		criSection + ".containerd.runtimes.runc.options": {"Root": q(filepath.Join(c.state, "runc"))},
-		`plugins."io.containerd.internal.v1.opt"`:        {"path": q(filepath.Join(c.root, "opt"))},
+		criSection + ".containerd.runtimes.runc.options": {
+			"Root":          q(filepath.Join(c.state, "runc")),
+			"SystemdCgroup": strconv.FormatBool(c.systemdCgroup),
+		},
+		`plugins."io.containerd.internal.v1.opt"`: {"path": q(filepath.Join(c.root, "opt"))},
 	}
 }
 

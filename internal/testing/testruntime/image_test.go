@@ -124,7 +124,7 @@ func TestCheckRef(t *testing.T) {
 // when containerd is installed, else to a sample of it.
 func TestConfigRender(t *testing.T) {
 	c := daemonConfig{root: "/r", state: "/s", socket: "/d/containerd.sock", cniDir: "/d/cni",
-		sandboxImage: PauseImage, snapshotter: "native", statsPeriodSec: 1}
+		sandboxImage: PauseImage, snapshotter: "native", statsPeriodSec: 1, systemdCgroup: true}
 	defaults := sampleDefaults
 	if _, err := exec.LookPath("containerd"); err == nil {
 		if defaults, err = runCommand("containerd", "config", "default"); err != nil {
@@ -144,6 +144,7 @@ func TestConfigRender(t *testing.T) {
 		"    sandbox_image = \"evictd.test/pause:1\"\n",
 		"      snapshotter = \"native\"\n",
 		"            Root = \"/s/runc\"\n",
+		"            SystemdCgroup = true\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("rendered config lacks %q", want)
@@ -181,6 +182,7 @@ state = "/run/containerd"
 
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
             Root = ""
+            SystemdCgroup = false
 
   [plugins."io.containerd.internal.v1.opt"]
     path = "/opt/containerd"

@@ -61,6 +61,10 @@ type Options struct {
 	// ReadyTimeout bounds the wait for containerd's CRI to report
 	// RuntimeReady; default 30 s.
 	ReadyTimeout time.Duration
+	// SystemdCgroup has runc make containers' cgroups through systemd
+	// (scopes under the pods' slices), for a kubelet with the systemd
+	// cgroup driver; it needs systemd as PID 1.
+	SystemdCgroup bool
 }
 
 // Runtime is a running containerd of its own. Its methods are safe for
@@ -140,6 +144,7 @@ func (r *Runtime) start(ctx context.Context) error {
 	cfg := daemonConfig{
 		root: r.root, state: r.state, socket: r.socket, cniDir: filepath.Join(r.dir, "cni"),
 		sandboxImage: PauseImage, snapshotter: r.snapshotter, statsPeriodSec: r.opts.StatsCollectPeriod,
+		systemdCgroup: r.opts.SystemdCgroup,
 	}
 	if err := cfg.write(r.path("config.toml")); err != nil {
 		return fmt.Errorf("containerd config: %w", err)
