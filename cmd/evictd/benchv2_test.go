@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -108,6 +109,9 @@ func touchTime(mib int) time.Duration {
 // benchRun is what one run measured.
 type benchRun struct {
 	crossed, decided, oom time.Time
+	// source is the kind of the last wake-up logged before the decision,
+	// or "tick" when none came after the crossing.
+	source string
 }
 
 // TestBenchV2Guest runs in TestBenchV2's guest: evictd standalone in
@@ -147,17 +151,19 @@ func TestBenchV2Guest(t *testing.T) {
 		fmt.Sprintf("--eviction-hard=allocatableMemory.available<%dMi", headroomMiB),
 		"--dry-run",
 		"--root-dir", t.TempDir(),
-		"--metrics-bind-address", addr)
+		"--metrics-bind-address", addr,
+		"--log-level=debug") // the wake-ups
 	waitHTTP(t, "http://"+addr+"/readyz")
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nslowdown s = %.1f; headroom %d MiB (%d natively) below a kubepods limit of %d MiB\n\n", s, headroomMiB, benchNativeHeadroomMiB, benchLimitMiB)
-	b.WriteString("| native MiB/s | guest MiB/s | headroom lasts (kubelet periods) | runs | evictd: crossing → decision as a share of the headroom, median / p99 | evictd decided before the limit | kubelet's 10 s polling model: median / p99 | model: decides before the limit |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| native MiB/s | guest MiB/s | headroom lasts (kubelet periods) | runs | evictd: crossing → decision as a share of the headroom, median / p99 | evictd decided before the limit | deciding pass woken by | kubelet's 10 s polling model: median / p99 | model: decides before the limit |\n|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for _, native := range benchNativeRates {
 		rate := max(1, int(math.Round(float64(native)/s)))
 		headroom := time.Duration(float64(headroomMiB) / float64(rate) * float64(time.Second))
 		var shares []float64
 		before := 0
+		sources := map[string]int{}
 		for i := range reps {
 			r := benchOnce(t, workload, kp, i, rate, headroomMiB, logs)
 			if r.crossed.IsZero() || r.decided.IsZero() || r.decided.Before(r.crossed.Add(-time.Second)) {
@@ -169,8 +175,9 @@ func TestBenchV2Guest(t *testing.T) {
 			if r.oom.IsZero() || r.decided.Before(r.oom) {
 				before++
 			}
-			t.Logf("rate %d MiB/s run %d: crossing → decision %s (%.3f of the headroom), OOM kill %s after the crossing",
-				rate, i, r.decided.Sub(r.crossed).Round(time.Millisecond), share, r.oom.Sub(r.crossed).Round(time.Millisecond))
+			sources[r.source]++
+			t.Logf("rate %d MiB/s run %d: crossing → decision %s (%.3f of the headroom, woken by %s), OOM kill %s after the crossing",
+				rate, i, r.decided.Sub(r.crossed).Round(time.Millisecond), share, r.source, r.oom.Sub(r.crossed).Round(time.Millisecond))
 		}
 		slices.Sort(shares)
 		// The model: the kubelet looks once a period, at a phase that has
@@ -178,10 +185,14 @@ func TestBenchV2Guest(t *testing.T) {
 		// [0, period): median period/2, p99 0.99·period; it decides before
 		// the limit when the look comes within the headroom.
 		ratio := float64(kubeletPeriod) / float64(headroom)
-		fmt.Fprintf(&b, "| %d | %d | %s (%.3f) | %d | %s / %s | %d/%d | %.2f / %.2f | %.0f%% |\n",
+		var woken []string
+		for _, k := range slices.Sorted(maps.Keys(sources)) {
+			woken = append(woken, fmt.Sprintf("%s %d", k, sources[k]))
+		}
+		fmt.Fprintf(&b, "| %d | %d | %s (%.3f) | %d | %s / %s | %d/%d | %s | %.2f / %.2f | %.0f%% |\n",
 			native, rate, headroom.Round(10*time.Millisecond), 1/ratio, len(shares),
 			fmtShare(quantile(shares, 0.5)), fmtShare(quantile(shares, 0.99)), before, len(shares),
-			0.5*ratio, 0.99*ratio, 100*min(1, 1/ratio))
+			strings.Join(woken, ", "), 0.5*ratio, 0.99*ratio, 100*min(1, 1/ratio))
 	}
 	t.Logf("the table (%d runs per rate):%s", reps, b.String())
 }
@@ -271,8 +282,11 @@ func benchOnce(t *testing.T, workload, kp string, run, rate, headroomMiB int, lo
 	}
 	// The decision line may come after the kill: wait for it a while.
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if at, ok := decisionAt(logs.String()[logStart:], uid); ok {
-			r.decided = at
+		if at, woken, kind, ok := decisionAt(logs.String()[logStart:], uid); ok {
+			r.decided, r.source = at, kind
+			if woken.Before(r.crossed.Add(-50 * time.Millisecond)) { // the sampler reads every 5 ms
+				r.source = "tick"
+			}
 			break
 		}
 	}
@@ -280,22 +294,38 @@ func benchOnce(t *testing.T, workload, kp string, run, rate, headroomMiB int, lo
 }
 
 // decisionAt returns the time of the first decision line in log that names
-// the pod uid.
-func decisionAt(log, uid string) (time.Time, bool) {
+// the pod uid, and the time and kind of the last wake-up logged before it.
+func decisionAt(log, uid string) (at, woken time.Time, kind string, ok bool) {
 	sc := bufio.NewScanner(strings.NewReader(log))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.Contains(line, "msg=decision") || !strings.Contains(line, uid) {
+		fields := strings.Fields(line)
+		if strings.Contains(line, "msg=woken") {
+			woken, kind = logTime(fields), logField(fields, "kind")
 			continue
 		}
-		for _, f := range strings.Fields(line) {
-			if v, ok := strings.CutPrefix(f, "time="); ok {
-				if at, err := time.Parse(time.RFC3339Nano, v); err == nil {
-					return at, true
-				}
+		if strings.Contains(line, "msg=decision") && strings.Contains(line, uid) {
+			if at = logTime(fields); !at.IsZero() {
+				return at, woken, kind, true
 			}
 		}
 	}
-	return time.Time{}, false
+	return time.Time{}, time.Time{}, "", false
+}
+
+// logField is the value of key=value among a text log line's fields.
+func logField(fields []string, key string) string {
+	for _, f := range fields {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// logTime is a text log line's time.
+func logTime(fields []string) time.Time {
+	at, _ := time.Parse(time.RFC3339Nano, logField(fields, "time"))
+	return at
 }
