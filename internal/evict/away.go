@@ -417,6 +417,7 @@ func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 	if e.recorder != nil {
 		e.recorder.AnnotatedEventf(pod, o.r.Annotations, v1.EventTypeWarning, EventReason, "%s", o.r.Message)
 	}
+	e.marked.Delete(pod.UID) // no wait follows to read it
 	o.log.Debug("owed eviction issued", "by", how, "phase", pod.Status.Phase)
 	if e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
 		// The kubelet may have restarted the containers meanwhile, and

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -116,6 +117,11 @@ type Evicter struct {
 	recorder record.EventRecorder
 	log      *slog.Logger
 	owed     *owedSet
+	// marked holds, by pod UID, the resourceVersion the API server gave
+	// the pod with evictd's DisruptionTarget condition, for the wait to
+	// tell a condition written over from a cache that has not yet caught
+	// up with evictd's own write (see waitGone).
+	marked sync.Map
 }
 
 // New returns an Evicter that acts with client (evictd's own identity) and
@@ -196,6 +202,7 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	log := e.log.With("pod", ref, "uid", r.Pod.UID, "signal", r.Signal, "hard", r.Hard, "gracePeriodSeconds", r.GracePeriod)
 
 	watch := e.watch(r.Pod) // before the eviction: see podWatch
+	defer e.marked.Delete(watch.uid)
 	var stop *localStop
 	if r.Hard && e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
 		// The node comes first: the containers get their SIGTERM now,
@@ -453,10 +460,17 @@ func (e *Evicter) markDisruptionTarget(ctx context.Context, log *slog.Logger, po
 	}
 	// Without client-go's retries: a hard eviction's delete waits for this
 	// patch, and a throttled API server's Retry-After must not hold it.
-	err = e.client.Core().Patch(types.StrategicMergePatchType).Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
-		SubResource("status").MaxRetries(0).Body(patch).Do(ctx).Error()
+	res := e.client.Core().Patch(types.StrategicMergePatchType).Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
+		SubResource("status").MaxRetries(0).Body(patch).Do(ctx)
+	err = res.Error()
+	var marked v1.Pod
 	switch {
 	case err == nil:
+		// The pod as written, for its resourceVersion; an answer without
+		// one leaves the wait to re-mark as it did before.
+		if res.Into(&marked) == nil && marked.UID == pod.UID && marked.ResourceVersion != "" {
+			e.marked.Store(pod.UID, marked.ResourceVersion)
+		}
 	case apierrors.IsNotFound(err):
 		log.Debug("pod gone before its DisruptionTarget condition was set")
 	default:

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/decide"
@@ -107,7 +108,8 @@ const maxRemarks = 3
 // it is not, and ctx's error when ctx ends first.
 //
 // A look that finds the pod with another DisruptionTarget reason than
-// evictd's sets evictd's condition again (at most maxRemarks times). After
+// evictd's, in a version newer than evictd's own write of the condition
+// (writtenOver), sets evictd's condition again (at most maxRemarks times). After
 // an eviction through the Eviction API the kubelet does that: it started
 // terminating the pod from the copy the deletion brought, which carried
 // the API server's own condition (evictd's came a moment later), and
@@ -126,7 +128,7 @@ func (e *Evicter) waitGone(ctx context.Context, log *slog.Logger, w *podWatch, r
 			changed = notifier.Changed() // before the look: no change missed between them
 		}
 		gone, state := w.look()
-		if p := w.last; p != nil && foreignDisruptionTarget(p) && w.remarks < maxRemarks {
+		if p := w.last; p != nil && foreignDisruptionTarget(p) && w.remarks < maxRemarks && e.writtenOver(p) {
 			w.remarks++
 			log.Debug("the pod's DisruptionTarget condition was written over; setting evictd's again",
 				"phase", p.Status.Phase, "remark", w.remarks)
@@ -149,6 +151,23 @@ func (e *Evicter) waitGone(ctx context.Context, log *slog.Logger, w *podWatch, r
 			t.Stop()
 		}
 	}
+}
+
+// writtenOver reports whether pod, as the cache holds it, is newer than
+// the version evictd's own condition write returned: only then was a
+// foreign condition written over evictd's. An older one is the cache not
+// yet caught up (the Eviction API's condition, before evictd's patch came
+// through the watch). Without a recorded write, or with resourceVersions
+// that do not compare (an API server whose versions are not the
+// integers Kubernetes now promises), it says yes, and the wait sets the
+// condition again as it would anyway.
+func (e *Evicter) writtenOver(pod *v1.Pod) bool {
+	rv, ok := e.marked.Load(pod.UID)
+	if !ok {
+		return true
+	}
+	cmp, err := resourceversion.CompareResourceVersion(pod.ResourceVersion, rv.(string))
+	return err != nil || cmp > 0
 }
 
 // foreignDisruptionTarget reports whether pod carries a DisruptionTarget

@@ -217,3 +217,29 @@ func TestWaitGoneLooksOnChange(t *testing.T) {
 		t.Fatal("waitGone did not look again when the cache changed")
 	}
 }
+
+// TestWrittenOver: a foreign DisruptionTarget condition counts as written
+// over evictd's only in a version of the pod newer than evictd's own write;
+// an older one is a cache that has not caught up.
+func TestWrittenOver(t *testing.T) {
+	e := New(Config{}, nil, nil, nil)
+	e.marked.Store(types.UID("mine"), "1042")
+	for _, tc := range []struct {
+		name, uid, rv string
+		want          bool
+	}{
+		{name: "the cache before evictd's write", uid: "mine", rv: "1041", want: false},
+		{name: "evictd's own write", uid: "mine", rv: "1042", want: false},
+		{name: "a write after evictd's", uid: "mine", rv: "1043", want: true},
+		{name: "a longer version is newer", uid: "mine", rv: "10420", want: true},
+		{name: "no write recorded for the pod", uid: "other", rv: "1", want: true},
+		{name: "a version that does not compare", uid: "mine", rv: "abc", want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(tc.uid), ResourceVersion: tc.rv}}
+			if got := e.writtenOver(p); got != tc.want {
+				t.Errorf("writtenOver(rv %s) = %t, want %t", tc.rv, got, tc.want)
+			}
+		})
+	}
+}
