@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -243,8 +244,9 @@ func TestKubeletV2Guest(t *testing.T) {
 
 // v2Allocatable: a steady Burstable pod and a BestEffort hog that grows
 // toward the kubepods cgroup's limit (1 GiB) at a rate the emulated guest
-// can keep. evictd, woken by the kernel on v2 files, evicts the hog with
-// grace 1 s, stops its containers itself, and the kernel kills nothing.
+// can keep. evictd, woken on v2 files, evicts the hog with grace 1 s and
+// stops its containers itself, and the kernel kills nothing; the node's
+// memory condition and taint come with the pressure and go after it.
 func v2Allocatable(t *testing.T, n *testnode.Node) {
 	pressure := filepath.Join(n.PodsMemoryCgroup(), "memory.pressure")
 	startEvictd(t, n,
@@ -281,6 +283,9 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 	if systemd := os.Getenv(v2SystemdEnv) == "1"; len(ctrs) == 0 || scopes != systemd {
 		t.Errorf("steady's container cgroups %q: want systemd scopes %t", ctrs, systemd)
 	}
+	if ok, desc := conditionIs(t, n, memoryCondition, v1.ConditionFalse); !ok {
+		t.Fatalf("before the hog: %s", desc)
+	}
 	deleted := watchDeletion(t, n, "default", "hog")
 	history := watchHistory(t, n, "default", "hog")
 	hog := labelled(n.Pod("hog", "alloc", "--base", "450", "--mib", "1100", "--rate", "20"))
@@ -298,6 +303,12 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 	if d.grace != 1 {
 		t.Errorf("hard threshold: deletion grace %d s, want 1", d.grace)
 	}
+	// The node says so while the pressure lasts (the transition period
+	// is 5 s), and the taint keeps new pods off it.
+	poll(t, "EvictdMemoryPressure=True", 10*time.Second, func() (bool, string) {
+		return conditionIs(t, n, memoryCondition, v1.ConditionTrue)
+	})
+	poll(t, "the taint", 10*time.Second, func() (bool, string) { return hasTaint(t, n, memoryTaint), "no taint" })
 	poll(t, "the hog to go", 2*time.Minute, func() (bool, string) { return gone(t, n, "default", "hog") })
 	select {
 	case h := <-history:
@@ -324,6 +335,10 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 		t.Errorf("the kernel OOM-killed %d processes in kubepods before evictd's eviction took effect", k)
 	}
 	alive(t, n, "default", "steady")
+	poll(t, "EvictdMemoryPressure=False after the transition period", time.Minute, func() (bool, string) {
+		return conditionIs(t, n, memoryCondition, v1.ConditionFalse)
+	})
+	poll(t, "the taint gone", 30*time.Second, func() (bool, string) { return !hasTaint(t, n, memoryTaint), "tainted" })
 	if v := metric(t, n, `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`); v != 1 {
 		t.Errorf("evictd_evictions_total for allocatableMemory.available = %v, want 1", v)
 	}
