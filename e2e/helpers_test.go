@@ -255,10 +255,14 @@ func metric(t *testing.T, n *testnode.Node, series string) float64 {
 }
 
 // oomKills returns the kubepods memory cgroup's oom_kill counter: how many
-// processes the kernel's OOM killer has killed in it.
+// processes the kernel's OOM killer has killed in it. It is a line of
+// memory.oom_control on cgroup v1 and of memory.events on v2.
 func oomKills(t *testing.T, n *testnode.Node) int64 {
 	t.Helper()
 	path := filepath.Join(n.PodsMemoryCgroup(), "memory.oom_control")
+	if _, err := os.Stat(path); err != nil {
+		path = filepath.Join(n.PodsMemoryCgroup(), "memory.events")
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/internal/testing/testnode"
@@ -152,20 +150,7 @@ func runV2Node(t *testing.T, node string, systemd bool) {
 // the guest: the forwarded port, with the serving certificate checked for
 // the name it has on this machine.
 func writeGuestKubeconfig(path string, c *testcluster.Cluster, token string) error {
-	ca, err := os.ReadFile(c.CAFile())
-	if err != nil {
-		return err
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["host"] = &clientcmdapi.Cluster{
-		Server:                   "https://" + testvm.ForwardAddr + ":" + strconv.Itoa(v2APIPort),
-		CertificateAuthorityData: ca,
-		TLSServerName:            "localhost",
-	}
-	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["host"] = &clientcmdapi.Context{Cluster: "host", AuthInfo: "user"}
-	cfg.CurrentContext = "host"
-	return clientcmd.WriteToFile(*cfg, path)
+	return c.WriteKubeconfigVia(path, token, "https://"+testvm.ForwardAddr+":"+strconv.Itoa(v2APIPort), "localhost")
 }
 
 // writeEvictdKubeconfig waits for the guest's Node object and writes
@@ -256,7 +241,7 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 	if !strings.Contains(log, "PSI trigger") || !strings.Contains(log, pressure) {
 		t.Errorf("evictd armed no PSI trigger on %s:\n%s", pressure, log)
 	}
-	before := v2OOMKills(t, n)
+	before := oomKills(t, n)
 	steady := run(t, n, labelled(testnode.Resources(n.Pod("steady", "alloc", "--mib", "100"), "128Mi", "", "")))
 	// The pod's cgroup where evictd's layout for the driver puts it.
 	dir := filepath.Join(n.PodsMemoryCgroup(), "burstable", "pod"+string(steady.UID))
@@ -297,7 +282,7 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 	select {
 	case d = <-deleted:
 	case <-time.After(4 * time.Minute):
-		t.Fatalf("hog not evicted within 4 minutes; %d OOM kills in kubepods", v2OOMKills(t, n)-before)
+		t.Fatalf("hog not evicted within 4 minutes; %d OOM kills in kubepods", oomKills(t, n)-before)
 	}
 	t.Logf("hog created → deletion seen %s; deletion grace %d s", d.at.Sub(created).Round(time.Millisecond), d.grace)
 	if d.grace != 1 {
@@ -330,8 +315,8 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 		wakes = append(wakes, fmt.Sprintf("%s %v", src, metric(t, n, `evictd_wakeups_total{source="`+src+`"}`)))
 	}
 	t.Logf("evictd's wake-ups: %s; kubepods memory.peak %d MiB of memory.max %d MiB", strings.Join(wakes, ", "),
-		v2ReadInt(t, filepath.Join(n.PodsMemoryCgroup(), "memory.peak"))>>20, v2ReadInt(t, filepath.Join(n.PodsMemoryCgroup(), "memory.max"))>>20)
-	if k := v2OOMKills(t, n) - before; k != 0 {
+		readCgroupInt(t, n, "memory.peak")>>20, readCgroupInt(t, n, "memory.max")>>20)
+	if k := oomKills(t, n) - before; k != 0 {
 		t.Errorf("the kernel OOM-killed %d processes in kubepods before evictd's eviction took effect", k)
 	}
 	alive(t, n, "default", "steady")
@@ -342,40 +327,4 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 	if v := metric(t, n, `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`); v != 1 {
 		t.Errorf("evictd_evictions_total for allocatableMemory.available = %v, want 1", v)
 	}
-}
-
-// v2ReadInt reads a number from a cgroup file.
-func v2ReadInt(t *testing.T, path string) int64 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return v
-}
-
-// v2OOMKills returns oom_kill of the kubepods cgroup's memory.events: how
-// many processes the kernel's OOM killer has killed in it.
-func v2OOMKills(t *testing.T, n *testnode.Node) int64 {
-	t.Helper()
-	path := filepath.Join(n.PodsMemoryCgroup(), "memory.events")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			k, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %q", path, line)
-			}
-			return k
-		}
-	}
-	t.Fatalf("%s: no oom_kill line", path)
-	return 0
 }

@@ -324,8 +324,15 @@ func (c *Cluster) PIDs() map[string]int {
 // bearer token (the CA embedded), e.g. to run the evictd binary as a
 // ServiceAccount.
 func (c *Cluster) WriteKubeconfig(path, token string) error {
+	return c.WriteKubeconfigVia(path, token, c.url, "")
+}
+
+// WriteKubeconfigVia is WriteKubeconfig for a client that reaches the API
+// server at another address (server, e.g. a test guest's forwarded port),
+// checking its serving certificate for serverName when that is set.
+func (c *Cluster) WriteKubeconfigVia(path, token, server, serverName string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["testcluster"] = &clientcmdapi.Cluster{Server: c.url, CertificateAuthorityData: c.pki.caPEM}
+	cfg.Clusters["testcluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: c.pki.caPEM, TLSServerName: serverName}
 	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["testcluster"] = &clientcmdapi.Context{Cluster: "testcluster", AuthInfo: "user"}
 	cfg.CurrentContext = "testcluster"
