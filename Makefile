@@ -159,7 +159,7 @@ FUZZ_TARGETS := \
 	./signals/host/:FuzzLoadavg \
 	./signals/host/:FuzzCgroupFiles \
 	./signals/host/:FuzzPSI \
-	./internal/notify/:FuzzMemoryEvents \
+	./internal/wakeup/:FuzzMemoryEvents \
 	./internal/podsource/:FuzzConvert \
 	./internal/cri/:FuzzRuntimeUsage
 

@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/evictd/evictd/internal/decide"
 )
 
 // removeDeadContainers removes, as the kubelet's container GC does when
@@ -27,8 +29,8 @@ import (
 // Only containers in state EXITED are removed on their own: CREATED is about
 // to be started by the kubelet and UNKNOWN may still be running.
 // Removed counts containers and sandboxes.
-func (r *Reclaimer) removeDeadContainers(ctx context.Context, log *slog.Logger) Action {
-	a := Action{Kind: KindContainers}
+func (r *Reclaimer) removeDeadContainers(ctx context.Context, log *slog.Logger) decide.ReclaimAction {
+	a := decide.ReclaimAction{Kind: decide.ReclaimContainers}
 	var sandboxes []*runtimeapi.PodSandbox
 	var containers []*runtimeapi.Container
 	err := r.call(ctx, func(ctx context.Context) (err error) {

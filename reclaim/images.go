@@ -11,6 +11,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/evictd/evictd/internal/decide"
 )
 
 // imageSeen is what a Reclaimer knows of an image: the CRI gives no image
@@ -27,8 +29,8 @@ type imageSeen struct {
 // first, then first seen first (the kubelet's DeleteUnusedImages). An image
 // listed for the first time now is as young as can be: with MinImageAge > 0
 // it stays until a later reclaim.
-func (r *Reclaimer) removeUnusedImages(ctx context.Context, log *slog.Logger) Action {
-	a := Action{Kind: KindImages}
+func (r *Reclaimer) removeUnusedImages(ctx context.Context, log *slog.Logger) decide.ReclaimAction {
+	a := decide.ReclaimAction{Kind: decide.ReclaimImages}
 	var images []*runtimeapi.Image
 	var containers []*runtimeapi.Container
 	err := r.call(ctx, func(ctx context.Context) (err error) {

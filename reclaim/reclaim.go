@@ -11,34 +11,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
-// The kinds of reclaim, as Action.Kind spells them.
-const (
-	KindContainers = "containers"
-	KindImages     = "images"
-)
-
-// Action is what one kind of reclaim did.
-type Action struct {
-	// Kind is KindContainers or KindImages.
-	Kind string
-	// Removed counts the containers, sandboxes or images deleted.
-	Removed int
-	// FreedBytes is what the filesystem gained, measured with statfs
-	// before and after (0 when nothing could be measured).
-	FreedBytes int64
-	// Err is why the kind failed, wholly or in part; nil when it did not.
-	Err error
-}
-
 // DefaultTimeout bounds one CRI call when Config.Timeout is 0.
 const DefaultTimeout = 30 * time.Second
-
-// DefaultSettle bounds the wait for freed space to show when Config.Settle
-// is 0.
-const DefaultSettle = 5 * time.Second
 
 // While settling, the filesystem is read every settlePoll and counts as
 // settled once space has come back and a reading has not changed for
@@ -97,7 +75,8 @@ type Config struct {
 	// (for settleQuiet, 1 s): containerd frees a removed container's
 	// snapshot in its garbage collector, a few hundred milliseconds later,
 	// and both FreedBytes and the loop's observation after reclaim
-	// should see it. Default DefaultSettle (5 s); negative: no wait.
+	// should see it. Default decide.ReclaimSettle (5 s), the loop's own
+	// wait after a reclaim; negative: no wait.
 	Settle time.Duration
 }
 
@@ -113,7 +92,7 @@ func (c Config) Validate() error {
 }
 
 // Reclaimer removes dead containers, dead sandboxes and unused images for a
-// disk signal. It implements the loop's Reclaimer (through cmd/evictd); its methods are safe for
+// disk signal. It implements the loop's Reclaimer; its methods are safe for
 // concurrent use (calls are serialized).
 type Reclaimer struct {
 	cfg Config
@@ -142,7 +121,7 @@ func New(cfg Config, rt Runtime, img Images, log *slog.Logger) *Reclaimer {
 		cfg.Measure = StatfsAvailable
 	}
 	if cfg.Settle == 0 {
-		cfg.Settle = DefaultSettle
+		cfg.Settle = decide.ReclaimSettle
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -159,24 +138,24 @@ func New(cfg Config, rt Runtime, img Images, log *slog.Logger) *Reclaimer {
 //	split imagefs      containers           images               containers
 //
 // (*) the kubelet runs nothing there; see the package documentation.
-func Plan(sig signals.Signal, layout signals.FsLayout) ([]string, error) {
+func Plan(sig signals.Signal, layout signals.FsLayout) ([]decide.ReclaimKind, error) {
 	if sig.Pressure() != signals.DiskPressure {
 		return nil, fmt.Errorf("reclaim for %s: not a disk signal", sig)
 	}
 	fs := fsOf(sig)
 	switch layout {
 	case signals.SingleFs:
-		return []string{KindContainers, KindImages}, nil
+		return []decide.ReclaimKind{decide.ReclaimContainers, decide.ReclaimImages}, nil
 	case signals.DedicatedImageFs:
 		if fs == nodeFs {
-			return []string{KindContainers}, nil
+			return []decide.ReclaimKind{decide.ReclaimContainers}, nil
 		}
-		return []string{KindContainers, KindImages}, nil
+		return []decide.ReclaimKind{decide.ReclaimContainers, decide.ReclaimImages}, nil
 	case signals.SplitImageFs:
 		if fs == imageFs {
-			return []string{KindImages}, nil
+			return []decide.ReclaimKind{decide.ReclaimImages}, nil
 		}
-		return []string{KindContainers}, nil
+		return []decide.ReclaimKind{decide.ReclaimContainers}, nil
 	}
 	return nil, fmt.Errorf("reclaim for %s: unknown filesystem layout %d", sig, layout)
 }
@@ -207,8 +186,8 @@ func fsOf(sig signals.Signal) fsKind {
 // nodefs; so with a dedicated imagefs nodefs.* is measured on nodefs (the
 // logs) and imagefs.*/containerfs.* on imagefs (the writable layers), and
 // in the other layouts every container reclaim is measured on nodefs.
-func (r *Reclaimer) measurePath(kind string, sig signals.Signal, layout signals.FsLayout) string {
-	if kind == KindImages {
+func (r *Reclaimer) measurePath(kind decide.ReclaimKind, sig signals.Signal, layout signals.FsLayout) string {
+	if kind == decide.ReclaimImages {
 		return r.cfg.ImageFsPath
 	}
 	if layout == signals.DedicatedImageFs && fsOf(sig) != nodeFs {
@@ -221,7 +200,7 @@ func (r *Reclaimer) measurePath(kind string, sig signals.Signal, layout signals.
 // kind. A kind that fails (wholly or in part) carries its error in its
 // action and the next kind still runs. The error is for a signal or layout
 // reclaim does not handle.
-func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]Action, error) {
+func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]decide.ReclaimAction, error) {
 	kinds, err := Plan(sig, layout)
 	if err != nil {
 		return nil, err
@@ -229,19 +208,19 @@ func (r *Reclaimer) Reclaim(ctx context.Context, sig signals.Signal, layout sign
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	log := r.log.With("signal", sig, "layout", layout)
-	var actions []Action
+	var actions []decide.ReclaimAction
 	for _, kind := range kinds {
 		if err := ctx.Err(); err != nil {
-			actions = append(actions, Action{Kind: kind, Err: fmt.Errorf("reclaim %s: %w", kind, err)})
+			actions = append(actions, decide.ReclaimAction{Kind: kind, Err: fmt.Errorf("reclaim %s: %w", kind, err)})
 			continue
 		}
 		path := r.measurePath(kind, sig, layout)
 		before, errBefore := r.cfg.Measure(path)
-		var a Action
+		var a decide.ReclaimAction
 		switch kind {
-		case KindContainers:
+		case decide.ReclaimContainers:
 			a = r.removeDeadContainers(ctx, log)
-		case KindImages:
+		case decide.ReclaimImages:
 			a = r.removeUnusedImages(ctx, log)
 		}
 		after, errAfter := r.cfg.Measure(path)

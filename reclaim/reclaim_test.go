@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -122,11 +123,11 @@ const (
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func TestPlan(t *testing.T) {
-	both, ctrs, imgs := []string{KindContainers, KindImages}, []string{KindContainers}, []string{KindImages}
+	both, ctrs, imgs := []decide.ReclaimKind{decide.ReclaimContainers, decide.ReclaimImages}, []decide.ReclaimKind{decide.ReclaimContainers}, []decide.ReclaimKind{decide.ReclaimImages}
 	tests := []struct {
 		layout signals.FsLayout
 		sig    signals.Signal
-		want   []string
+		want   []decide.ReclaimKind
 	}{
 		{signals.SingleFs, signals.NodeFsAvailable, both},
 		{signals.SingleFs, signals.NodeFsInodesFree, both},
@@ -168,15 +169,15 @@ func TestReclaimOrder(t *testing.T) {
 	tests := []struct {
 		layout      signals.FsLayout
 		sig         signals.Signal
-		wantKinds   []string
+		wantKinds   []decide.ReclaimKind
 		wantMeasure []string // paths, before and after each kind
 	}{
-		{signals.SingleFs, signals.NodeFsAvailable, []string{"containers", "images"}, []string{"/node", "/node", "/image", "/image"}},
-		{signals.DedicatedImageFs, signals.NodeFsAvailable, []string{"containers"}, []string{"/node", "/node"}},
-		{signals.DedicatedImageFs, signals.ImageFsAvailable, []string{"containers", "images"}, []string{"/image", "/image", "/image", "/image"}},
-		{signals.DedicatedImageFs, signals.ContainerFsInodesFree, []string{"containers", "images"}, []string{"/image", "/image", "/image", "/image"}},
-		{signals.SplitImageFs, signals.ContainerFsAvailable, []string{"containers"}, []string{"/node", "/node"}},
-		{signals.SplitImageFs, signals.ImageFsAvailable, []string{"images"}, []string{"/image", "/image"}},
+		{signals.SingleFs, signals.NodeFsAvailable, []decide.ReclaimKind{"containers", "images"}, []string{"/node", "/node", "/image", "/image"}},
+		{signals.DedicatedImageFs, signals.NodeFsAvailable, []decide.ReclaimKind{"containers"}, []string{"/node", "/node"}},
+		{signals.DedicatedImageFs, signals.ImageFsAvailable, []decide.ReclaimKind{"containers", "images"}, []string{"/image", "/image", "/image", "/image"}},
+		{signals.DedicatedImageFs, signals.ContainerFsInodesFree, []decide.ReclaimKind{"containers", "images"}, []string{"/image", "/image", "/image", "/image"}},
+		{signals.SplitImageFs, signals.ContainerFsAvailable, []decide.ReclaimKind{"containers"}, []string{"/node", "/node"}},
+		{signals.SplitImageFs, signals.ImageFsAvailable, []decide.ReclaimKind{"images"}, []string{"/image", "/image"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.layout.String()+"/"+string(tt.sig), func(t *testing.T) {
@@ -203,11 +204,11 @@ func TestReclaimOrder(t *testing.T) {
 			// The dead container c0 goes, and with it the last use of
 			// sha256:a: images then removes sha256:a and sha256:c, or only
 			// sha256:c when no containers were removed; sha256:b is in use.
-			want := map[string]int{KindContainers: 1, KindImages: 1}
-			if slices.Contains(tt.wantKinds, KindContainers) {
-				want[KindImages] = 2
+			want := map[decide.ReclaimKind]int{decide.ReclaimContainers: 1, decide.ReclaimImages: 1}
+			if slices.Contains(tt.wantKinds, decide.ReclaimContainers) {
+				want[decide.ReclaimImages] = 2
 			}
-			var kinds []string
+			var kinds []decide.ReclaimKind
 			for _, a := range actions {
 				kinds = append(kinds, a.Kind)
 				if a.Err != nil || a.Removed != want[a.Kind] || a.FreedBytes != 100 {
@@ -270,7 +271,7 @@ func TestReclaimFaults(t *testing.T) {
 			if err != nil || len(actions) != 2 {
 				t.Fatalf("Reclaim = %+v, %v; want two actions", actions, err)
 			}
-			check := func(a Action, kind string, removed int, wantErr string) {
+			check := func(a decide.ReclaimAction, kind decide.ReclaimKind, removed int, wantErr string) {
 				t.Helper()
 				if a.Kind != kind || a.Removed != removed {
 					t.Errorf("action %s removed %d, want %s removed %d", a.Kind, a.Removed, kind, removed)
@@ -282,8 +283,8 @@ func TestReclaimFaults(t *testing.T) {
 					t.Errorf("%s: error %v, want one saying %q and wrapping the CRI's", kind, a.Err, wantErr)
 				}
 			}
-			check(actions[0], KindContainers, tt.wantCtrs, tt.wantCtrsErr)
-			check(actions[1], KindImages, tt.wantImages, tt.wantImagesErr)
+			check(actions[0], decide.ReclaimContainers, tt.wantCtrs, tt.wantCtrsErr)
+			check(actions[1], decide.ReclaimImages, tt.wantImages, tt.wantImagesErr)
 		})
 	}
 }
@@ -439,7 +440,7 @@ func TestReclaimSettles(t *testing.T) {
 			}
 			cri := &fakeCRI{containers: []*runtimeapi.Container{container("c0", "gone", "app", 0, exited, "i")}}
 			r := New(Config{NodeFsPath: "/node", Clock: clk, Measure: measure, Settle: tt.settle}, cri, cri, quiet())
-			done := make(chan []Action)
+			done := make(chan []decide.ReclaimAction)
 			go func() {
 				actions, _ := r.Reclaim(t.Context(), signals.NodeFsAvailable, signals.SplitImageFs)
 				done <- actions

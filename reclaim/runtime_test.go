@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/cri"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/testing/testruntime"
 	"github.com/evictd/evictd/signals"
 )
@@ -61,7 +62,7 @@ func TestImagesOnContainerd(t *testing.T) {
 	}, agent.RuntimeService(), agent.ImageService(), logger(t))
 
 	actions := reclaim(t, r, signals.ImageFsAvailable, signals.DedicatedImageFs)
-	if got := removed(actions); got[KindContainers] != 0 || got[KindImages] != 0 {
+	if got := removed(actions); got[decide.ReclaimContainers] != 0 || got[decide.ReclaimImages] != 0 {
 		t.Errorf("first reclaim removed %v; want nothing: no dead container, every image younger than 2m", got)
 	}
 	wantTags(t, is, []string{testruntime.PauseImage, usedImage, bigImage1, bigImage2}, nil)
@@ -78,7 +79,7 @@ func TestImagesOnContainerd(t *testing.T) {
 	before := available(t, rt.RootDir())
 	actions = reclaim(t, r, signals.ImageFsAvailable, signals.DedicatedImageFs)
 	shown := available(t, rt.RootDir()) - before
-	if got := removed(actions); got[KindContainers] != 0 || got[KindImages] != 2 {
+	if got := removed(actions); got[decide.ReclaimContainers] != 0 || got[decide.ReclaimImages] != 2 {
 		t.Errorf("reclaim 2m later removed %v; want the 2 unused images", got)
 	}
 	wantTags(t, is, []string{testruntime.PauseImage, usedImage}, []string{bigImage1, bigImage2})
@@ -139,7 +140,7 @@ func TestContainersOnContainerd(t *testing.T) {
 	actions := reclaim(t, r, signals.NodeFsAvailable, signals.SingleFs)
 	shown := available(t, rt.RootDir()) - before
 	// Attempt 0 of app, the sandbox "gone" and its writer.
-	if got := removed(actions); got[KindContainers] != 3 || got[KindImages] != 0 {
+	if got := removed(actions); got[decide.ReclaimContainers] != 3 || got[decide.ReclaimImages] != 0 {
 		t.Errorf("reclaim removed %v; want 3 containers and sandboxes, no image (all in use)", got)
 	}
 	freed := actions[0].FreedBytes
@@ -178,7 +179,7 @@ func TestContainersOnContainerd(t *testing.T) {
 	wantTags(t, is, []string{testruntime.PauseImage, usedImage}, nil)
 }
 
-func reclaim(t *testing.T, r *Reclaimer, sig signals.Signal, layout signals.FsLayout) []Action {
+func reclaim(t *testing.T, r *Reclaimer, sig signals.Signal, layout signals.FsLayout) []decide.ReclaimAction {
 	t.Helper()
 	actions, err := r.Reclaim(t.Context(), sig, layout)
 	if err != nil {
@@ -192,8 +193,8 @@ func reclaim(t *testing.T, r *Reclaimer, sig signals.Signal, layout signals.FsLa
 	return actions
 }
 
-func removed(actions []Action) map[string]int {
-	m := map[string]int{}
+func removed(actions []decide.ReclaimAction) map[decide.ReclaimKind]int {
+	m := map[decide.ReclaimKind]int{}
 	for _, a := range actions {
 		m[a.Kind] += a.Removed
 	}

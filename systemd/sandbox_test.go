@@ -48,7 +48,7 @@ func TestUnitBindsOnlyTheMetricsPort(t *testing.T) {
 
 // TestUnitWritesOnlyWakeupFiles checks that the unit makes writable
 // exactly the cgroup files evictd writes, all of them optional ("-"): to
-// arm its wake-ups (internal/notify), the cgroup.event_control of the root
+// arm its wake-ups (internal/wakeup), the cgroup.event_control of the root
 // and kubepods memory cgroups on cgroup v1 (memcg thresholds) and kubepods'
 // memory.pressure on cgroup v2 (a PSI trigger), found where evictd finds
 // them on a node's cgroup mount (host.MemoryCgroupDirs), for either

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	evictdagent "github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
@@ -21,7 +22,7 @@ refuse prints the exact error and exits 1. The flags are the agent's.
 
 // checkConfig prints the effective thresholds, or the exact error, and
 // exits non-zero on error. Like the agent at start, it refuses a
-// kubeconfig, or credentials it names, that others can read (restConfig),
+// kubeconfig, or credentials it names, that others can read (evictdagent.RestConfig),
 // and compares the thresholds with this node's capacities.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
 	cfg, code, ok := loadConfig("evictd check-config", checkConfigHelp, args, stdout, stderr, nil)
@@ -29,7 +30,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if cfg.Kubeconfig != "" {
-		if _, err := restConfig(cfg.Kubeconfig); err != nil {
+		if _, err := evictdagent.RestConfig(cfg.Kubeconfig); err != nil {
 			fmt.Fprintf(stderr, "evictd check-config: %v\n", err)
 			return 1
 		}
@@ -61,18 +62,18 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 // ones. A node whose signals cannot be observed here gets a note, not an
 // error.
 func checkConfigCapacities(cfg *config.Config) (warnings []string, note string, err error) {
-	hc := hostConfig(cfg)
+	hc := evictdagent.HostConfig(cfg)
 	fs := host.NewFilesystems()
 	sources, err := host.Sources(hc, fs)
 	var layout signals.FsLayout
 	if err == nil {
-		layout, err = layoutOf(hc, fs)
+		layout, err = evictdagent.LayoutOf(hc, fs)
 	}
 	if err != nil {
 		return nil, fmt.Sprintf("cannot observe this node's signals, so the thresholds are not checked against its capacities: %v", err), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.RuntimeRequestTimeout)
 	defer cancel()
-	warnings, err = checkCapacities(ctx, cfg, sources, layout)
+	warnings, err = evictdagent.CheckCapacities(ctx, cfg, sources, layout)
 	return warnings, "", err
 }

@@ -10,6 +10,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/evictd/evictd/internal/testing/testcluster"
+
+	evictdagent "github.com/evictd/evictd/internal/agent"
 )
 
 // secretFile writes data at path with exactly mode.
@@ -46,7 +48,7 @@ func kubeconfigFor(t *testing.T, path string, user, other *clientcmdapi.AuthInfo
 	return path
 }
 
-// TestKubeconfigCredentialModes checks restConfig's refusals: the
+// TestKubeconfigCredentialModes checks agent.RestConfig's refusals: the
 // kubeconfig, and the client-key and tokenFile of its current context,
 // must be kept from group and others; the certificates are public, and
 // another context's files are not used, so not checked.
@@ -96,7 +98,7 @@ func TestKubeconfigCredentialModes(t *testing.T) {
 			&clientcmdapi.AuthInfo{TokenFile: privateToken}, &clientcmdapi.AuthInfo{TokenFile: openToken}, 0o600), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := restConfig(tc.path)
+			_, err := evictdagent.RestConfig(tc.path)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("got %v, want nil", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	evictdagent "github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/snapshot"
 	"github.com/evictd/evictd/signals"
@@ -62,7 +63,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "evictd simulate", fmt.Errorf("--output %q: want text or json", output))
 	}
 
-	d := decide.NewDecider(deciderConfig(cfg, sc.Layout))
+	d := decide.NewDecider(evictdagent.DeciderConfig(cfg, sc.Layout))
 	var results []stepResult
 	for _, step := range sc.Steps {
 		dec := d.Decide(step.Time, step.Observations, step.Pods, step.Stats)

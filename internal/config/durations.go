@@ -92,7 +92,7 @@ type Durations struct {
 	LeaseDuration time.Duration
 	// FastPollInterval is how often the memory working set is read while
 	// a memory threshold is within FastPollMargin
-	// (notify.MemoryConfig.FastPollInterval). --fast-poll-interval, not
+	// (wakeup.MemoryConfig.FastPollInterval). --fast-poll-interval, not
 	// negative; 0 disables the fast poll. Default 250ms.
 	FastPollInterval time.Duration
 	// LocalKillAfter is how long a hard eviction retries an API server

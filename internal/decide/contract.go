@@ -76,6 +76,17 @@ const (
 // and unused images hold.
 func Reclaims(sig signals.Signal) bool { return sig.Pressure() == signals.DiskPressure }
 
+// ReclaimSettle is the one settling time of node-level reclaim. The
+// reclaimer watches a filesystem at most this long after it removed
+// something, until its free space stops changing; and when the loop still
+// finds a disk threshold met after a reclaim that removed something, it
+// evicts for it only once this much more time has passed: containerd
+// removes a deleted container's snapshot from disk in its garbage
+// collector, which it runs after deletions at most once per 50 times its
+// last run's length (its pause threshold, 2%), so seconds later on a busy
+// node.
+const ReclaimSettle = 5 * time.Second
+
 // ReclaimAction is what one kind of reclaim did.
 type ReclaimAction struct {
 	Kind ReclaimKind

@@ -175,8 +175,8 @@ func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
 			d.Reclaimer = &freeing{disk: disk, to: 120 * mi, removed: 3}
 		},
 		run: func(t *testing.T, h *harness) {
-			h.next("start")             // reclaim frees some: settling
-			h.clock.Step(ReclaimSettle) // evicts
+			h.next("start")                    // reclaim frees some: settling
+			h.clock.Step(decide.ReclaimSettle) // evicts
 			h.next("deadline")
 			h.next("wake")
 			r := h.m.deps.Reclaimer.(*freeing)

@@ -18,21 +18,12 @@ type Reclaimer interface {
 	Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]decide.ReclaimAction, error)
 }
 
-// ReclaimSettle is how long, after a reclaim that removed something and
-// left a disk threshold met, evictd waits before it evicts for that
-// threshold: containerd removes a deleted container's snapshot from disk
-// in its garbage collector, which it runs after deletions at most once per
-// 50 times its last run's length (its pause threshold, 2%), so seconds
-// later on a busy node. The reclaimer has watched the filesystem settle
-// already; this is the time for a collection that had not begun.
-const ReclaimSettle = 5 * time.Second
-
 // reclaimFirst runs node-level reclaim for a disk decision and observes
 // again. When every threshold is clear with its minimum reclaim (the
 // kubelet's rule, which checks all thresholds, not only the one acted on),
 // the decision becomes OutcomeReclaimed. When reclaim removed something and
 // a threshold is still met, the decision becomes OutcomeReclaimSettling
-// until ReclaimSettle has passed; the pass after that reclaims and decides
+// until decide.ReclaimSettle has passed; the pass after that reclaims and decides
 // again, and evicts if a threshold is still met, without another wait, so
 // a runtime that always has something to remove cannot hold evictions off.
 func (m *Manager) reclaimFirst(ctx context.Context, dec decide.Decision) decide.Decision {
@@ -77,7 +68,7 @@ func (m *Manager) reclaimFirst(ctx context.Context, dec decide.Decision) decide.
 	}
 	if still := thresholds.Met(m.decider.Thresholds(), obs, true); len(still) > 0 {
 		if removed(actions) > 0 && mayWait {
-			m.settleUntil = now.Add(ReclaimSettle)
+			m.settleUntil = now.Add(decide.ReclaimSettle)
 			log.Info("reclaim removed some, but not yet enough; deciding again once the runtime has had time to free their space",
 				"stillMet", thresholds.Format(still[0]), "removed", removed(actions), "at", m.settleUntil.UTC().Format(time.RFC3339))
 			return settling(dec, m.settleUntil)

@@ -68,7 +68,7 @@ func TestReclaimBeforeEvicting(t *testing.T) {
 		name      string
 		reclaimTo int64
 		removed   int
-		// want is the outcome of each pass, ReclaimSettle apart.
+		// want is the outcome of each pass, decide.ReclaimSettle apart.
 		want        []decide.Outcome
 		wantEvicted int
 	}{
@@ -105,7 +105,7 @@ func TestReclaimBeforeEvicting(t *testing.T) {
 			for i := range tc.want {
 				if i > 0 {
 					// The settling wait's end, before the next tick.
-					clk.Step(ReclaimSettle)
+					clk.Step(decide.ReclaimSettle)
 				}
 				st := <-passes
 				got = append(got, st.Decision.Outcome)
@@ -181,7 +181,7 @@ func TestReclaimSettlingHoldsOnlyItsWindow(t *testing.T) {
 	disk.set(50 * mi)
 	rec.to = 50 * mi
 	step(time.Second, decide.OutcomeReclaimSettling, 2, 0) // a new episode waits again
-	step(ReclaimSettle, decide.OutcomeEvict, 3, 1)         // and evicts once it has passed
+	step(decide.ReclaimSettle, decide.OutcomeEvict, 3, 1)  // and evicts once it has passed
 }
 
 func TestNoReclaimForMemory(t *testing.T) {

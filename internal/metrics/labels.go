@@ -158,7 +158,7 @@ var triggers = []value[Trigger]{
 func triggerValues() []Trigger { return valuesOf(triggers) }
 
 // WakeupSource is the source label of evictd_wakeups_total: the kind of
-// internal/notify's wake-up source.
+// internal/wakeup's wake-up source.
 type WakeupSource string
 
 // Wake-up source kinds.

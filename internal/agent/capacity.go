@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"github.com/evictd/evictd/thresholds"
 )
 
-// checkCapacities observes the node's signals once and compares the
+// CheckCapacities observes the node's signals once and compares the
 // thresholds in force (containerfs ones included) with their capacities
 // (config.CheckCapacity). Signals that cannot be read are not checked.
-func checkCapacities(ctx context.Context, cfg *config.Config, sources []signals.Source, layout signals.FsLayout) ([]string, error) {
+func CheckCapacities(ctx context.Context, cfg *config.Config, sources []signals.Source, layout signals.FsLayout) ([]string, error) {
 	obs, _ := signals.Collect(ctx, time.Now(), sources)
 	signals.DeriveContainerFs(obs, layout)
 	return config.CheckCapacity(thresholds.DeriveContainerFs(cfg.Thresholds, layout), obs)

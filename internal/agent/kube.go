@@ -1,10 +1,12 @@
-package main
+package agent
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -43,7 +45,7 @@ type kube struct {
 	relisted chan struct{}
 }
 
-// restConfig reads the kubeconfig at path as client-go does (its current
+// RestConfig reads the kubeconfig at path as client-go does (its current
 // context, relative paths taken from the kubeconfig's directory) and
 // refuses credentials that group or others can read or write, or that
 // another user owns (secretfile.Check): the kubeconfig itself, and the
@@ -69,7 +71,7 @@ type kube struct {
 //
 // A kubeconfig that embeds its credentials (token, client-key-data) has
 // nothing to reload: evictd must be restarted to use new ones.
-func restConfig(path string) (*rest.Config, error) {
+func RestConfig(path string) (*rest.Config, error) {
 	if err := secretfile.Check("--kubeconfig", path); err != nil {
 		return nil, err
 	}
@@ -91,11 +93,11 @@ func restConfig(path string) (*rest.Config, error) {
 	return rc, nil
 }
 
-// newKube connects to the API server with rc, from restConfig of
-// cfg.Kubeconfig. stopLocally, when not nil, stops a hard eviction's
+// newKube connects to the API server with rc, from RestConfig of
+// cfg.Kubeconfig, for evictd at version. stopLocally, when not nil, stops a hard eviction's
 // containers on the node (evict.Config.StopLocally), as
 // cfg.HardEvictionLocalStop and cfg.LocalKillAfter say.
-func newKube(cfg *config.Config, rc *rest.Config, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *signals.Pod, int64) error) (*kube, error) {
+func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *signals.Pod, int64) error) (*kube, error) {
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "evictd/" + version
 	// Every client made from rc, the node's impersonating one too, counts
@@ -189,20 +191,31 @@ func newKube(cfg *config.Config, rc *rest.Config, met *metrics.Metrics, log *slo
 }
 
 // start runs the informers, the status writer, the Lease and the owed
-// evictions' retries until ctx is done, each sending its result to errc, and waits
-// (bounded) for the first list of pods. It returns how many goroutines it
-// started.
-func (k *kube) start(ctx context.Context, log *slog.Logger, errc chan<- error) int {
-	go func() { errc <- k.pods.Run(ctx) }()
-	go func() { errc <- k.status.Run(ctx) }()
-	go func() { errc <- k.evicter.Run(ctx) }()
-	go func() { errc <- k.lease.Run(ctx) }()
+// evictions' retries in g until ctx is done, and waits (bounded) for the
+// first list of pods.
+func (k *kube) start(ctx context.Context, g *errgroup.Group, log *slog.Logger) {
+	g.Go(func() error { return k.pods.Run(ctx) })
+	g.Go(func() error { return k.status.Run(ctx) })
+	g.Go(func() error { return k.evicter.Run(ctx) })
+	g.Go(func() error { return k.lease.Run(ctx) })
 	syncCtx, cancel := context.WithTimeout(ctx, initialSyncTimeout)
 	defer cancel()
 	if err := k.pods.WaitForSync(syncCtx); err != nil {
 		log.Warn("starting without a list of the node's pods; evictions wait until it arrives", "err", err)
 	}
-	return 4
+}
+
+// forwardRelists calls wake each time the pod cache was listed afresh,
+// for a pass at once, until ctx is done; it returns nil.
+func (k *kube) forwardRelists(ctx context.Context, wake func()) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-k.relisted:
+			wake()
+		}
+	}
 }
 
 func (k *kube) stop() { k.broadcaster.Shutdown() }

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -18,10 +18,10 @@ func (p cgroupPods) Pods(context.Context) ([]signals.Pod, error) { return host.D
 // cannot see a pod's deletion.
 func (cgroupPods) InFlight() []decide.InFlight { return nil }
 
-// layoutOf tells whether the image filesystem is dedicated; without
+// LayoutOf tells whether the image filesystem is dedicated; without
 // --imagefs-path evictd knows of no image filesystem yet and treats the node
 // as one filesystem.
-func layoutOf(cfg host.Config, fs *host.Filesystems) (signals.FsLayout, error) {
+func LayoutOf(cfg host.Config, fs *host.Filesystems) (signals.FsLayout, error) {
 	if cfg.ImageFsPath == "" {
 		return signals.SingleFs, nil
 	}

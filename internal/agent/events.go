@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	v1 "k8s.io/api/core/v1"

@@ -1,0 +1,334 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/internal/server"
+	"github.com/evictd/evictd/internal/wakeup"
+	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
+	"github.com/evictd/evictd/systemd"
+)
+
+// Options is what the command line hands the agent besides its
+// configuration.
+type Options struct {
+	// Version and Commit name the build, in the logs, the User-Agent and
+	// evictd_build_info.
+	Version, Commit string
+	// Log is where the agent logs; client-go's own lines (klog) go
+	// there too once the agent talks to an API server.
+	Log *slog.Logger
+	// Listener, when not nil, is the socket systemd passed (socket
+	// activation): the endpoints are served on it instead of binding
+	// --metrics-bind-address.
+	Listener net.Listener
+}
+
+// Agent is one evictd on one node: its signals, the container runtime,
+// the API server's side, the loop, the wake-ups and the endpoints, built
+// by New from a validated configuration. Run runs them all until its
+// context ends or one of them fails; Close releases what New opened.
+type Agent struct {
+	cfg *config.Config
+	log *slog.Logger
+
+	reg      *prometheus.Registry
+	cgroups  *host.PodStatsReader
+	runtime  *runtimeConn
+	stats    podStats
+	kube     *kube          // nil standalone (no --kubeconfig)
+	wakeups  *wakeup.Memory // nil when the memory cgroups cannot be found
+	loop     *manager.Manager
+	srv      *server.Server
+	layout   signals.FsLayout
+	redialed bool // the runtime was not reachable at start: Run retries it
+}
+
+// New builds the agent from cfg: it opens the node's signals and pod
+// cgroups, dials the container runtime once (retried by Run when it is
+// down), compares the thresholds with the node's capacities, and, with
+// cfg.Kubeconfig, builds the API server's side. An error names what
+// could not be set up; whatever New opened before it is closed.
+func New(ctx context.Context, cfg *config.Config, opts Options) (*Agent, error) {
+	a := &Agent{cfg: cfg, log: opts.Log}
+	if err := a.build(ctx, opts); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// build sets up a's parts; New closes what it opened when it fails.
+func (a *Agent) build(ctx context.Context, opts Options) (err error) {
+	cfg, log := a.cfg, a.log
+	var kubeRC *rest.Config
+	if cfg.Kubeconfig != "" {
+		if kubeRC, err = RestConfig(cfg.Kubeconfig); err != nil {
+			return fmt.Errorf("cannot use the kubeconfig: %w", err)
+		}
+	}
+
+	hc := HostConfig(cfg)
+	// One mount table for the filesystem signals and the runtime's layout:
+	// cadvisor keeps every mount of the node in it.
+	fs := host.NewFilesystems()
+	sources, err := host.Sources(hc, fs)
+	if err != nil {
+		return fmt.Errorf("cannot set up the node's signals: %w", err)
+	}
+	a.reg = prometheus.NewRegistry()
+	met, err := newMetrics(a.reg, cfg, opts.Version)
+	if err != nil {
+		return fmt.Errorf("cannot register metrics: %w", err)
+	}
+	if a.cgroups, err = host.NewPodStatsReader(hc); err != nil {
+		return fmt.Errorf("cannot read pod cgroups: %w", err)
+	}
+
+	// The container runtime: image filesystem, pods' disk use, reclaim.
+	a.runtime = newRuntimeConn(cfg, hc, fs, met, log)
+	if cfg.ImageFSPath == "" {
+		sources = append(sources, imageFsSource{a.runtime})
+	}
+	dialCtx, cancelDial := context.WithTimeout(ctx, cfg.RuntimeRequestTimeout)
+	layout, dialErr := a.runtime.connect(dialCtx)
+	cancelDial()
+	if dialErr != nil {
+		if layout, err = LayoutOf(hc, fs); err != nil {
+			return fmt.Errorf("cannot tell the node's filesystem layout: %w", err)
+		}
+		log.Warn("cannot reach the container runtime; retrying in the background. Until then imagefs is not observed (unless --imagefs-path), pods have no disk stats and nothing is reclaimed",
+			"endpoint", cfg.ContainerRuntimeEndpoint, "assumedLayout", layout.String(), "err", dialErr)
+		a.redialed = true
+	}
+	a.layout = layout
+
+	warnings, err := CheckCapacities(ctx, cfg, sources, layout)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	if err != nil {
+		return fmt.Errorf("thresholds contradict this node's capacity; refusing to start: %w", err)
+	}
+
+	// The pods' disk stats are gathered in the background (diskCache),
+	// so that no pass waits on the runtime or a slow filesystem.
+	a.stats = newPodStats(a.cgroups, a.runtime, cfg.DiskStatsMaxAge)
+	deps := manager.Deps{
+		Clock:     clock.RealClock{},
+		Sources:   sources,
+		Pods:      cgroupPods{hc},
+		Stats:     a.stats,
+		Reclaimer: runtimeReclaimer{a.runtime},
+		Metrics:   met,
+		Log:       log,
+	}
+	if cfg.Kubeconfig == "" {
+		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
+	} else {
+		var stopLocally func(context.Context, *signals.Pod, int64) error
+		if !cfg.DryRun {
+			stopLocally = a.runtime.stopPodContainers
+		}
+		// client-go's own lines (klog) through the same handler: in
+		// --log-format, with the journal's priorities.
+		klog.SetSlogLogger(log.With("component", "client-go"))
+		if a.kube, err = newKube(cfg, kubeRC, opts.Version, met, log, stopLocally); err != nil {
+			return fmt.Errorf("cannot connect to the API server: %w", err)
+		}
+		if err := metrics.RegisterInformer(a.reg, "pods", a.kube.pods, nil); err != nil {
+			return fmt.Errorf("cannot register the pod informer's metrics: %w", err)
+		}
+		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "node", cfg.NodeName)
+		deps.Pods, deps.Evicter, deps.Status, deps.Events = a.kube.pods, a.kube.evicter, a.kube.status, a.kube.events
+	}
+	if cfg.DryRun {
+		log.Info("dry run: decisions are reported, never acted on")
+	}
+	if a.wakeups = newWakeups(cfg, hc, met, log); a.wakeups != nil {
+		deps.Wakeups = a.wakeups
+	}
+
+	var readyOnce sync.Once
+	deps.AfterPass = func(*manager.Status) {
+		readyOnce.Do(func() {
+			if err := systemd.Ready(); err != nil {
+				log.Warn("cannot notify systemd", "err", err)
+			}
+		})
+	}
+	if a.loop, err = manager.New(manager.Config{
+		HousekeepingInterval:      cfg.HousekeepingInterval,
+		StuckAfter:                cfg.StuckAfter,
+		DryRun:                    cfg.DryRun,
+		Decider:                   DeciderConfig(cfg, layout),
+		MaxEvictionsPerHour:       cfg.MaxEvictionsPerHour,
+		LocalStorageEvictionQPS:   cfg.LocalStorageEvictionQPS,
+		LocalStorageEvictionBurst: cfg.LocalStorageEvictionBurst,
+		CleanupTimeout:            cfg.CleanupTimeout,
+	}, deps); err != nil {
+		return fmt.Errorf("cannot start the loop: %w", err)
+	}
+
+	a.srv = server.New(cfg.MetricsBindAddress, a.reg, a.loop.Ready, func() any { return a.loop.Status() }, log)
+	if err := a.srv.Secure(server.Access{CertFile: cfg.MetricsTLSCertFile, KeyFile: cfg.MetricsTLSPrivateKeyFile, TokenFile: cfg.MetricsBearerTokenFile}); err != nil {
+		return fmt.Errorf("cannot guard the metrics endpoint: %w", err)
+	}
+	if ln := opts.Listener; ln != nil {
+		// evictd.socket: systemd holds the port, also while evictd
+		// restarts, and passes it.
+		a.srv.UseListener(ln)
+		log.Info("serving the endpoints on the socket systemd passed (socket activation), not binding --metrics-bind-address",
+			"socket", ln.Addr().String(), "metricsBindAddress", cfg.MetricsBindAddress)
+		if ln.Addr().String() != cfg.MetricsBindAddress {
+			log.Warn("the socket systemd passed is not --metrics-bind-address, which `evictd status` asks and the note on an unguarded address checks; set them alike",
+				"socket", ln.Addr().String(), "metricsBindAddress", cfg.MetricsBindAddress)
+		}
+	}
+	log.Info("evictd starting", "version", opts.Version, "commit", opts.Commit, "thresholds", len(a.loop.Thresholds()), "layout", layout.String(),
+		"housekeepingInterval", cfg.HousekeepingInterval, "maxEvictionsPerHour", cfg.MaxEvictionsPerHour, "metrics", cfg.MetricsBindAddress)
+	return nil
+}
+
+// Run runs every part of the agent until ctx ends, then returns nil, or
+// until one part fails, then stops the others and returns that failure.
+// Each part starts its own goroutine in one errgroup.
+func (a *Agent) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	if a.redialed {
+		g.Go(func() error { return a.runtime.retry(ctx, a.cfg.RuntimeRetry, a.cfg.RuntimeRetryMax) })
+	}
+	g.Go(func() error { return a.stats.disk.run(ctx) })
+	if a.kube != nil {
+		a.kube.start(ctx, g, a.log)
+		g.Go(func() error { return a.kube.forwardRelists(ctx, a.loop.Wake) })
+	}
+	// The server retries a port that is taken in the background and does
+	// not return meanwhile: a local user who binds it first must not stop
+	// the loop, nor the watchdog, which is fed from the loop's readiness.
+	g.Go(func() error { return a.srv.Run(ctx) })
+	g.Go(func() error { return a.loop.Run(ctx) })
+	g.Go(func() error { return systemd.Watchdog(ctx, func() bool { return a.loop.Ready() == nil }, a.log) })
+	if a.wakeups != nil {
+		g.Go(func() error { return a.wakeups.Run(ctx, a.loop.Wake) })
+	}
+	err := g.Wait()
+	if serr := systemd.Stopping(); serr != nil {
+		a.log.Warn("cannot notify systemd", "err", serr)
+	}
+	return err
+}
+
+// Close releases what New opened: the pod cgroups' files, the runtime's
+// connection and the event broadcaster. Call it after Run has returned.
+func (a *Agent) Close() {
+	if a.kube != nil {
+		a.kube.stop()
+	}
+	if a.runtime != nil {
+		a.runtime.close()
+	}
+	if a.cgroups != nil {
+		a.cgroups.Close()
+	}
+}
+
+// newMetrics registers the process's and evictd's own metrics on reg.
+func newMetrics(reg *prometheus.Registry, cfg *config.Config, version string) (*metrics.Metrics, error) {
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	met := metrics.New(reg)
+	met.SetVersion(version)
+	if cfg.KubeletChecked {
+		present := map[string]bool{}
+		for _, r := range cfg.KubeletRaces {
+			present[r.Kind] = true
+		}
+		if err := metrics.RegisterKubeletRaces(reg, config.RaceKinds(), present); err != nil {
+			return nil, err
+		}
+	}
+	return met, met.Err()
+}
+
+// newWakeups sets up the sources that start a pass between housekeeping
+// ticks: memcg threshold notifications (cgroup v1, --kernel-memcg-notification),
+// PSI triggers and memory.events (cgroup v2, /proc/pressure/memory), and the
+// fast poll. Nil, with a warning, when the memory cgroups cannot be found:
+// passes then run every housekeeping interval only.
+func newWakeups(cfg *config.Config, hc host.Config, met *metrics.Metrics, log *slog.Logger) *wakeup.Memory {
+	root, kubepods, v2, err := host.MemoryCgroupDirs(hc)
+	if err == nil {
+		var w *wakeup.Memory
+		w, err = wakeup.NewMemory(wakeup.MemoryConfig{
+			Thresholds:       cfg.Thresholds,
+			RootDir:          root,
+			KubepodsDir:      kubepods,
+			V2:               v2,
+			KernelMemcg:      cfg.KernelMemcgNotification,
+			PSIFile:          filepath.Join(cfg.ProcRoot, "pressure", "memory"),
+			FastPollInterval: cfg.FastPollInterval,
+			FastPollMargin:   cfg.FastPollMargin,
+			Clock:            clock.RealClock{},
+			Log:              log.With("component", "wakeups"),
+			Counter:          met,
+		})
+		if err == nil {
+			if v2 && cfg.KernelMemcgNotification {
+				log.Info("--kernel-memcg-notification has no effect on cgroup v2; PSI triggers, memory.events and the fast poll wake the loop instead")
+			}
+			return w
+		}
+	}
+	log.Warn("no wake-ups between housekeeping intervals", "interval", cfg.HousekeepingInterval, "err", err)
+	return nil
+}
+
+// HostConfig is where the node's signals and pod cgroups are read, from
+// cfg.
+func HostConfig(cfg *config.Config) host.Config {
+	return host.Config{
+		ProcRoot:       cfg.ProcRoot,
+		CgroupMount:    cfg.CgroupMount,
+		CgroupRoot:     cfg.CgroupRoot,
+		CgroupDriver:   cfg.CgroupDriver,
+		KubeletRootDir: cfg.RootDir,
+		ImageFsPath:    cfg.ImageFSPath,
+		ReservedMemory: cfg.SystemReservedMemory + cfg.KubeReservedMemory,
+	}
+}
+
+// DeciderConfig is the decision's configuration from cfg, for a node
+// with layout; `evictd simulate` decides with the same.
+func DeciderConfig(cfg *config.Config, layout signals.FsLayout) decide.DeciderConfig {
+	return decide.DeciderConfig{
+		Thresholds:               cfg.Thresholds,
+		TransitionPeriod:         cfg.PressureTransitionPeriod,
+		MaxObservationAge:        cfg.MaxObservationAge,
+		MaxPodGracePeriodSeconds: int64(cfg.MaxPodGracePeriodSeconds),
+		Layout:                   layout,
+	}
+}
