@@ -9,12 +9,6 @@ import (
 // when --max-evictions-per-hour withholds an eviction.
 const EventCapReached = "EvictionCapReached"
 
-// NodeEvents posts events on this node. Warn must not block: the sink
-// queues the event and sends it on its own.
-type NodeEvents interface {
-	Warn(reason, message string)
-}
-
 // hourWindow counts the evictions issued in the sliding hour before now,
 // for --max-evictions-per-hour. It is owned by the loop.
 type hourWindow struct {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,122 +14,6 @@ import (
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
-
-// PodSource lists the pods running on this node, and evictd's evictions
-// still in flight there.
-type PodSource interface {
-	Pods(ctx context.Context) ([]signals.Pod, error)
-	// InFlight returns the pods evictd evicted that are still
-	// terminating: deletion requested, not finished, with a
-	// DisruptionTarget condition of reason DisruptionTargetReason. Nil
-	// when it cannot tell (no API server, or before the first list).
-	InFlight() []decide.InFlight
-}
-
-// Relister is a PodSource that can list its pods afresh: the loop asks for
-// it when the API server says a pod the source still lists is gone, the
-// sign of a cache behind the API server (internal/podsource.Source).
-type Relister interface {
-	Relist(reason string)
-}
-
-// PodStatsSource reads the usage of the given pods, keyed by pod UID: the
-// kinds asked for, and no more (a pass that ranks no pod asks for disk
-// usage alone, which the local-storage limits need). Pods it could not
-// measure are left out and rank first. The pods listed are those still
-// running: a source that keeps something per pod drops what it kept for
-// the others.
-type PodStatsSource interface {
-	PodStats(ctx context.Context, now time.Time, pods []signals.Pod, kinds signals.PodStatsKinds) (map[string]signals.PodStats, error)
-}
-
-// Evicter carries out one eviction. It returns when the pod is gone or a
-// bounded wait has passed, so that the next pass sees the effect. An error
-// that wraps ErrDisruptionBudget means a PodDisruptionBudget refused it.
-type Evicter interface {
-	Evict(ctx context.Context, r decide.Request) error
-}
-
-// StatusPublisher receives the node's pressure after every pass. Publish
-// must not block: the publisher keeps the latest report and writes it on
-// its own schedule (at once on a transition, as a heartbeat otherwise),
-// retrying while the API server is away.
-type StatusPublisher interface {
-	Publish(now time.Time, pressures []decide.PressureReport)
-}
-
-// Config holds the loop's own settings.
-type Config struct {
-	// HousekeepingInterval is the time between two passes when nothing
-	// wakes the loop earlier (--housekeeping-interval, 10s by default).
-	// Required.
-	HousekeepingInterval time.Duration
-	// StuckAfter is how long after the last pass ended the loop counts as
-	// stuck, and Ready fails (config.Durations.StuckAfter: three
-	// housekeeping intervals, 30s by default). Required.
-	StuckAfter time.Duration
-	// DryRun decides and reports but acts on nothing.
-	DryRun  bool
-	Decider decide.DeciderConfig
-	// MaxEvictionWait is the longest an Evicter may take to return (its
-	// bounded wait for the pod to go, plus its requests); a pass that runs
-	// longer than StuckAfter plus this makes the loop unready. Default 60s.
-	MaxEvictionWait time.Duration
-	// MaxEvictionsPerHour caps the evictions issued (evicted, or stopped
-	// locally) in any sliding hour (--max-evictions-per-hour); once
-	// reached, no pod is evicted until the oldest of them is an hour old.
-	// 0 means no cap.
-	MaxEvictionsPerHour int
-	// LocalStorageEvictionQPS and LocalStorageEvictionBurst rate-limit the
-	// evictions of a local-storage pass, the one kind of pass that may
-	// evict several pods: Burst at once, then one more every 1/QPS
-	// seconds (--local-storage-eviction-qps, --local-storage-eviction-burst).
-	// A QPS of 0 means no limit.
-	LocalStorageEvictionQPS   float64
-	LocalStorageEvictionBurst int
-	// CleanupTimeout bounds the wait for an eviction in flight: a pod
-	// evictd evicted holds back the next eviction until it has gone, or
-	// until this long after its deletionTimestamp (the deletion plus its
-	// grace period). Set it to the Evicter's bound on its own wait
-	// (evict.Config.CleanupTimeout; cmd/evictd gives both
-	// config.Durations.CleanupTimeout). Default 30s, the kubelet's
-	// podCleanupTimeout.
-	CleanupTimeout time.Duration
-}
-
-// Deps are the loop's connections to the world. Clock, Sources, Pods,
-// Stats and Metrics are required; a nil Evicter means evictd has no way
-// to act (standalone mode) and behaves as in dry-run.
-type Deps struct {
-	Clock   clock.WithTicker
-	Sources []signals.Source
-	Pods    PodSource
-	Stats   PodStatsSource
-	Evicter Evicter
-	// Status, when set, is told the node's pressures after every pass.
-	Status StatusPublisher
-	// Reclaimer, when set, frees dead containers and unused images before
-	// a pod is evicted for a disk signal.
-	Reclaimer Reclaimer
-	Metrics   *metrics.Metrics
-	Log       *slog.Logger
-	// AfterPass, when set, is called by the loop after each pass with the
-	// status it published, once the pass's deadline timer is set (main
-	// uses it to tell systemd it is ready).
-	AfterPass func(*Status)
-	// Events, when set, receives the node events of the loop's own (the
-	// eviction cap reached).
-	Events NodeEvents
-	// Wakeups, when set, is given every pass's observations, from which
-	// it re-arms the kernel notifiers and the fast poll.
-	Wakeups Rearmer
-}
-
-// Rearmer re-arms wake-up sources from a pass's observations; Update must
-// not block.
-type Rearmer interface {
-	Update(obs signals.Observations)
-}
 
 // Manager is evictd's loop. Run owns every piece of mutable state; other
 // goroutines only Wake it or read the Status it publishes.
@@ -399,7 +281,7 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	}
 	result := m.act(ctx, dec, inFlight)
 
-	st := newStatus(start, string(trigger), m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result, len(pods))
+	st := newStatus(start, string(trigger), m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result.String(), len(pods))
 	now := m.deps.Clock.Now()
 	st.Limits = m.limits(now)
 	st.InFlight = m.inFlightStatus(inFlight, now)
@@ -422,151 +304,6 @@ func (m *Manager) warnOnChange(last *string, err error, msg string) {
 	default:
 		m.deps.Log.Debug(msg, "err", err)
 	}
-}
-
-// act carries out an eviction decision, or reports what it would have done.
-// An eviction by evictd still in flight withholds it, in dry-run too (see
-// withheldInFlight). For a soft threshold a PodDisruptionBudget refusal
-// moves on to the next pod in rank order; a hard threshold has no
-// fallbacks, because its Evicter puts the node first. At most one pod is
-// evicted per pass.
-func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decide.InFlight) string {
-	met := m.deps.Metrics
-	if dec.Outcome == decide.OutcomeLocalStorage {
-		return m.actLocalStorage(ctx, dec)
-	}
-	if dec.Outcome != decide.OutcomeEvict {
-		if dec.Signal != "" {
-			met.ObserveDecision(metrics.Decision{Signal: dec.Signal, Outcome: dec.Outcome, At: dec.Time})
-		}
-		return ""
-	}
-	reqs := dec.Requests()
-	met.ObserveDecision(m.chosen(dec))
-	if why, withheld := m.withheldInFlight(reqs[0], inFlight, m.deps.Clock.Now()); withheld {
-		return why
-	}
-	if m.cfg.DryRun {
-		met.IncEviction(dec.Signal, metrics.ResultDryRun)
-		m.deps.Log.Info("dry run: would evict", "signal", dec.Signal, "pod", dec.Pod.Ref(),
-			"gracePeriodSeconds", dec.GracePeriod, "message", dec.Message)
-		return "dry-run"
-	}
-	var results []string
-	for _, req := range reqs {
-		if why, capped := m.capped(req); capped {
-			return strings.Join(append(results, why), "; ")
-		}
-		log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
-		err := m.deps.Evicter.Evict(ctx, req)
-		m.recordIssued(err)
-		m.recordGone(req, err)
-		switch {
-		case err == nil:
-			met.IncEviction(req.Signal, metrics.ResultEvicted)
-			log.Info("evicted", "message", req.Message)
-			// The pod is gone: look again at once rather than an interval on.
-			m.Wake()
-			return strings.Join(append(results, "evicted "+req.Pod.Ref()), "; ")
-		case errors.Is(err, decide.ErrNotGoneInTime):
-			// Issued: count it as an eviction, but say the pod lingers.
-			met.IncEviction(req.Signal, metrics.ResultEvicted)
-			log.Warn("eviction issued; the pod has not gone yet", "err", err)
-			m.Wake()
-			return strings.Join(append(results, "evicted "+req.Pod.Ref()+" (still terminating)"), "; ")
-		case errors.Is(err, decide.ErrStoppedLocally):
-			// The node comes first: its containers are stopped, the
-			// eviction follows when the API server answers again.
-			met.IncEviction(req.Signal, metrics.ResultStoppedLocally)
-			log.Warn("the API server did not answer; stopped the pod's containers through the runtime", "err", err)
-			m.Wake()
-			return strings.Join(append(results, "stopped locally "+req.Pod.Ref()+" (eviction owed)"), "; ")
-		case errors.Is(err, decide.ErrPodGone):
-			// The pod list was behind: nothing was evicted. The pod is
-			// left out of the next passes until the cache agrees (or for
-			// reportedGoneMemory), and the next decision comes with the
-			// next tick, not at once: a cache that lags after an outage
-			// must not make a decision a pass.
-			m.reportedGone[req.Pod.UID] = m.deps.Clock.Now()
-			log.Info("the API server says the pod is already gone; leaving it out until the pod cache agrees", "err", err)
-			if r, ok := m.deps.Pods.(Relister); ok {
-				r.Relist("the API server says " + req.Pod.Ref() + " is gone, which the cache still lists")
-			}
-			return strings.Join(append(results, "gone "+req.Pod.Ref()), "; ")
-		case errors.Is(err, decide.ErrDisruptionBudget):
-			met.IncEviction(req.Signal, metrics.ResultPDBBlocked)
-			log.Info("a PodDisruptionBudget refused the eviction; trying the next pod", "err", err)
-			results = append(results, "pdb-blocked "+req.Pod.Ref())
-		default:
-			met.IncEviction(req.Signal, metrics.ResultFailed)
-			log.Error("eviction failed", "err", err)
-			return strings.Join(append(results, "failed "+req.Pod.Ref()+": "+err.Error()), "; ")
-		}
-	}
-	return strings.Join(append(results, "no pod could be evicted"), "; ")
-}
-
-// actLocalStorage evicts every pod over its own local-storage limit, as
-// the kubelet does, one request per pod, or reports them in dry-run. An
-// eviction in flight withholds none of them: each pod is evicted for its
-// own use of its own limit, which another pod's termination does not
-// change.
-func (m *Manager) actLocalStorage(ctx context.Context, dec decide.Decision) string {
-	met := m.deps.Metrics
-	var results []string
-	limited, issued := 0, 0
-	for _, req := range dec.LocalStorageRequests() {
-		log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
-		if m.cfg.DryRun {
-			met.IncEviction(req.Signal, metrics.ResultDryRun)
-			log.Info("dry run: would evict", "message", req.Message)
-			results = append(results, "dry-run "+req.Pod.Ref())
-			continue
-		}
-		if why, capped := m.capped(req); capped {
-			results = append(results, why)
-			continue
-		}
-		if now := m.deps.Clock.Now(); !m.bucket.take(now) {
-			met.IncWithheld(metrics.WithheldRateLimit)
-			limited++
-			results = append(results, fmt.Sprintf("rate-limited %s (next local-storage eviction at %s)",
-				req.Pod.Ref(), m.bucket.next(now).UTC().Format(time.RFC3339)))
-			continue
-		}
-		err := m.deps.Evicter.Evict(ctx, req)
-		m.recordIssued(err)
-		m.recordGone(req, err)
-		issued++
-		switch {
-		case err == nil:
-			met.IncEviction(req.Signal, metrics.ResultEvicted)
-			log.Info("evicted", "message", req.Message)
-			results = append(results, "evicted "+req.Pod.Ref())
-		case errors.Is(err, decide.ErrNotGoneInTime):
-			met.IncEviction(req.Signal, metrics.ResultEvicted)
-			log.Warn("eviction issued; the pod has not gone yet", "err", err)
-			results = append(results, "evicted "+req.Pod.Ref()+" (still terminating)")
-		case errors.Is(err, decide.ErrPodGone):
-			log.Info("the pod is already gone", "err", err)
-			results = append(results, "gone "+req.Pod.Ref())
-		default:
-			met.IncEviction(req.Signal, metrics.ResultFailed)
-			log.Error("eviction failed", "err", err)
-			results = append(results, "failed "+req.Pod.Ref()+": "+err.Error())
-		}
-	}
-	if limited > 0 {
-		m.deps.Log.Info("local-storage evictions rate-limited; the pods are evicted in later passes",
-			"withheld", limited, "qps", m.cfg.LocalStorageEvictionQPS, "burst", m.cfg.LocalStorageEvictionBurst)
-	}
-	if issued > 0 {
-		// Look again at once: the thresholds' turn comes next pass. A
-		// pass that a limit kept from evicting anything waits for the
-		// next tick instead.
-		m.Wake()
-	}
-	return strings.Join(results, "; ")
 }
 
 // logDecision writes one Info line when the decision or its reason changes,
@@ -645,44 +382,6 @@ func (m *Manager) chosen(dec decide.Decision) metrics.Decision {
 		}
 	}
 	return d
-}
-
-// capped reports whether --max-evictions-per-hour withholds req now, with
-// the pass's result for it. The first withheld eviction after the window
-// had room counts a reach: a metric, a Warn log line and a Warning event
-// on the node.
-func (m *Manager) capped(req decide.Request) (string, bool) {
-	now := m.deps.Clock.Now()
-	if !m.hour.full(now) {
-		m.capHit = false
-		return "", false
-	}
-	met := m.deps.Metrics
-	met.IncWithheld(metrics.WithheldHourlyCap)
-	next := m.hour.nextAllowed(now).UTC().Format(time.RFC3339)
-	if !m.capHit {
-		m.capHit = true
-		met.IncCapReached()
-		msg := fmt.Sprintf("evictd reached its cap of %d evictions per hour (--max-evictions-per-hour) and withholds every eviction until %s; withheld: %s for %s",
-			m.cfg.MaxEvictionsPerHour, next, req.Pod.Ref(), req.Signal)
-		m.deps.Log.Warn("eviction cap reached; evictions are withheld", "cap", m.cfg.MaxEvictionsPerHour,
-			"nextAllowed", next, "pod", req.Pod.Ref(), "signal", req.Signal)
-		if m.deps.Events != nil {
-			m.deps.Events.Warn(EventCapReached, msg)
-		}
-	} else {
-		m.deps.Log.Debug("eviction withheld by the hourly cap", "pod", req.Pod.Ref(), "signal", req.Signal, "nextAllowed", next)
-	}
-	return fmt.Sprintf("withheld %s (cap of %d evictions per hour reached; next eviction allowed at %s)",
-		req.Pod.Ref(), m.cfg.MaxEvictionsPerHour, next), true
-}
-
-// recordIssued counts, for the hourly cap, an Evict call whose eviction
-// was issued: it returned nil, ErrNotGoneInTime or ErrStoppedLocally.
-func (m *Manager) recordIssued(err error) {
-	if err == nil || errors.Is(err, decide.ErrNotGoneInTime) || errors.Is(err, decide.ErrStoppedLocally) {
-		m.hour.record(m.deps.Clock.Now())
-	}
 }
 
 // limits reports the safety limits at now for the status and metrics, and

@@ -11,13 +11,6 @@ import (
 	"github.com/evictd/evictd/thresholds"
 )
 
-// Reclaimer frees node-level resources (dead containers and sandboxes,
-// unused images) for a disk signal, in the order the layout calls for,
-// before any pod is evicted for that signal.
-type Reclaimer interface {
-	Reclaim(ctx context.Context, sig signals.Signal, layout signals.FsLayout) ([]decide.ReclaimAction, error)
-}
-
 // reclaimFirst runs node-level reclaim for a disk decision and observes
 // again. When every threshold is clear with its minimum reclaim (the
 // kubelet's rule, which checks all thresholds, not only the one acted on),
