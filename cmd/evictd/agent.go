@@ -2,51 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/pflag"
 
 	evictdagent "github.com/evictd/evictd/internal/agent"
-	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/systemd"
 )
-
-// loadConfig parses flags into a validated configuration; ok is false when
-// the caller should exit with code: after printing help (head and the
-// flags) or the version on stdout, or the error on stderr.
-func loadConfig(name, head string, args []string, stdout, stderr io.Writer, extra func(*pflag.FlagSet)) (cfg *config.Config, code int, ok bool) {
-	fs, opts := config.NewFlagSet(name)
-	fs.SetOutput(stderr)
-	setUsage(fs, stdout, head)
-	if extra != nil {
-		extra(fs)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, 0, false
-		}
-		return nil, usageError(stderr, name, err), false
-	}
-	if f := fs.Lookup("version"); f != nil && f.Value.String() == "true" {
-		fmt.Fprintln(stdout, buildVersion())
-		return nil, 0, false
-	}
-	if fs.NArg() > 0 {
-		return nil, usageError(stderr, name, fmt.Errorf("unexpected argument %q (the commands are %s)", fs.Arg(0), commandNames())), false
-	}
-	cfg, err := opts.Complete(fs)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return nil, 1, false
-	}
-	return cfg, 0, true
-}
 
 // agent runs evictd until SIGINT or SIGTERM: exit code 0 when stopped,
 // 1 when it cannot start or one of its parts fails, 2 on a usage error.
@@ -90,6 +55,3 @@ func agent(args []string, stdout, stderr io.Writer) int {
 	log.Info("evictd stopped")
 	return 0
 }
-
-// statusTimeout bounds how long `evictd status` waits for the agent.
-const statusTimeout = 5 * time.Second

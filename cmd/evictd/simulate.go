@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	evictdagent "github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/decide"
@@ -250,29 +249,4 @@ func (r stepResult) write(w io.Writer) {
 		fmt.Fprintf(w, "evict: %s with a grace period of %ds\n", r.Victim, r.GracePeriod)
 		fmt.Fprintf(w, "event: Warning Evicted %q\n", r.Message)
 	}
-}
-
-// human prints an amount for a person: bytes with binary suffixes and two
-// decimals, counts as they are.
-func human(v int64, res signals.Resource) string {
-	if res != signals.ResourceMemory && res != signals.ResourceEphemeralStorage {
-		return fmt.Sprint(v)
-	}
-	const unit = 1024
-	if v < unit && v > -unit {
-		return fmt.Sprintf("%d", v)
-	}
-	f, suffix := float64(v), ""
-	for _, s := range []string{"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"} {
-		if f < unit && f > -unit {
-			break
-		}
-		f /= unit
-		suffix = s
-	}
-	q := resource.NewQuantity(v, resource.BinarySI)
-	if q.String() == fmt.Sprintf("%.0f%s", f, suffix) {
-		return q.String()
-	}
-	return fmt.Sprintf("%.2f%s", f, suffix)
 }

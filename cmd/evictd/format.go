@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/evictd/evictd/signals"
+)
+
+// Quantities and pressures as status and simulate print them.
+
+// human prints an amount for a person: bytes with binary suffixes and two
+// decimals, counts as they are.
+func human(v int64, res signals.Resource) string {
+	if res != signals.ResourceMemory && res != signals.ResourceEphemeralStorage {
+		return fmt.Sprint(v)
+	}
+	const unit = 1024
+	if v < unit && v > -unit {
+		return fmt.Sprintf("%d", v)
+	}
+	f, suffix := float64(v), ""
+	for _, s := range []string{"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"} {
+		if f < unit && f > -unit {
+			break
+		}
+		f /= unit
+		suffix = s
+	}
+	q := resource.NewQuantity(v, resource.BinarySI)
+	if q.String() == fmt.Sprintf("%.0f%s", f, suffix) {
+		return q.String()
+	}
+	return fmt.Sprintf("%.2f%s", f, suffix)
+}
+
+// amount is v in the signal's unit: bytes in Ki, Mi, Gi…, inodes and PIDs
+// as counts.
+func amount(s signals.Signal, v int64) string {
+	return human(v, s.Resource())
+}
+
+func pressures(p map[string]bool) string {
+	var on []string
+	for name, active := range p {
+		if active {
+			on = append(on, name)
+		}
+	}
+	if len(on) == 0 {
+		return "none"
+	}
+	sort.Strings(on)
+	return strings.Join(on, ", ")
+}
