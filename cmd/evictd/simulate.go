@@ -68,7 +68,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	for _, step := range sc.Steps {
 		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
 		dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
-		results = append(results, newStepResult(step, obs, dec, d.Thresholds()))
+		results = append(results, newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds()))
 		hugePages = hugePages || step.HugePages > 0
 	}
 	if output == "json" {
@@ -130,10 +130,10 @@ type obsResult struct {
 	// Stall is a stall signal's reading as a percentage ("35.5%"); its
 	// Available and Capacity are then in 1/10000 of the time.
 	Stall string `json:"stall,omitempty"`
-	// HugePages is what memory.available's Available and Capacity
-	// exclude of the node's hugepages (kubelet 1.37's
+	// HugePagesSubtracted is what memory.available's Available and
+	// Capacity had taken off for the node's hugepages (kubelet 1.37's
 	// HugepageAwareEviction): the step's hugepages, or 0 when they are
-	// left in.
+	// left in (kubelet 1.36's).
 	HugePagesSubtracted int64 `json:"hugePagesSubtracted,omitempty"`
 }
 
@@ -154,8 +154,9 @@ type candResult struct {
 }
 
 // newStepResult reports step, decided (dec) on obs: the step's
-// observations with memory.available as the semantics in force make it.
-func newStepResult(step snapshot.Step, obs signals.Observations, dec decide.Decision, ths []thresholds.Threshold) stepResult {
+// observations with memory.available as the semantics in force make it,
+// hugepage-aware (kubelet 1.37's) or not.
+func newStepResult(step snapshot.Step, obs signals.Observations, hugepageAware bool, dec decide.Decision, ths []thresholds.Threshold) stepResult {
 	r := stepResult{At: "+" + step.At.String(), Outcome: string(dec.Outcome), Reason: dec.Reason, Signal: string(dec.Signal), HugePages: step.HugePages}
 	for _, s := range signals.All() {
 		if o, ok := obs[s]; ok {
@@ -163,7 +164,7 @@ func newStepResult(step snapshot.Step, obs signals.Observations, dec decide.Deci
 			if s.Stall() {
 				or.Stall = signals.FormatStall(o.Available)
 			}
-			if s == signals.MemoryAvailable && o != step.Observations[s] {
+			if s == signals.MemoryAvailable && hugepageAware {
 				or.HugePagesSubtracted = step.HugePages
 			}
 			r.Observations = append(r.Observations, or)

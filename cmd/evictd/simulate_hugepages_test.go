@@ -44,6 +44,10 @@ func TestSimulateKubeletHugepageCases(t *testing.T) {
 			wantAvail: 7 * giB, wantCap: 57 * giB, wantMinus: 3 * giB, gateOffCap: 60 * giB},
 		{name: "hugepages exceed available clamps to zero", memory: `{"available": "2Gi", "capacity": "62Gi"}`, hugepages: `{"hugepages-1Gi": "4Gi"}`,
 			wantAvail: 0, wantCap: 60 * giB, wantMinus: 4 * giB, gateOffCap: 62 * giB},
+		// Not the kubelet's: nothing was left before, so nothing changes,
+		// but the hugepages are still reported as subtracted.
+		{name: "nothing available before", memory: `{"available": 0, "capacity": "8Gi"}`, hugepages: `{"hugepages-2Mi": "1Gi"}`,
+			wantAvail: 0, wantCap: 8 * giB, wantMinus: giB, gateOffCap: 8 * giB},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var fields []string
