@@ -159,6 +159,7 @@ FUZZ_TARGETS := \
 	./signals/host/:FuzzLoadavg \
 	./signals/host/:FuzzCgroupFiles \
 	./signals/host/:FuzzPSI \
+	./signals/host/:FuzzHugetlb \
 	./internal/wakeup/:FuzzMemoryEvents \
 	./internal/podsource/:FuzzConvert \
 	./internal/cri/:FuzzRuntimeUsage

@@ -319,18 +319,27 @@ func v2Scenario(t *testing.T, driver string) {
 
 // kernelSignals computes memory.available, allocatableMemory.available and
 // pid.available from the kernel's files, as the kubelet defines them on
-// cgroup v2: MemTotal less the root's anon + file − inactive_file; kubepods'
-// memory.max less its memory.current − inactive_file; min(pid_max,
-// threads-max) less the tasks loadavg counts.
+// cgroup v2: MemTotal less the hugepage pools (Hugetlb, kubelet 1.37) less
+// the root's anon + file − inactive_file; kubepods' memory.max less its
+// memory.current − inactive_file; min(pid_max, threads-max) less the tasks
+// loadavg counts.
 func kernelSignals(t *testing.T, cfg host.Config, l v2Layout) map[signals.Signal]int64 {
 	t.Helper()
-	var total int64
+	var total, huge int64
 	for _, line := range strings.Split(v2Read(t, "/proc/meminfo"), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-			v, _ := strconv.ParseInt(f[1], 10, 64)
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "MemTotal:":
 			total = v << 10
+		case "Hugetlb:":
+			huge = v << 10
 		}
 	}
+	total -= huge
 	root := v2Keyed(t, filepath.Join(cfg.CgroupMount, "memory.stat"))
 	kp := filepath.Join(cfg.CgroupMount, l.kubepods())
 	pidMax := min(readInt(t, "/proc/sys/kernel/pid_max"), readInt(t, "/proc/sys/kernel/threads-max"))

@@ -16,8 +16,10 @@ const checkConfigHelp = `Usage: evictd check-config [flags]
 Print the thresholds the agent would enforce with these flags, after
 --node-config, --config and the command line in that precedence: signal,
 value as written, grace period, minimum reclaim, hard or soft, and where
-each came from; then notes and warnings. A configuration the agent would
-refuse prints the exact error and exits 1. The flags are the agent's.
+each came from; which memory.available is in force, kubelet 1.37's (the
+node's hugepages subtracted) or 1.36's, and this node's hugepages; then
+notes and warnings. A configuration the agent would refuse prints the
+exact error and exits 1. The flags are the agent's.
 `
 
 // checkConfig prints the effective thresholds, or the exact error, and
@@ -44,16 +46,44 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd check-config: %v\n", err)
 		return 1
 	}
+	fmt.Fprintln(stdout, cfg.MemoryAvailableSemantics())
+	hugeNote, hugeWarning := checkConfigHugePages(cfg)
 	for _, note := range cfg.Notes {
 		fmt.Fprintf(stdout, "note: %s\n", note)
 	}
-	if capNote != "" {
-		fmt.Fprintf(stdout, "note: %s\n", capNote)
+	for _, note := range []string{capNote, hugeNote} {
+		if note != "" {
+			fmt.Fprintf(stdout, "note: %s\n", note)
+		}
+	}
+	if hugeWarning != "" {
+		capWarnings = append(capWarnings, hugeWarning)
 	}
 	for _, w := range append(cfg.Warnings, capWarnings...) {
 		fmt.Fprintf(stdout, "warning: %s\n", w)
 	}
 	return 0
+}
+
+// checkConfigHugePages says how many hugepages this node has and what
+// memory.available makes of them: a note; or, when kubelet 1.37's
+// memory.available is in force and they cannot be read, a warning, since
+// the agent would then have no memory.available.
+func checkConfigHugePages(cfg *config.Config) (note, warning string) {
+	huge, err := host.HugePages(evictdagent.HostConfig(cfg))
+	switch {
+	case err != nil && cfg.HugepageAwareEviction:
+		return "", fmt.Sprintf("this node's hugepage capacity cannot be read, so the agent would observe no memory.available: %v", err)
+	case err != nil:
+		return fmt.Sprintf("this node's hugepage capacity cannot be read (%v); with %s=false memory.available does not need it.", err, config.HugepageAwareEvictionGate), ""
+	case huge == 0:
+		return "this node has no hugepages: kubelet 1.37's memory.available and 1.36's are the same here.", ""
+	case cfg.HugepageAwareEviction:
+		return fmt.Sprintf("this node has %s of hugepages (Hugetlb in %s/meminfo): memory.available and its capacity are that much lower than kubelet 1.36's.",
+			human(huge, signals.ResourceMemory), cfg.ProcRoot), ""
+	}
+	return fmt.Sprintf("this node has %s of hugepages (Hugetlb in %s/meminfo), left in memory.available as kubelet 1.36 does: kubelet 1.37, by default, would see that much less.",
+		human(huge, signals.ResourceMemory), cfg.ProcRoot), ""
 }
 
 // checkConfigCapacities compares the thresholds with this node's

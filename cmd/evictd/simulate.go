@@ -64,9 +64,12 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 
 	d := decide.NewDecider(evictdagent.DeciderConfig(cfg, sc.Layout))
 	var results []stepResult
+	hugePages := false
 	for _, step := range sc.Steps {
-		dec := d.Decide(step.Time, step.Observations, step.Pods, step.Stats)
-		results = append(results, newStepResult(step, dec, d.Thresholds()))
+		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
+		dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
+		results = append(results, newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds()))
+		hugePages = hugePages || step.HugePages > 0
 	}
 	if output == "json" {
 		if err := writeJSON(stdout, results); err != nil {
@@ -77,6 +80,9 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, note := range cfg.Notes {
 		fmt.Fprintf(stdout, "note: %s\n", note)
+	}
+	if hugePages {
+		fmt.Fprintf(stdout, "note: the snapshot has hugepages; %s\n", cfg.MemoryAvailableSemantics())
 	}
 	for i, r := range results {
 		if i > 0 {
@@ -101,6 +107,8 @@ type stepResult struct {
 	GracePeriod  int64             `json:"gracePeriodSeconds,omitempty"`
 	Message      string            `json:"message,omitempty"`
 	Annotations  map[string]string `json:"annotations,omitempty"`
+	// HugePages is the node's hugepage capacity in the step, in bytes.
+	HugePages int64 `json:"hugePages,omitempty"`
 	// LocalStorage lists the pods evicted for exceeding their own
 	// local-storage limits, before any threshold.
 	LocalStorage []localStorageResult `json:"localStorage,omitempty"`
@@ -122,6 +130,11 @@ type obsResult struct {
 	// Stall is a stall signal's reading as a percentage ("35.5%"); its
 	// Available and Capacity are then in 1/10000 of the time.
 	Stall string `json:"stall,omitempty"`
+	// HugePagesSubtracted is what memory.available's Available and
+	// Capacity had taken off for the node's hugepages (kubelet 1.37's
+	// HugepageAwareEviction): the step's hugepages, or 0 when they are
+	// left in (kubelet 1.36's).
+	HugePagesSubtracted int64 `json:"hugePagesSubtracted,omitempty"`
 }
 
 type thResult struct {
@@ -140,13 +153,19 @@ type candResult struct {
 	Skip     string `json:"skip,omitempty"`
 }
 
-func newStepResult(step snapshot.Step, dec decide.Decision, ths []thresholds.Threshold) stepResult {
-	r := stepResult{At: "+" + step.At.String(), Outcome: string(dec.Outcome), Reason: dec.Reason, Signal: string(dec.Signal)}
+// newStepResult reports step, decided (dec) on obs: the step's
+// observations with memory.available as the semantics in force make it,
+// hugepage-aware (kubelet 1.37's) or not.
+func newStepResult(step snapshot.Step, obs signals.Observations, hugepageAware bool, dec decide.Decision, ths []thresholds.Threshold) stepResult {
+	r := stepResult{At: "+" + step.At.String(), Outcome: string(dec.Outcome), Reason: dec.Reason, Signal: string(dec.Signal), HugePages: step.HugePages}
 	for _, s := range signals.All() {
-		if o, ok := step.Observations[s]; ok {
+		if o, ok := obs[s]; ok {
 			or := obsResult{Signal: string(s), Available: o.Available, Capacity: o.Capacity}
 			if s.Stall() {
 				or.Stall = signals.FormatStall(o.Available)
+			}
+			if s == signals.MemoryAvailable && hugepageAware {
+				or.HugePagesSubtracted = step.HugePages
 			}
 			r.Observations = append(r.Observations, or)
 		}
@@ -215,7 +234,14 @@ func (r stepResult) write(w io.Writer) {
 			continue
 		}
 		res := signals.Signal(o.Signal).Resource()
-		fmt.Fprintf(tw, "  %s\t%s of %s\n", o.Signal, human(o.Available, res), human(o.Capacity, res))
+		var huge string
+		switch {
+		case o.HugePagesSubtracted > 0:
+			huge = fmt.Sprintf(" (less %s of hugepages, as kubelet 1.37)", human(o.HugePagesSubtracted, res))
+		case o.Signal == string(signals.MemoryAvailable) && r.HugePages > 0:
+			huge = fmt.Sprintf(" (%s of hugepages left in, as kubelet 1.36)", human(r.HugePages, res))
+		}
+		fmt.Fprintf(tw, "  %s\t%s of %s%s\n", o.Signal, human(o.Available, res), human(o.Capacity, res), huge)
 	}
 	fmt.Fprintln(tw, "thresholds:")
 	for _, t := range r.Thresholds {

@@ -105,6 +105,18 @@ func TestSimulateExamples(t *testing.T) {
 		{"local-storage-limits.json", nil, []want{{outcome: "local-storage"}}},
 		// The command line overrides the snapshot's flags.
 		{"besteffort-biggest-first.json", []string{"--eviction-hard=memory.available<100Mi"}, []want{none}},
+		// Kubelet 1.37 (HugepageAwareEviction, the default): 9Gi of
+		// hugepages come off memory.available and its capacity, so the
+		// soft 10% (of 55Gi) is met and waits, then evicts the BestEffort
+		// pod; then the hard <1Gi evicts the pod over its request.
+		{"hugepages-kubelet-1.37.json", nil, []want{
+			waiting,
+			{outcome: "evict", victim: "default/batch-cache", grace: 1, pressure: true},
+			{outcome: "evict", victim: "default/web", grace: 1, pressure: true},
+		}},
+		// Kubelet 1.36's memory.available, the hugepages left in: 14Gi,
+		// 13.5Gi and 8.5Gi of 64Gi meet neither threshold.
+		{"hugepages-kubelet-1.37.json", []string{"--feature-gates=HugepageAwareEviction=false"}, []want{none, none, none}},
 	} {
 		t.Run(tc.file+strings.Join(tc.extra, " "), func(t *testing.T) {
 			steps := simulated(t, filepath.Join("..", "..", "examples", tc.file), tc.extra...)
@@ -282,6 +294,12 @@ func TestSimulateRejectsBadSnapshots(t *testing.T) {
 		{"pod-level request above limit", `{"observations": {}, "pods": [{"name": "a", "resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "1G"}}}]}`,
 			`pods[0].resources.requests.memory: 2Gi is above limits.memory 1G`},
 		{"pod-level garbage quantity", `{"observations": {}, "pods": [{"name": "a", "resources": {"requests": {"memory": "1Gb"}}}]}`, `quantity "1Gb"`},
+		{"hugepages without their page size", `{"observations": {}, "hugepages": {"1Gi": "2Gi"}}`, `hugepages["1Gi"]: want hugepages-<page size>`},
+		{"hugepages in part pages", `{"observations": {}, "hugepages": {"hugepages-1Gi": "1.5Gi"}}`, `hugepages["hugepages-1Gi"]: 1536Mi is not a whole number of 1Gi pages`},
+		{"hugepages leaving no capacity", `{"observations": {"memory.available": {"available": "2Gi", "capacity": "2Gi"}}, "hugepages": {"hugepages-2Mi": "2Gi"}}`,
+			"hugepage capacity 2147483648 covers all of available 2147483648, with no working set"},
+		{"bad feature gate in args", `{"args": ["--feature-gates=HugepageAwareEviction=maybe"], "observations": {}}`, `invalid value of HugepageAwareEviction: "maybe" is not true or false`},
+		{"mis-cased feature gate", `{"args": ["--feature-gates=hugepageAwareEviction=false"], "observations": {}}`, `unrecognized feature gate "hugepageAwareEviction"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")

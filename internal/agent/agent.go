@@ -318,6 +318,9 @@ func HostConfig(cfg *config.Config) host.Config {
 		KubeletRootDir: cfg.RootDir,
 		ImageFsPath:    cfg.ImageFSPath,
 		ReservedMemory: cfg.SystemReservedMemory + cfg.KubeReservedMemory,
+		// kubelet 1.37's memory.available, less the hugepages, unless
+		// --feature-gates=HugepageAwareEviction=false.
+		DisableHugepageAwareEviction: !cfg.HugepageAwareEviction,
 	}
 }
 

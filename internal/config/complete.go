@@ -209,7 +209,15 @@ func (o *Options) Complete(fs *pflag.FlagSet) (*Config, error) {
 			notes = append(notes, fmt.Sprintf("%s is overridden by %s.", lower, layers[0]))
 		}
 	}
-	races, checked, kNotes, err := o.checkKubelet(kf)
+	gates, where, gNotes, err := resolveGates(o.gateLayers(changed("feature-gates"), kf, nf, nodeOpts))
+	if err != nil {
+		return nil, err
+	}
+	if where != "" {
+		sources["feature-gates"] = where
+	}
+	notes = append(notes, gNotes...)
+	races, checked, kNotes, err := o.checkKubelet(kf, gates, where)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +230,7 @@ func (o *Options) Complete(fs *pflag.FlagSet) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.HugepageAwareEviction = gates
 	c.KubeletConfigFile, c.KubeletConfigDir = o.kubeletConfig, o.kubeletConfigDir
 	c.KubeletChecked, c.KubeletRaces = checked, races
 	for _, r := range races {
@@ -230,12 +239,32 @@ func (o *Options) Complete(fs *pflag.FlagSet) (*Config, error) {
 	return c, nil
 }
 
+// gateLayers lists the layers that set feature gates, highest precedence
+// first: the command line's --feature-gates (when given), featureGates in
+// the --config file, kubeletArguments.feature-gates in the --node-config.
+func (o *Options) gateLayers(onCommandLine bool, kf *kubeletConfigFile, nf *nodeConfigFile, nodeOpts *Options) []gateLayer {
+	var layers []gateLayer
+	if onCommandLine {
+		layers = append(layers, gateLayer{"--feature-gates", o.featureGates})
+	}
+	if kf != nil && kf.kc.FeatureGates != nil {
+		layers = append(layers, gateLayer{"featureGates in " + kf.path, kf.kc.FeatureGates})
+	}
+	if nf != nil && nodeOpts != nil {
+		if _, ok := nf.args["feature-gates"]; ok {
+			layers = append(layers, gateLayer{"kubeletArguments.feature-gates in " + nf.path, nodeOpts.featureGates})
+		}
+	}
+	return layers
+}
+
 // applyKubeletArguments parses each kubeletArguments entry evictd uses
 // exactly as its flag: the list joined with commas. It returns the parsed
 // values and notes on the keys it ignores.
 func applyKubeletArguments(f *nodeConfigFile) (*Options, []string, error) {
 	fs, o := NewFlagSet("node-config")
-	used := map[string]bool{}
+	// feature-gates is read gate by gate (gateLayers), not as a setting.
+	used := map[string]bool{"feature-gates": true}
 	for _, s := range settings {
 		if s.fromNodeConfig {
 			used[s.flag] = true

@@ -247,8 +247,8 @@ func TestNodeConfigLenient(t *testing.T) {
 	}{
 		{"no kubeletArguments", "apiVersion: v1\nkind: NodeConfig\n",
 			[]string{"FILE has no kubeletArguments: evictd takes nothing from it."}, nil},
-		{"unused key of any shape", "kubeletArguments:\n  feature-gates: A=true\n  eviction-hard: [\"memory.available<1Gi\", \"nodefs.available<10%\", \"nodefs.inodesFree<5%\", \"imagefs.available<15%\", \"imagefs.inodesFree<5%\"]\n",
-			[]string{"kubeletArguments in FILE: ignored feature-gates, which are not kubelet flags evictd reads."},
+		{"unused key of any shape", "kubeletArguments:\n  register-with-taints: A=true:NoSchedule\n  eviction-hard: [\"memory.available<1Gi\", \"nodefs.available<10%\", \"nodefs.inodesFree<5%\", \"imagefs.available<15%\", \"imagefs.inodesFree<5%\"]\n",
+			[]string{"kubeletArguments in FILE: ignored register-with-taints, which are not kubelet flags evictd reads."},
 			map[string]string{"memory.available": "1Gi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}},
 		{"empty list disables hard thresholds", "kubeletArguments:\n  eviction-hard: []\n",
 			[]string{"kubeletArguments.eviction-hard in FILE replaces the default hard thresholds, so memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%, imagefs.available<15%, imagefs.inodesFree<5% no longer apply (as in the kubelet); list them, or set mergeDefaultEvictionSettings, to keep them"},

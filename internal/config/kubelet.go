@@ -225,9 +225,11 @@ func mergeKubeletDropins(base *kubeletConfigFile, dir string) (*mergedKubeletCon
 
 // checkKubelet reads the kubelet's configuration named by
 // --kubelet-config (or --config, kf, when not given) and
-// --kubelet-config-dir, and returns its races with evictd and notes.
-// It returns nothing when neither names a file.
-func (o *Options) checkKubelet(kf *kubeletConfigFile) (races []KubeletRace, checked bool, notes []string, err error) {
+// --kubelet-config-dir, and returns its races with evictd and notes,
+// among them one when the kubelet's featureGates set HugepageAwareEviction
+// otherwise than evictd's gate (hugepageAware, set in gateWhere or by
+// default). It returns nothing when neither names a file.
+func (o *Options) checkKubelet(kf *kubeletConfigFile, hugepageAware bool, gateWhere string) (races []KubeletRace, checked bool, notes []string, err error) {
 	var base *kubeletConfigFile
 	switch {
 	case o.kubeletConfig != "" && o.kubeletConfig == o.configFile && kf != nil:
@@ -253,6 +255,14 @@ func (o *Options) checkKubelet(kf *kubeletConfigFile) (races []KubeletRace, chec
 	where := strings.Join(m.files, " + ")
 	if where == "" {
 		where = "the kubelet's defaults (--kubelet-config-dir " + o.kubeletConfigDir + " has no .conf file)"
+	}
+	if kubelet, ok := m.kc.FeatureGates[HugepageAwareEvictionGate]; ok && kubelet != hugepageAware {
+		if gateWhere == "" {
+			gateWhere = "the default"
+		}
+		notes = append(notes, fmt.Sprintf("the kubelet's featureGates in %s set %s=%t but evictd's is %t (%s): on a node with hugepages the kubelet's memory.available and evictd's differ by the hugepage capacity; "+
+			"give evictd --feature-gates=%s=%t to compute it as this kubelet does.",
+			where, HugepageAwareEvictionGate, kubelet, hugepageAware, gateWhere, HugepageAwareEvictionGate, kubelet))
 	}
 	return kubeletRaces(&m.kc, where), true, notes, nil
 }

@@ -86,6 +86,7 @@ type Options struct {
 	leaseDuration             time.Duration
 	leaseNamespace            string
 	impersonateNode           bool
+	featureGates              map[string]bool
 
 	configFile           string
 	nodeConfigFile       string
@@ -175,6 +176,10 @@ func (o *Options) addKubeletFlags(fs *pflag.FlagSet) {
 		"Name of this node, lowercased, as the kubelet registers it. (default: the machine's hostname, lowercased)")
 	fs.DurationVar(&o.nodeStatusUpdateFrequency, "node-status-update-frequency", defaultNodeStatusUpdateFrequency,
 		"How often, as a Go duration, evictd compares its node conditions and taints with the node's; it writes them only when they differ or --node-status-report-frequency has passed.")
+	fs.Var(&gateMap{m: &o.featureGates}, "feature-gates",
+		"Feature gates, comma-separated name=bool pairs as the kubelet takes them; evictd reads one, "+HugepageAwareEvictionGate+" (kubelet 1.37, beta, default true): "+
+			"memory.available is MemTotal minus the node's hugepage capacity minus the root cgroup's working set, as kubelet 1.37 computes it; "+HugepageAwareEvictionGate+"=false computes it as kubelet 1.36, the hugepages left in. "+
+			"Per gate, the command line overrides featureGates in --config, which overrides kubeletArguments.feature-gates in --node-config; other gates are the kubelet's and are ignored. (default "+HugepageAwareEvictionGate+"=true)")
 	fs.DurationVar(&o.nodeStatusReportFrequency, "node-status-report-frequency", defaultNodeStatusReportFrequency,
 		"How often, as a Go duration, evictd writes its node conditions when nothing changed, each period jittered by ±50% as the kubelet does; a change is written at once.")
 }

@@ -44,6 +44,15 @@ type Config struct {
 	SystemReservedMemory int64
 	KubeReservedMemory   int64
 
+	// HugepageAwareEviction is the kubelet's feature gate of that name
+	// (beta and on by default from kubelet 1.37): memory.available is
+	// MemTotal minus the node's hugepage capacity minus the root cgroup's
+	// working set. false computes it as kubelet 1.36 does, the hugepages
+	// left in. Set by --feature-gates=HugepageAwareEviction=false,
+	// featureGates in --config or kubeletArguments.feature-gates in
+	// --node-config (Sources["feature-gates"] says which); default true.
+	HugepageAwareEviction bool
+
 	// NodeName is --hostname-override or the machine's hostname, lowercased.
 	NodeName string
 	// RootDir is the kubelet's root directory (nodefs). Default /var/lib/kubelet.

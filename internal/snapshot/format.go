@@ -27,7 +27,10 @@ type File struct {
 	Layout       string                     `json:"layout,omitempty"`
 	Observations map[string]ObservationJSON `json:"observations,omitempty"`
 	Pods         []PodJSON                  `json:"pods,omitempty"`
-	Steps        []StepJSON                 `json:"steps,omitempty"`
+	// HugePages is the node's hugepage capacity, for a single moment:
+	// see StepJSON.HugePages.
+	HugePages map[string]Quantity `json:"hugepages,omitempty"`
+	Steps     []StepJSON          `json:"steps,omitempty"`
 }
 
 // StepJSON is the node at one moment of a sequence.
@@ -38,6 +41,13 @@ type StepJSON struct {
 	// Pods replaces the previous step's pods when present; when absent the
 	// pods (and their usage) carry over.
 	Pods []PodJSON `json:"pods,omitempty"`
+	// HugePages is the node's hugepage capacity as the node's status lists
+	// it, hugepages-<page size> → bytes ("hugepages-1Gi": "4Gi"), which
+	// kubelet 1.37 subtracts from memory.available (HugepageAwareEviction).
+	// memory.available is written as kubelet 1.36 reads it, the hugepages
+	// left in. It replaces the previous step's when present ({} for none);
+	// when absent it carries over.
+	HugePages map[string]Quantity `json:"hugepages,omitempty"`
 }
 
 // ObservationJSON is one signal's reading: available and capacity, or,

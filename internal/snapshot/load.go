@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/signals"
 )
@@ -29,12 +33,31 @@ type Scenario struct {
 
 // Step is the node at one moment.
 type Step struct {
-	At           time.Duration
-	Time         time.Time
+	At   time.Duration
+	Time time.Time
+	// Observations are as the snapshot writes them: memory.available as
+	// kubelet 1.36 computes it, the hugepages left in (ObservationsFor).
 	Observations signals.Observations
 	Pods         []signals.Pod
 	// Stats holds the usage of the pods that have any, by pod UID.
 	Stats map[string]signals.PodStats
+	// HugePages is the node's hugepage capacity in bytes, every page
+	// size together.
+	HugePages int64
+	// aware is Observations with memory.available less HugePages, when
+	// that differs.
+	aware signals.Observations
+}
+
+// ObservationsFor returns the step's observations with memory.available
+// as kubelet 1.37 computes it when hugepageAware (HugepageAwareEviction on,
+// the default: less the step's hugepages, signals.HugepageAware), or as
+// kubelet 1.36 does, as written.
+func (s Step) ObservationsFor(hugepageAware bool) signals.Observations {
+	if hugepageAware && s.aware != nil {
+		return s.aware
+	}
+	return s.Observations
 }
 
 // ReadFile reads and checks the snapshot at path.
@@ -80,14 +103,15 @@ func (f *File) scenario() (*Scenario, error) {
 	}
 	steps := f.Steps
 	switch {
-	case len(steps) > 0 && (f.Observations != nil || f.Pods != nil):
-		return nil, errors.New("give either steps or top-level observations and pods, not both")
+	case len(steps) > 0 && (f.Observations != nil || f.Pods != nil || f.HugePages != nil):
+		return nil, errors.New("give either steps or top-level observations, pods and hugepages, not both")
 	case len(steps) == 0:
-		steps = []StepJSON{{At: "0s", Observations: f.Observations, Pods: f.Pods}}
+		steps = []StepJSON{{At: "0s", Observations: f.Observations, Pods: f.Pods, HugePages: f.HugePages}}
 	}
 
 	var pods []signals.Pod
 	var stats map[string]signals.PodStats
+	var hugePages int64
 	for i, sj := range steps {
 		field := fmt.Sprintf("steps[%d]", i)
 		at, err := parseDuration(field+".at", sj.At)
@@ -108,9 +132,59 @@ func (f *File) scenario() (*Scenario, error) {
 				return nil, err
 			}
 		}
-		sc.Steps = append(sc.Steps, Step{At: at, Time: now, Observations: obs, Pods: pods, Stats: stats})
+		if sj.HugePages != nil {
+			if hugePages, err = hugePagesOf(field, sj.HugePages); err != nil {
+				return nil, err
+			}
+		}
+		step := Step{At: at, Time: now, Observations: obs, Pods: pods, Stats: stats, HugePages: hugePages}
+		if step.aware, err = hugepageAware(field, obs, hugePages); err != nil {
+			return nil, err
+		}
+		sc.Steps = append(sc.Steps, step)
 	}
 	return sc, nil
+}
+
+// hugePagesOf sums a step's hugepages, hugepages-<page size> → bytes as the
+// node's capacity lists them: each a whole number of its pages.
+func hugePagesOf(field string, in map[string]Quantity) (int64, error) {
+	var sum int64
+	for _, name := range slices.Sorted(maps.Keys(in)) {
+		f := fmt.Sprintf("%s.hugepages[%q]", field, name)
+		size, ok := strings.CutPrefix(name, "hugepages-")
+		page, err := resource.ParseQuantity(size)
+		if !ok || err != nil || page.Sign() <= 0 {
+			return 0, fmt.Errorf("%s: want hugepages-<page size> as the node's capacity names it, such as hugepages-2Mi or hugepages-1Gi", f)
+		}
+		q := in[name]
+		if pv := page.Value(); pv <= 0 || q.Value%pv != 0 {
+			written := q.quantity()
+			return 0, fmt.Errorf("%s: %s is not a whole number of %s pages", f, written.String(), size)
+		}
+		if sum > math.MaxInt64-q.Value {
+			return 0, fmt.Errorf("%s: the hugepages add up to more than %d bytes", f, int64(math.MaxInt64))
+		}
+		sum += q.Value
+	}
+	return sum, nil
+}
+
+// hugepageAware returns obs with memory.available less hugePages
+// (signals.HugepageAware), or nil when that changes nothing. A
+// memory.available the hugepages would leave without capacity is an error.
+func hugepageAware(field string, obs signals.Observations, hugePages int64) (signals.Observations, error) {
+	o, ok := obs[signals.MemoryAvailable]
+	if !ok || hugePages == 0 {
+		return nil, nil
+	}
+	adj, err := signals.HugepageAware(o, hugePages)
+	if err != nil {
+		return nil, fmt.Errorf("%s.observations[%q] with hugepages: %w", field, signals.MemoryAvailable, err)
+	}
+	out := maps.Clone(obs)
+	out[signals.MemoryAvailable] = adj
+	return out, nil
 }
 
 func observations(field string, now time.Time, in map[string]ObservationJSON) (signals.Observations, error) {

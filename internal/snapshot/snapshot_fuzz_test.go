@@ -12,7 +12,8 @@ import (
 // Read returns an error, the same one on a second reading, or a scenario
 // whose every figure is in range: steps in increasing time, observations
 // with 0 <= available <= capacity, pods with distinct UIDs and non-negative
-// requests and usage. Seeds: examples/*.json and edge cases.
+// requests and usage, hugepages that only ever take from memory.available.
+// Seeds: examples/*.json and edge cases.
 func FuzzSnapshot(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := Read(bytes.NewReader(data))
@@ -36,10 +37,19 @@ func FuzzSnapshot(f *testing.F) {
 			if st.At < 0 || (i > 0 && st.At <= sc.Steps[i-1].At) || !st.Time.Equal(Epoch.Add(st.At)) {
 				t.Fatalf("step %d at %s (time %s) after %v", i, st.At, st.Time, sc.Steps[max(i-1, 0)].At)
 			}
-			for sig, o := range st.Observations {
-				if err := o.Check(); err != nil || o.Signal != sig || o.Available < 0 || o.Available > o.Capacity {
-					t.Fatalf("step %d: observation %+v (%v)", i, o, err)
+			if st.HugePages < 0 {
+				t.Fatalf("step %d: hugepages %d", i, st.HugePages)
+			}
+			for _, obs := range []signals.Observations{st.Observations, st.ObservationsFor(true)} {
+				for sig, o := range obs {
+					if err := o.Check(); err != nil || o.Signal != sig || o.Available < 0 || o.Available > o.Capacity {
+						t.Fatalf("step %d: observation %+v (%v)", i, o, err)
+					}
 				}
+			}
+			if a, b := st.ObservationsFor(true)[signals.MemoryAvailable], st.Observations[signals.MemoryAvailable]; a.Available > b.Available || a.Capacity > b.Capacity ||
+				a.Capacity-a.Available != b.Capacity-b.Available {
+				t.Fatalf("step %d: memory.available %+v with hugepages, %+v without", i, a, b)
 			}
 			uids := map[string]bool{}
 			for _, p := range st.Pods {

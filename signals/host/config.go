@@ -42,6 +42,13 @@ type Config struct {
 	// It is used only when the kubepods cgroup has no memory limit:
 	// allocatable capacity is then MemTotal minus ReservedMemory. Default 0.
 	ReservedMemory int64
+	// DisableHugepageAwareEviction computes memory.available as kubelet
+	// 1.36 does, and kubelet 1.37 with its feature gate
+	// HugepageAwareEviction set to false: MemTotal minus the root cgroup's
+	// working set, the node's hugepages left in. Default false: kubelet
+	// 1.37's memory.available, the hugepage capacity (the Hugetlb line of
+	// ProcRoot/meminfo) subtracted as well (signals.HugepageAware).
+	DisableHugepageAwareEviction bool
 }
 
 // DefaultConfig is the configuration of a kubelet with default flags.

@@ -3,21 +3,26 @@ package host
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/evictd/evictd/signals"
 )
 
-// MemorySource observes memory.available: MemTotal minus the working set of
-// the root cgroup, as the kubelet computes it from cAdvisor's root container.
+// MemorySource observes memory.available as kubelet 1.37 computes it from
+// cAdvisor's root container: MemTotal minus the working set of the root
+// cgroup, less the node's hugepage capacity (HugepageAwareEviction,
+// signals.HugepageAware); with Config.DisableHugepageAwareEviction, as
+// kubelet 1.36 computes it, without the hugepages.
 type MemorySource struct {
-	meminfo string
-	cgroups *cgroups
+	meminfo       string
+	hugepageAware bool
+	cgroups       *cgroups
 }
 
-// NewMemorySource reads MemTotal from cfg.ProcRoot and the root cgroup
-// under cfg.CgroupMount.
+// NewMemorySource reads MemTotal and the hugepage capacity from
+// cfg.ProcRoot and the root cgroup under cfg.CgroupMount.
 func NewMemorySource(cfg Config) (*MemorySource, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -26,32 +31,55 @@ func NewMemorySource(cfg Config) (*MemorySource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MemorySource{meminfo: filepath.Join(cfg.ProcRoot, "meminfo"), cgroups: cg}, nil
+	return &MemorySource{
+		meminfo:       filepath.Join(cfg.ProcRoot, "meminfo"),
+		hugepageAware: !cfg.DisableHugepageAwareEviction,
+		cgroups:       cg,
+	}, nil
 }
 
-// Observe reads memory.available, stamped with now.
+// Observe reads memory.available, stamped with now. MemTotal and the
+// hugepage capacity come from one read of the meminfo file, at every
+// pass: a pool resized while evictd runs counts from the next pass.
 func (s *MemorySource) Observe(ctx context.Context, now time.Time) ([]signals.Observation, error) {
-	if err := ctx.Err(); err != nil {
+	fail := func(err error) ([]signals.Observation, error) {
 		return nil, fmt.Errorf("%s: %w", signals.MemoryAvailable, err)
 	}
-	capacity, err := readMemTotal(s.meminfo)
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	meminfo, err := os.ReadFile(s.meminfo)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", signals.MemoryAvailable, err)
+		return fail(fmt.Errorf("read %s: %w", s.meminfo, err))
+	}
+	capacity, err := parseMemTotal(s.meminfo, meminfo)
+	if err != nil {
+		return fail(err)
+	}
+	var hugePages int64
+	if s.hugepageAware {
+		if hugePages, err = parseHugetlb(s.meminfo, meminfo); err != nil {
+			return fail(err)
+		}
 	}
 	v, err := s.cgroups.version()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", signals.MemoryAvailable, err)
+		return fail(err)
 	}
 	ws, err := s.cgroups.memoryCgroup(v, nil).WorkingSet()
 	if err != nil {
-		return nil, fmt.Errorf("%s: root cgroup working set: %w", signals.MemoryAvailable, err)
+		return fail(fmt.Errorf("root cgroup working set: %w", err))
 	}
-	return []signals.Observation{{
+	o := signals.Observation{
 		Signal: signals.MemoryAvailable,
 		// The kubelet subtracts in uint64; a working set above MemTotal
 		// (which cannot happen on a sane node) reads as nothing left.
 		Available: max(capacity-ws, 0),
 		Capacity:  capacity,
 		Time:      now,
-	}}, nil
+	}
+	if o, err = signals.HugepageAware(o, hugePages); err != nil {
+		return nil, err
+	}
+	return []signals.Observation{o}, nil
 }

@@ -28,6 +28,8 @@ type sourceCase struct {
 	want     signals.Observation
 	wantErr  []string // substrings the error must hold; nil when none is wanted
 	notExist bool     // the error must wrap fs.ErrNotExist
+	// kubelet136 sets DisableHugepageAwareEviction.
+	kubelet136 bool
 }
 
 // runSourceCases builds a source from each case's configuration and checks
@@ -47,6 +49,7 @@ func runSourceCases(t *testing.T, cases []sourceCase, build func(Config) (signal
 			}
 			cfg := fixtureConfig(t, proc, cgroup, tc.driver)
 			cfg.ReservedMemory = tc.reserved
+			cfg.DisableHugepageAwareEviction = tc.kubelet136
 			src, err := build(cfg)
 			if err != nil {
 				t.Fatalf("build source: %v", err)

@@ -93,6 +93,44 @@ func FuzzMeminfo(f *testing.F) {
 	})
 }
 
+func FuzzHugetlb(f *testing.F) {
+	// Seeds: testdata/fuzz/FuzzHugetlb (this machine's meminfo, meminfo
+	// with hugepages of two sizes, without hugetlb, garbled Hugetlb lines).
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := parseHugetlb(fuzzFile, data)
+		if err != nil {
+			checkNamesFile(t, err)
+			if got != 0 {
+				t.Fatalf("error %q with %d bytes of hugepages", err, got)
+			}
+			return
+		}
+		if got < 0 || got%1024 != 0 {
+			t.Fatalf("%d bytes of hugepages: not a non-negative number of kB", got)
+		}
+		// The first Hugetlb line says it; with none, neither may
+		// HugePages_Total be there, and there are none.
+		var kb int64
+		seen, total := false, false
+		for line := range bytes.Lines(data) {
+			f := strings.Fields(string(line))
+			if len(f) > 0 && f[0] == "HugePages_Total:" {
+				total = true
+			}
+			if len(f) == 3 && f[0] == "Hugetlb:" && f[2] == "kB" && !seen {
+				kb, _ = strconv.ParseInt(f[1], 10, 64)
+				seen = true
+			}
+		}
+		if !seen && (total || got != 0) {
+			t.Fatalf("%d bytes with no Hugetlb line (HugePages_Total there: %v)", got, total)
+		}
+		if kb*1024 != got {
+			t.Fatalf("%d bytes of hugepages, but the file says %d kB", got, kb)
+		}
+	})
+}
+
 func FuzzLoadavg(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := parseTotalTasks(fuzzFile, data)

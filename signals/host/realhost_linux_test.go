@@ -88,8 +88,9 @@ func TestRealMemoryAvailable(t *testing.T) {
 	after := meminfo(t)
 	runtime.KeepAlive(held)
 
-	if got.Capacity != before["MemTotal"] {
-		t.Errorf("got capacity %d, want MemTotal %d", got.Capacity, before["MemTotal"])
+	// kubelet 1.37: MemTotal less the hugepage pools (0 here without any).
+	if want := before["MemTotal"] - before["Hugetlb"]; got.Capacity != want {
+		t.Errorf("got capacity %d, want MemTotal %d − Hugetlb %d", got.Capacity, before["MemTotal"], before["Hugetlb"])
 	}
 	lo, hi := min(workingSet(before), workingSet(after)), max(workingSet(before), workingSet(after))
 	slack := max(hi/20, 16<<20)
@@ -97,6 +98,51 @@ func TestRealMemoryAvailable(t *testing.T) {
 		t.Errorf("got working set %d (available %d), want within %d of meminfo's %d..%d", ws, got.Available, slack, lo, hi)
 	}
 	t.Logf("memory.available %d of %d (working set %d; meminfo %d..%d)", got.Available, got.Capacity, got.Capacity-got.Available, lo, hi)
+}
+
+// TestRealHugePages compares the hugepage capacity evictd reads (the
+// Hugetlb line of /proc/meminfo) with the kubelet's: cAdvisor's
+// nr_hugepages × page size of every /sys/kernel/mm/hugepages/hugepages-<size>kB.
+// It only reads; without hugepages reserved (nr_hugepages 0 everywhere)
+// both are 0, which the fixture tests go beyond.
+func TestRealHugePages(t *testing.T) {
+	const dir = "/sys/kernel/mm/hugepages"
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Skipf("no %s (a kernel without hugetlb, or no sysfs here): %v", dir, err)
+	}
+	read := func() int64 {
+		var sum int64
+		for _, e := range entries {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(e.Name(), "hugepages-"), "kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("%s/%s: %v", dir, e.Name(), err)
+			}
+			b, err := os.ReadFile(dir + "/" + e.Name() + "/nr_hugepages")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += n * kb * 1024
+		}
+		return sum
+	}
+	before := read()
+	got, err := HugePages(realConfig(t))
+	after := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != after {
+		t.Skipf("the hugepage pools changed while read: %d, then %d bytes", before, after)
+	}
+	if got != before {
+		t.Errorf("got %d bytes of hugepages from /proc/meminfo, want the %d of %s", got, before, dir)
+	}
+	t.Logf("hugepages: %d bytes over %d page sizes", got, len(entries))
 }
 
 func TestRealNodeFs(t *testing.T) {

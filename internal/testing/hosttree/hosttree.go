@@ -51,6 +51,11 @@ type Node struct {
 	// KubepodsLimit − its working set).
 	Kubepods Memory
 	Pods     []Pod
+	// HugePages is the node's hugepage pool in bytes, in 2 MiB pages
+	// (a multiple of 2 MiB): /proc/meminfo's HugePages_Total and Hugetlb,
+	// which kubelet 1.37 subtracts from memory.available. 0 writes the
+	// lines of a kernel with no hugepages reserved.
+	HugePages int64
 	// NoPSI leaves out /proc/pressure/memory. An agent arms a PSI trigger
 	// by writing to that file, which on a plain file overwrites the
 	// averages it reads.
@@ -63,18 +68,22 @@ type Tree struct {
 	Proc   string // the /proc tree
 	Cgroup string // the cgroup mount, with memory/ and pids/ under it
 	total  int64
+	huge   int64
 }
 
 // Write writes n under dir: dir/proc and dir/cgroup.
 func Write(dir string, n Node) (Tree, error) {
-	t := Tree{Proc: filepath.Join(dir, "proc"), Cgroup: filepath.Join(dir, "cgroup"), total: n.MemTotal}
+	t := Tree{Proc: filepath.Join(dir, "proc"), Cgroup: filepath.Join(dir, "cgroup"), total: n.MemTotal, huge: n.HugePages}
+	if n.HugePages < 0 || n.HugePages%hugePageSize != 0 {
+		return t, fmt.Errorf("hosttree: HugePages %d is not a whole number of 2 MiB pages", n.HugePages)
+	}
 	mem, pids := t.memory(), filepath.Join(t.Cgroup, "pids")
 	kubepodsLimit := unlimited
 	if n.KubepodsLimit > 0 {
 		kubepodsLimit = fmt.Sprintln(n.KubepodsLimit)
 	}
 	files := map[string]string{
-		filepath.Join(t.Proc, "meminfo"):                        meminfo(n.MemTotal, n.Root),
+		filepath.Join(t.Proc, "meminfo"):                        meminfo(n.MemTotal, n.HugePages, n.Root),
 		filepath.Join(t.Proc, "loadavg"):                        "3.10 2.95 2.80 4/1234 56789\n",
 		filepath.Join(t.Proc, "pressure", "memory"):             "some avg10=1.50 avg60=0.80 avg300=0.20 total=123456\nfull avg10=0.40 avg60=0.10 avg300=0.02 total=45678\n",
 		filepath.Join(t.Proc, "sys", "kernel", "pid_max"):       "4194304\n",
@@ -119,7 +128,7 @@ func (t Tree) SetRoot(m Memory) error {
 	return errors.Join(
 		replace(filepath.Join(mem, "memory.usage_in_bytes"), fmt.Sprintln(m.Usage)),
 		replace(filepath.Join(mem, "memory.stat"), MemoryStatV1(m.Usage, m.InactiveFile)),
-		replace(filepath.Join(t.Proc, "meminfo"), meminfo(t.total, m)),
+		replace(filepath.Join(t.Proc, "meminfo"), meminfo(t.total, t.huge, m)),
 	)
 }
 
@@ -155,11 +164,19 @@ func replace(path, content string) error {
 	return os.Rename(tmp, path)
 }
 
+// hugePageSize is the size of the hugepages Write reserves.
+const hugePageSize = 2 << 20
+
 // meminfo is a /proc/meminfo whose free and available memory follow the
-// root cgroup's working set.
-func meminfo(total int64, root Memory) string {
-	avail := max(total-root.WorkingSet(), 0)
-	return fmt.Sprintf("MemTotal:       %8d kB\nMemFree:        %8d kB\nMemAvailable:   %8d kB\n", total>>10, avail*2/3>>10, avail>>10)
+// root cgroup's working set and the hugepage pool of huge bytes, all
+// free, as a kernel writes it (mm/hugetlb.c, hugetlb_report_meminfo).
+func meminfo(total, huge int64, root Memory) string {
+	avail := max(total-root.WorkingSet()-huge, 0)
+	pages := huge / hugePageSize
+	return fmt.Sprintf("MemTotal:       %8d kB\nMemFree:        %8d kB\nMemAvailable:   %8d kB\n"+
+		"HugePages_Total:   %5d\nHugePages_Free:    %5d\nHugePages_Rsvd:        0\nHugePages_Surp:        0\n"+
+		"Hugepagesize:       %d kB\nHugetlb:        %8d kB\n",
+		total>>10, avail*2/3>>10, avail>>10, pages, pages, hugePageSize>>10, huge>>10)
 }
 
 // MemoryStatV1 is a cgroup v1 memory.stat with every key the kernel writes,
