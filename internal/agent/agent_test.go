@@ -126,3 +126,21 @@ func get(url string) (string, error) {
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
 }
+
+// TestHostConfigFollowsTheGate: the agent reads memory.available as
+// kubelet 1.37 does unless --feature-gates=HugepageAwareEviction=false.
+func TestHostConfigFollowsTheGate(t *testing.T) {
+	for _, tc := range []struct {
+		args        []string
+		wantDisable bool
+	}{
+		{nil, false},
+		{[]string{"--feature-gates=HugepageAwareEviction=true"}, false},
+		{[]string{"--feature-gates=HugepageAwareEviction=false"}, true},
+	} {
+		cfg := configFor(t, append([]string{"--root-dir", t.TempDir()}, tc.args...)...)
+		if got := HostConfig(cfg).DisableHugepageAwareEviction; got != tc.wantDisable {
+			t.Errorf("%q: DisableHugepageAwareEviction %v, want %v", tc.args, got, tc.wantDisable)
+		}
+	}
+}
