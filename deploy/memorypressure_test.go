@@ -88,7 +88,7 @@ func (e *mpEnv) node(t *testing.T, name string, taint v1.Taint) {
 	}
 }
 
-// pod returns a pod that only node can run, with spec's changes.
+// mpPod returns a pod that only node can run, with spec's changes.
 func mpPod(name, node string, spec func(*v1.PodSpec)) *v1.Pod {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mpNamespace},
