@@ -216,7 +216,7 @@ bench-node: k8s-bins runtime build
 # root; BENCH_V2_RUNS runs per rate (default 10), about a minute each.
 BENCH_V2_RUNS ?= 10
 bench-v2: vm build
-	EVICTD_BENCH_V2=$(BENCH_V2_RUNS) $(GO) test -count=1 -timeout 60m -v -run '^TestBenchV2$$' ./cmd/evictd/ | tee bench-v2.out
+	EVICTD_BIN=$(abspath $(BIN)) EVICTD_BENCH_V2=$(BENCH_V2_RUNS) $(GO) test -count=1 -timeout 60m -v -run '^TestBenchV2$$' ./cmd/evictd/ | tee bench-v2.out
 
 # What N evictd agents cost one shared API server: a real control plane
 # (etcd, kube-apiserver with an audit log, kube-controller-manager), N

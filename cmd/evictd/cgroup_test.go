@@ -29,8 +29,7 @@ const cgroupMount = "/sys/fs/cgroup"
 // memory until its stdin closes or it is killed.
 const allocEnv = "EVICTD_E2E_ALLOC_MIB"
 
-// init runs before TestMain (main_test.go, which makes the binary the agent
-// with EVICTD_TEST_MAIN=1): with allocEnv set the binary is an allocator.
+// init makes the binary an allocator when allocEnv is set.
 func init() {
 	if v := os.Getenv(allocEnv); v != "" {
 		os.Exit(testalloc.Hold(allocEnv, v, 1024))

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,75 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/evictd/evictd/internal/testing/testagent"
 )
-
-// duplicateKey returns the first key that one object of the JSON value in
-// line holds twice, with its path, or "" when there is none. Decoding into
-// a map would keep the last and hide the first.
-func duplicateKey(line []byte) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	var walk func(path string) (string, error)
-	walk = func(path string) (string, error) {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", err
-		}
-		switch tok {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return "", err
-				}
-				key := k.(string)
-				if seen[key] {
-					return path + key, nil
-				}
-				seen[key] = true
-				if dup, err := walk(path + key + "."); dup != "" || err != nil {
-					return dup, err
-				}
-			}
-			_, err = dec.Token() // '}'
-			return "", err
-		case json.Delim('['):
-			for dec.More() {
-				if dup, err := walk(path); dup != "" || err != nil {
-					return dup, err
-				}
-			}
-			_, err = dec.Token() // ']'
-			return "", err
-		}
-		return "", nil
-	}
-	dup, err := walk("")
-	if dup == "" && err == nil && dec.More() {
-		err = errors.New("more than one JSON value")
-	}
-	return dup, err
-}
-
-func TestDuplicateKey(t *testing.T) {
-	for _, tc := range []struct {
-		line, want string
-		err        bool
-	}{
-		{`{"a":1,"b":2}`, "", false},
-		{`{"a":1,"a":2}`, "a", false},
-		{`{"a":{"b":1,"c":{"b":2}},"b":[{"x":1},{"x":2}]}`, "", false},
-		{`{"a":{"b":1,"b":2}}`, "a.b", false},
-		{`{"a":[{"x":1,"x":1}]}`, "a.x", false},
-		{`{"a":1`, "", true},
-		{`{"a":1}{"b":2}`, "", true},
-	} {
-		got, err := duplicateKey([]byte(tc.line))
-		if got != tc.want || (err != nil) != tc.err {
-			t.Errorf("duplicateKey(%s): got %q, %v; want %q, error %v", tc.line, got, err, tc.want, tc.err)
-		}
-	}
-}
 
 // TestAgentJSONLogsToTheJournal runs the agent standalone with
 // --log-format=json and a temporary file as the stderr systemd would have
@@ -99,10 +32,10 @@ func TestAgentJSONLogsToTheJournal(t *testing.T) {
 	if err := syscall.Fstat(int(stderr.Fd()), &st); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "--log-format=json", "--log-level=debug", "--housekeeping-interval=200ms",
-		"--metrics-bind-address", freeAddr(t), "--root-dir", t.TempDir(),
+	cmd := exec.Command(testagent.Binary(t), "--log-format=json", "--log-level=debug", "--housekeeping-interval=200ms",
+		"--metrics-bind-address", testagent.FreeAddr(t), "--root-dir", t.TempDir(),
 		"--container-runtime-endpoint=unix:///nonexistent/evictd-test.sock", "--runtime-request-timeout=200ms")
-	cmd.Env = append(os.Environ(), "EVICTD_TEST_MAIN=1", fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino))
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -149,27 +82,12 @@ func TestAgentJSONLogsToTheJournal(t *testing.T) {
 		if want := priority[rec.Level]; m[1] != want {
 			t.Errorf("level %s: got priority %s, want %s: %s", rec.Level, m[1], want, l)
 		}
-		if dup, err := duplicateKey([]byte(m[2])); dup != "" || err != nil {
+		if dup, err := testagent.DuplicateKey([]byte(m[2])); dup != "" || err != nil {
 			t.Errorf("key %q twice (%v): %s", dup, err, l)
 		}
 	}
 	if last := lines[len(lines)-1]; !strings.Contains(last, `"msg":"evictd stopped"`) {
 		t.Errorf("last line %s, want evictd stopped", last)
-	}
-}
-
-// checkJSONLogs fails t for each line of out that is not one JSON object,
-// or holds a key twice in one object.
-func checkJSONLogs(t *testing.T, out string) {
-	t.Helper()
-	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
-		if !strings.HasPrefix(l, "{") {
-			t.Errorf("log line is not a JSON object: %s", l)
-			continue
-		}
-		if dup, err := duplicateKey([]byte(l)); dup != "" || err != nil {
-			t.Errorf("key %q twice (%v): %s", dup, err, l)
-		}
 	}
 }
 

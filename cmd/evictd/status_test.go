@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/server"
+	"github.com/evictd/evictd/internal/testing/testagent"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
@@ -117,8 +118,8 @@ func TestAgentServesGuardedEndpoints(t *testing.T) {
 	if err := os.WriteFile(token, []byte("agent-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	startAgent(t, nil, "--metrics-bind-address", addr, "--root-dir", t.TempDir(),
+	addr := testagent.FreeAddr(t)
+	testagent.Start(t, nil, "--metrics-bind-address", addr, "--root-dir", t.TempDir(),
 		"--metrics-tls-cert-file", files.Cert, "--metrics-tls-private-key-file", files.Key, "--metrics-bearer-token-file", token)
 
 	client, _, err := statusClient(files.CA, false)
@@ -176,7 +177,7 @@ func TestAgentRefusesBadMetricsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, logs := startAgent(t, nil, "--metrics-bind-address", freeAddr(t), "--root-dir", t.TempDir(), "--metrics-tls-cert-file", files.Cert)
+	cmd, logs := testagent.Start(t, nil, "--metrics-bind-address", testagent.FreeAddr(t), "--root-dir", t.TempDir(), "--metrics-tls-cert-file", files.Cert)
 	err = cmd.Wait()
 	if err == nil {
 		t.Fatal("agent started with a certificate and no key")
