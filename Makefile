@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -187,6 +187,13 @@ e2e: k8s-bins runtime build
 
 e2e-run:
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 25m ./e2e/
+
+# The tier of the binary alone on this host (e2e/host): systemd notify,
+# socket activation, its port taken, its own user, this host's cgroups and
+# filesystems, JSON logs to the journal, `evictd status` against a running
+# agent, `make install`. Some cases need root or cgroup v1 and skip without.
+e2e-host: build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 10m ./e2e/host/
 
 vet:
 	$(GO) vet ./...
