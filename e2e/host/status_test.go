@@ -1,13 +1,10 @@
 package host
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,21 +13,6 @@ import (
 	"github.com/evictd/evictd/internal/testing/testagent"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
-
-// status runs `evictd status` with args against a running agent, and
-// returns its output and exit code.
-func status(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(testagent.Binary(t), append([]string{"status"}, args...)...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("evictd status: %v", err)
-	}
-	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
-}
 
 // tlsClient trusts the certificates of the CA in caFile alone, as `evictd
 // status --metrics-ca-file` does.
@@ -96,14 +78,14 @@ func TestAgentServesGuardedEndpoints(t *testing.T) {
 	if code := get("/metrics", "agent-token"); code != http.StatusOK {
 		t.Errorf("/metrics with the token: got %d, want 200", code)
 	}
-	stdout, stderr, code := status(t, "--metrics-bind-address", addr, "--metrics-ca-file", files.CA, "--metrics-bearer-token-file", token)
+	stdout, stderr, code := testagent.Run(t, "status", "--metrics-bind-address", addr, "--metrics-ca-file", files.CA, "--metrics-bearer-token-file", token)
 	if code != 0 {
 		t.Fatalf("evictd status: exit %d, stderr %q", code, stderr)
 	}
 	if !strings.HasPrefix(stdout, "last pass ") || !strings.Contains(stdout, "\nmemory.available ") || !strings.Contains(stdout, "\ndecision: ") {
 		t.Errorf("evictd status printed %q, want the table of the agent's last pass", stdout)
 	}
-	stdout, stderr, code = status(t, "--metrics-bind-address", addr, "--metrics-ca-file", files.CA, "--metrics-bearer-token-file", token, "--output", "json")
+	stdout, stderr, code = testagent.Run(t, "status", "--metrics-bind-address", addr, "--metrics-ca-file", files.CA, "--metrics-bearer-token-file", token, "--output", "json")
 	if code != 0 {
 		t.Fatalf("evictd status --output json: exit %d, stderr %q", code, stderr)
 	}

@@ -1,6 +1,8 @@
 package testagent
 
 import (
+	"bytes"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -34,6 +36,20 @@ func Start(t testing.TB, env []string, args ...string) (*exec.Cmd, *Log) {
 	cmd := exec.Command(Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	return cmd, StartCmd(t, cmd)
+}
+
+// Run runs the evictd binary with args (a subcommand: check-config,
+// status) to its end, and returns its output and exit code.
+func Run(t testing.TB, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	var exit *exec.ExitError
+	if err := cmd.Run(); err != nil && !errors.As(err, &exit) {
+		t.Fatalf("evictd %v: %v", args, err)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
 }
 
 // Log is an agent's output, safe to read while the agent writes it.
