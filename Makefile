@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-guest vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -114,7 +114,7 @@ vm:
 # a control plane on this machine. One guest at a time. As root; about 4
 # minutes. `make test` runs them too.
 test-v2: vm k8s-bins runtime build
-	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -p 1 -count=1 -timeout 20m -v -run '^(TestBootCgroupV2|TestForward|TestCgroupV2Node|TestSystemdNode|TestKubeletV2Node)$$' ./internal/testing/testvm/ ./cmd/evictd/ ./e2e/
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -p 1 -count=1 -timeout 20m -v -run '^(TestBootCgroupV2|TestForward|TestCgroupV2Node|TestSystemdNode|TestKubeletV2Node)$$' ./internal/testing/testvm/ ./e2e/guest/ ./e2e/
 
 # A whole node on this machine (control plane, containerd, a real kubelet)
 # with evictd beside it: one memory eviction told as it happens, then
@@ -195,6 +195,14 @@ e2e-run:
 e2e-host: build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 10m ./e2e/host/
 
+# The cgroup v2 guest's tier (e2e/guest): evictd alone in a qemu guest on
+# the unified hierarchy, against the kernel's files, with the cgroupfs and
+# systemd layouts, and `make install`'s unit under systemd as PID 1. One
+# guest at a time. As root; about 4 minutes. (The whole node in a guest,
+# TestKubeletV2Node, is the node tier's; `make test-v2` runs both.)
+e2e-guest: vm build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./e2e/guest/
+
 vet:
 	$(GO) vet ./...
 
@@ -223,7 +231,7 @@ bench-node: k8s-bins runtime build
 # root; BENCH_V2_RUNS runs per rate (default 10), about a minute each.
 BENCH_V2_RUNS ?= 10
 bench-v2: vm build
-	EVICTD_BIN=$(abspath $(BIN)) EVICTD_BENCH_V2=$(BENCH_V2_RUNS) $(GO) test -count=1 -timeout 60m -v -run '^TestBenchV2$$' ./cmd/evictd/ | tee bench-v2.out
+	EVICTD_BIN=$(abspath $(BIN)) EVICTD_BENCH_V2=$(BENCH_V2_RUNS) $(GO) test -count=1 -timeout 60m -v -run '^TestBenchV2$$' ./e2e/guest/ | tee bench-v2.out
 
 # What N evictd agents cost one shared API server: a real control plane
 # (etcd, kube-apiserver with an audit log, kube-controller-manager), N
