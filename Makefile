@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-guest vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-apiserver e2e-guest vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -194,6 +194,13 @@ e2e-run:
 # agent, `make install`. Some cases need root or cgroup v1 and skip without.
 e2e-host: build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 10m ./e2e/host/
+
+# The tier where the test plays the kubelet (e2e/apiserver): evictd
+# against a real kube-apiserver, with pod memory in real cgroup v1 pod
+# cgroups (TestAPIServerE2E) and pod containers in a real containerd on
+# small loop-mounted filesystems (TestDiskE2E). As root; a few minutes.
+e2e-apiserver: k8s-bins runtime build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./e2e/apiserver/
 
 # The cgroup v2 guest's tier (e2e/guest): evictd alone in a qemu guest on
 # the unified hierarchy, against the kernel's files, with the cgroupfs and

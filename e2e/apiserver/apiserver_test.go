@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"bytes"
@@ -279,7 +279,7 @@ func newE2E(t *testing.T) *e2e {
 		"--log-format", "json",
 	}
 	// The same flags, checked first, so a rejected configuration says why.
-	if out, errOut, code := runCmd(append([]string{"check-config"}, args...)...); code != 0 ||
+	if out, errOut, code := testagent.Run(t, append([]string{"check-config"}, args...)...); code != 0 ||
 		!strings.Contains(out, "500Mi") || !strings.Contains(out, "250Mi") {
 		t.Fatalf("check-config: exit %d\n%s%s", code, out, errOut)
 	}

@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"context"
@@ -246,7 +246,7 @@ func (e *diskEnv) startAgent(t *testing.T) {
 		"--metrics-bind-address", e.addr,
 		"--log-level", "debug",
 	}
-	if out, errOut, code := runCmd(append([]string{"check-config"}, args...)...); code != 0 {
+	if out, errOut, code := testagent.Run(t, append([]string{"check-config"}, args...)...); code != 0 {
 		t.Fatalf("check-config: exit %d\n%s%s", code, out, errOut)
 	}
 	e.agentStart = time.Now()
