@@ -1,8 +1,9 @@
 // Package e2e is the home of evictd's end-to-end tests, in tiers by what
 // they start. Every tier runs the built binary, $EVICTD_BIN (`make build`;
 // each tier's make target sets it), never the test binary in its place,
-// and starts what it needs itself; those that need root, a control plane,
-// containerd or qemu skip without them, and fail under CI=true.
+// and starts what it needs itself (a control plane, containerd, a
+// kubelet, a guest); a test skips when this machine lacks what it needs
+// (root, cgroup v1, the binaries, qemu).
 //
 //	tier           starts                                           make target
 //	e2e/host       evictd alone on this host                         e2e-host
@@ -63,4 +64,12 @@
 // kubepods OOMs, the node's condition and taint. e2e/host's
 // TestAgentReportsThisHost compares the same figures with this host's
 // cgroup v1 files.
+//
+// systemd. e2e/host's TestAgentNotifiesSystemd and TestAgentWaitsForItsPort
+// read the notify protocol on a socket of their own (READY=1, watchdog
+// pings while the port is taken, STOPPING=1 on SIGTERM), and
+// TestMakeInstall checks the files' modes and that an edited environment
+// file is kept; e2e/guest's TestSystemdNode has a real systemd act on the
+// installed unit: the start, the sandbox, the watchdog's restart of a
+// stalled evictd.
 package e2e
