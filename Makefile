@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-apiserver e2e-node e2e-guest vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
 
 all: build
 
@@ -114,7 +114,7 @@ vm:
 # a control plane on this machine. One guest at a time. As root; about 4
 # minutes. `make test` runs them too.
 test-v2: vm k8s-bins runtime build
-	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -p 1 -count=1 -timeout 20m -v -run '^(TestBootCgroupV2|TestForward|TestCgroupV2Node|TestSystemdNode|TestKubeletV2Node)$$' ./internal/testing/testvm/ ./cmd/evictd/ ./e2e/
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -p 1 -count=1 -timeout 20m -v -run '^(TestBootCgroupV2|TestForward|TestCgroupV2Node|TestSystemdNode|TestKubeletV2Node)$$' ./internal/testing/testvm/ ./e2e/guest/ ./e2e/node/
 
 # A whole node on this machine (control plane, containerd, a real kubelet)
 # with evictd beside it: one memory eviction told as it happens, then
@@ -123,10 +123,11 @@ demo: k8s-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/demo $(DEMO_ARGS)
 
 # Every test: the packages' own (real cgroups, containerd, API server, a
-# whole node), then the end-to-end scenarios on a real node, alone, so that
-# no other test's processes or memory blur their thresholds.
+# whole node) with the end-to-end tiers of e2e/host, e2e/apiserver and
+# e2e/guest (e2e/doc.go), then the real-node scenarios of e2e/node, alone,
+# so that no other test's processes or memory blur their thresholds.
 test: vet fmt-check k8s-bins runtime vm rpm-tools build monitoring-check
-	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e$$')
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e/node$$')
 	$(MAKE) --no-print-directory fuzz-short
 	$(MAKE) --no-print-directory e2e-run
 
@@ -180,14 +181,38 @@ FUZZ_SHORT ?= 5000x
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT)
 
-# The end-to-end scenarios (e2e/): a real kubelet on containerd, evictd
-# beside it; memory, allocatable, PIDs, disk, DaemonSet, PDB, ReplicaSet,
-# evictd restarted under pressure. As root; about 3 minutes.
-e2e: k8s-bins runtime build
+# The end-to-end scenarios on a real node (e2e/node): a real kubelet on
+# containerd, evictd beside it; memory, allocatable, PIDs, disk, DaemonSet,
+# PDB, ReplicaSet, evictd restarted under pressure, and the same node in a
+# cgroup v2 guest. As root; about 3 minutes, more with the guest. `make e2e`
+# is the same tier; e2e-run runs it without the prerequisites.
+e2e e2e-node: k8s-bins runtime build
 	$(MAKE) --no-print-directory e2e-run
 
 e2e-run:
-	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 25m ./e2e/
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 25m ./e2e/node/
+
+# The tier of the binary alone on this host (e2e/host): systemd notify,
+# socket activation, its port taken, its own user, this host's cgroups and
+# filesystems, JSON logs to the journal, `evictd status` against a running
+# agent, `make install`. Some cases need root or cgroup v1 and skip without.
+e2e-host: build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 10m ./e2e/host/
+
+# The tier where the test plays the kubelet (e2e/apiserver): evictd
+# against a real kube-apiserver, with pod memory in real cgroup v1 pod
+# cgroups (TestAPIServerE2E) and pod containers in a real containerd on
+# small loop-mounted filesystems (TestDiskE2E). As root; a few minutes.
+e2e-apiserver: k8s-bins runtime build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./e2e/apiserver/
+
+# The cgroup v2 guest's tier (e2e/guest): evictd alone in a qemu guest on
+# the unified hierarchy, against the kernel's files, with the cgroupfs and
+# systemd layouts, and `make install`'s unit under systemd as PID 1. One
+# guest at a time. As root; about 4 minutes. (The whole node in a guest,
+# TestKubeletV2Node, is the node tier's; `make test-v2` runs both.)
+e2e-guest: vm build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./e2e/guest/
 
 vet:
 	$(GO) vet ./...
@@ -217,7 +242,7 @@ bench-node: k8s-bins runtime build
 # root; BENCH_V2_RUNS runs per rate (default 10), about a minute each.
 BENCH_V2_RUNS ?= 10
 bench-v2: vm build
-	EVICTD_BENCH_V2=$(BENCH_V2_RUNS) $(GO) test -count=1 -timeout 60m -v -run '^TestBenchV2$$' ./cmd/evictd/ | tee bench-v2.out
+	EVICTD_BIN=$(abspath $(BIN)) EVICTD_BENCH_V2=$(BENCH_V2_RUNS) $(GO) test -count=1 -timeout 60m -v -run '^TestBenchV2$$' ./e2e/guest/ | tee bench-v2.out
 
 # What N evictd agents cost one shared API server: a real control plane
 # (etcd, kube-apiserver with an audit log, kube-controller-manager), N

@@ -2,20 +2,9 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 )
-
-// TestMain lets the test binary stand in for evictd: with EVICTD_TEST_MAIN
-// set it runs the command with its arguments, so tests can start the real
-// agent as a child process without a separate build.
-func TestMain(m *testing.M) {
-	if os.Getenv("EVICTD_TEST_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
 
 func runCmd(args ...string) (stdout, stderr string, code int) {
 	var out, errb bytes.Buffer

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/manager"
+	"github.com/evictd/evictd/internal/testing/hosttree"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -142,5 +144,78 @@ func TestHostConfigFollowsTheGate(t *testing.T) {
 		if got := HostConfig(cfg).DisableHugepageAwareEviction; got != tc.wantDisable {
 			t.Errorf("%q: DisableHugepageAwareEviction %v, want %v", tc.args, got, tc.wantDisable)
 		}
+	}
+}
+
+// TestAgentHugePages builds a standalone agent in-process on a fixture
+// node of 16 GiB with 4 GiB of hugepages and a 5 GiB root working set:
+// its memory.available is kubelet 1.37's by default, 16 − 5 − 4 = 7 GiB
+// of 16 − 4 = 12 GiB, and 1.36's with the gate off; allocatableMemory is
+// the kubelet's in both (no hugepages come off kubepods' limit).
+func TestAgentHugePages(t *testing.T) {
+	const gi = int64(1) << 30
+	for _, tc := range []struct {
+		gate               bool
+		wantAvail, wantCap int64
+	}{
+		{true, 7 * gi, 12 * gi},
+		{false, 11 * gi, 16 * gi},
+	} {
+		t.Run(fmt.Sprintf("HugepageAwareEviction=%v", tc.gate), func(t *testing.T) {
+			dir := t.TempDir()
+			tree, err := hosttree.Write(filepath.Join(dir, "host"), hosttree.Node{
+				MemTotal: 16 * gi, HugePages: 4 * gi,
+				Root:          hosttree.Memory{Usage: 6 * gi, InactiveFile: gi},
+				KubepodsLimit: 12 * gi, Kubepods: hosttree.Memory{Usage: 2 * gi},
+				NoPSI: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := configFor(t, "--root-dir", dir, "--hostname-override", "n1", "--metrics-bind-address", "127.0.0.1:0",
+				"--container-runtime-endpoint", "unix://"+filepath.Join(dir, "none.sock"),
+				"--proc-root", tree.Proc, "--cgroup-mount", tree.Cgroup, "--kernel-memcg-notification=false", "--fast-poll-interval=0",
+				fmt.Sprintf("--feature-gates=HugepageAwareEviction=%v", tc.gate))
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := New(t.Context(), cfg, Options{Log: slog.New(slog.DiscardHandler), Listener: ln})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer a.Close()
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			var st manager.Status
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				body, err := get("http://" + ln.Addr().String() + "/status")
+				if err == nil && json.Unmarshal([]byte(body), &st) == nil && !st.Time.IsZero() {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no pass reported in time (last: %v)", err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			want := map[signals.Signal][2]int64{
+				signals.MemoryAvailable:            {tc.wantAvail, tc.wantCap},
+				signals.AllocatableMemoryAvailable: {10 * gi, 12 * gi},
+			}
+			for _, o := range st.Observations {
+				if w, ok := want[o.Signal]; ok {
+					if o.Available != w[0] || o.Capacity != w[1] {
+						t.Errorf("%s: available %d of %d, want %d of %d", o.Signal, o.Available, o.Capacity, w[0], w[1])
+					}
+					delete(want, o.Signal)
+				}
+			}
+			if len(want) > 0 {
+				t.Errorf("no observation of %v in %+v", want, st.Observations)
+			}
+		})
 	}
 }

@@ -1,101 +1,17 @@
-package main
+package host
 
 import (
-	"bufio"
-	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/evictd/evictd/internal/testing/testagent"
 )
-
-// freeAddr returns a loopback address nothing listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// startAgent runs the real agent as a child process (this test binary in
-// evictd's place) and stops it by PID when the test ends.
-func startAgent(t *testing.T, env []string, args ...string) (*exec.Cmd, *agentLog) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), "EVICTD_TEST_MAIN=1"), env...)
-	return cmd, startCmd(t, cmd)
-}
-
-// agentLog is an agent's output, safe to read while the agent writes it.
-type agentLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *agentLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *agentLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// startCmd starts cmd, an agent, with its output in the returned log, and
-// kills it when the test ends.
-func startCmd(t *testing.T, cmd *exec.Cmd) *agentLog {
-	t.Helper()
-	logs := &agentLog{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start agent: %v", err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	})
-	return logs
-}
-
-// waitHTTP polls url until it answers 200 or the deadline passes.
-func waitHTTP(t *testing.T, url string) string {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	// A listener nobody accepts on holds a request forever.
-	c := &http.Client{Timeout: 5 * time.Second}
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return string(body)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer 200 in time (last error %v)", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // TestAgentNotifiesSystemd runs the agent with NOTIFY_SOCKET pointing at a
 // socket the test listens on, and sees READY=1, watchdog pings and, on
@@ -108,8 +24,8 @@ func TestAgentNotifiesSystemd(t *testing.T) {
 	}
 	defer conn.Close()
 
-	addr := freeAddr(t)
-	cmd, _ := startAgent(t, []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=400000"},
+	addr := testagent.FreeAddr(t)
+	cmd, _ := testagent.Start(t, []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=400000"},
 		"--metrics-bind-address", addr, "--root-dir", t.TempDir(), "--housekeeping-interval", "1s")
 
 	got := map[string]int{}
@@ -160,7 +76,7 @@ func TestAgentWaitsForItsPort(t *testing.T) {
 	defer taken.Close()
 	addr := taken.Addr().String()
 
-	cmd, logs := startAgent(t, []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=400000"},
+	cmd, logs := testagent.Start(t, []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=400000"},
 		"--metrics-bind-address", addr, "--root-dir", t.TempDir(), "--housekeeping-interval", "1s")
 	got := map[string]int{}
 	buf := make([]byte, 4096)
@@ -179,7 +95,7 @@ func TestAgentWaitsForItsPort(t *testing.T) {
 	}
 
 	taken.Close()
-	waitHTTP(t, "http://"+addr+"/healthz")
+	testagent.WaitHTTP(t, "http://"+addr+"/healthz")
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -203,15 +119,15 @@ func TestAgentReportsThisHost(t *testing.T) {
 		t.Skip("needs the cgroup v1 memory controller at /sys/fs/cgroup/memory")
 	}
 	rootDir := t.TempDir()
-	addr := freeAddr(t)
-	startAgent(t, nil, "--metrics-bind-address", addr, "--root-dir", rootDir)
-	waitHTTP(t, "http://"+addr+"/readyz")
-	metrics := parseMetrics(t, waitHTTP(t, "http://"+addr+"/metrics"))
+	addr := testagent.FreeAddr(t)
+	testagent.Start(t, nil, "--metrics-bind-address", addr, "--root-dir", rootDir)
+	testagent.WaitHTTP(t, "http://"+addr+"/readyz")
+	metrics := testagent.ParseMetrics(t, testagent.WaitHTTP(t, "http://"+addr+"/metrics"))
 
 	// Memory: capacity is MemTotal exactly; available is MemTotal minus the
 	// root cgroup's working set, which moves a little between reads.
 	memTotal := 1024 * procField(t, "/proc/meminfo", "MemTotal:")
-	usage := readInt(t, "/sys/fs/cgroup/memory/memory.usage_in_bytes")
+	usage := testagent.ReadInt(t, "/sys/fs/cgroup/memory/memory.usage_in_bytes")
 	inactive := procField(t, "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file")
 	wantAvail := memTotal - (usage - inactive)
 	expect(t, metrics, `evictd_signal_capacity{signal="memory.available"}`, float64(memTotal), 0)
@@ -228,7 +144,7 @@ func TestAgentReportsThisHost(t *testing.T) {
 		expect(t, metrics, `evictd_signal_available{signal="nodefs.inodesFree"}`, float64(st.Ffree), 0.03)
 	}
 
-	pidCap := min(readInt(t, "/proc/sys/kernel/pid_max"), readInt(t, "/proc/sys/kernel/threads-max"))
+	pidCap := min(testagent.ReadInt(t, "/proc/sys/kernel/pid_max"), testagent.ReadInt(t, "/proc/sys/kernel/threads-max"))
 	loadavg, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		t.Fatal(err)
@@ -251,38 +167,6 @@ func expect(t *testing.T, metrics map[string]float64, series string, want, toler
 	if diff := got - want; diff > tolerance*want || -diff > tolerance*want {
 		t.Errorf("%s: got %.0f, want %.0f within %.1f%%", series, got, want, 100*tolerance)
 	}
-}
-
-func parseMetrics(t *testing.T, text string) map[string]float64 {
-	t.Helper()
-	m := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") || line == "" {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		m[line[:i]] = v
-	}
-	return m
-}
-
-func readInt(t *testing.T, path string) int64 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return v
 }
 
 // procField reads "key value" or "key: value kB" style files.

@@ -1,4 +1,4 @@
-package main
+package guest
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/internal/testing/testagent"
 	"github.com/evictd/evictd/internal/testing/testruntime"
 	"github.com/evictd/evictd/internal/testing/testvm"
 )
@@ -62,6 +63,7 @@ func TestBenchV2(t *testing.T) {
 		t.Skip("a benchmark: make bench-v2 runs it")
 	}
 	testvm.Need(t)
+	bin := testagent.Binary(t)
 	workload, err := testruntime.WorkloadBinary(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +76,7 @@ func TestBenchV2(t *testing.T) {
 			benchV2Env + "=" + os.Getenv(benchV2Env),
 			benchV2GuestEnv + "=" + strconv.FormatInt(int64(touch), 10),
 			benchV2Workload + "=" + workload,
+			testagent.EnvBin + "=" + bin,
 		},
 		MemoryMiB: 1536,
 		Timeout:   55 * time.Minute,
@@ -145,7 +148,7 @@ func TestBenchV2Guest(t *testing.T) {
 	v2Write(t, filepath.Join(kp, "memory.max"), strconv.Itoa(benchLimitMiB<<20))
 	headroomMiB := max(1, int(math.Round(benchNativeHeadroomMiB/s)))
 	addr := "127.0.0.1:19851"
-	_, logs := startAgent(t, nil,
+	_, logs := testagent.Start(t, nil,
 		"--cgroup-root=/", "--cgroup-driver=cgroupfs",
 		"--enforce-node-allocatable=pods",
 		fmt.Sprintf("--eviction-hard=allocatableMemory.available<%dMi", headroomMiB),
@@ -153,7 +156,7 @@ func TestBenchV2Guest(t *testing.T) {
 		"--root-dir", t.TempDir(),
 		"--metrics-bind-address", addr,
 		"--log-level=debug") // the wake-ups
-	waitHTTP(t, "http://"+addr+"/readyz")
+	testagent.WaitHTTP(t, "http://"+addr+"/readyz")
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nslowdown s = %.1f; headroom %d MiB (%d natively) below a kubepods limit of %d MiB\n\n", s, headroomMiB, benchNativeHeadroomMiB, benchLimitMiB)
@@ -218,12 +221,12 @@ func quantile(sorted []float64, q float64) float64 {
 // to past the limit. A sampler reads kubepods every 5 ms for the crossing
 // and the OOM kill; evictd's decision is its first decision line naming
 // the pod.
-func benchOnce(t *testing.T, workload, kp string, run, rate, headroomMiB int, logs *agentLog) benchRun {
+func benchOnce(t *testing.T, workload, kp string, run, rate, headroomMiB int, logs *testagent.Log) benchRun {
 	// The last run's hog must be gone from kubepods' memory: its
 	// remains would meet the threshold during this run's base allocation.
-	for i := 0; readInt(t, filepath.Join(kp, "memory.current")) > 16<<20; i++ {
+	for i := 0; testagent.ReadInt(t, filepath.Join(kp, "memory.current")) > 16<<20; i++ {
 		if i == 300 {
-			t.Fatalf("kubepods still holds %d bytes 30 s after the last run", readInt(t, filepath.Join(kp, "memory.current")))
+			t.Fatalf("kubepods still holds %d bytes 30 s after the last run", testagent.ReadInt(t, filepath.Join(kp, "memory.current")))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

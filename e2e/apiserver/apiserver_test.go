@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"bytes"
@@ -33,12 +33,13 @@ import (
 
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/nodestatus"
+	"github.com/evictd/evictd/internal/testing/testagent"
 	"github.com/evictd/evictd/internal/testing/testalloc"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
-// The end-to-end test: the real agent (this binary re-executed, see
-// TestMain) against a real kube-apiserver, under deploy/rbac.yaml's
+// The end-to-end test: the real agent (the evictd binary, $EVICTD_BIN)
+// against a real kube-apiserver, under deploy/rbac.yaml's
 // ServiceAccount, with pod memory in real cgroup v1 pod cgroups that the
 // test creates and fills. No kubelet runs: the test plays its part (pods
 // reported Running, an evicted pod's containers stopped and the pod
@@ -112,7 +113,7 @@ type e2e struct {
 	cgroupRoot string
 	tiers      map[v1.PodQOSClass]string // QoS class → parent cgroup of its pods
 	addr       string                    // the agent's metrics address
-	logs       *agentLog                 // the agent's JSON log
+	logs       *testagent.Log            // the agent's JSON log
 	ctx        context.Context
 
 	wg sync.WaitGroup // the fake kubelet's goroutines
@@ -254,7 +255,7 @@ func newE2E(t *testing.T) *e2e {
 	newCgroup(t, t, e.tiers[v1.PodQOSBurstable], 0)
 	newCgroup(t, t, e.tiers[v1.PodQOSBestEffort], 0)
 
-	e.addr = freeAddr(t)
+	e.addr = testagent.FreeAddr(t)
 	args := []string{
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", e2eNode,
@@ -278,13 +279,13 @@ func newE2E(t *testing.T) *e2e {
 		"--log-format", "json",
 	}
 	// The same flags, checked first, so a rejected configuration says why.
-	if out, errOut, code := runCmd(append([]string{"check-config"}, args...)...); code != 0 ||
+	if out, errOut, code := testagent.Run(t, append([]string{"check-config"}, args...)...); code != 0 ||
 		!strings.Contains(out, "500Mi") || !strings.Contains(out, "250Mi") {
 		t.Fatalf("check-config: exit %d\n%s%s", code, out, errOut)
 	}
-	t.Cleanup(func() { checkJSONLogs(t, e.logs.String()) })
-	_, e.logs = startAgent(t, nil, args...)
-	waitHTTP(t, "http://"+e.addr+"/readyz")
+	t.Cleanup(func() { testagent.CheckJSONLogs(t, e.logs.String()) })
+	_, e.logs = testagent.Start(t, nil, args...)
+	testagent.WaitHTTP(t, "http://"+e.addr+"/readyz")
 
 	// The agent's first write: its condition, False, on the node.
 	e.waitNode(t, 0, "the initial EvictdMemoryPressure=False", func(o nodeObs) bool { return o.status == v1.ConditionFalse })
@@ -1222,7 +1223,7 @@ func (e *e2e) metrics(t *testing.T) map[string]float64 {
 	if err != nil {
 		t.Fatalf("agent metrics: %v", err)
 	}
-	return parseMetrics(t, body)
+	return testagent.ParseMetrics(t, body)
 }
 
 // waitMetric waits until the series reaches want, fails if it goes past

@@ -1,4 +1,4 @@
-package e2e
+package node
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ import (
 )
 
 // rulesFile is deploy/monitoring's rule file, as operators load it.
-const rulesFile = "../deploy/monitoring/evictd-rules.yaml"
+const rulesFile = "../../deploy/monitoring/evictd-rules.yaml"
 
 // evictingWindow is EvictdEvicting's range in rulesFile, and what the test
 // shortens it to so that the alert resolves within the test: the rule is

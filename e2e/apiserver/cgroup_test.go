@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"errors"
@@ -29,12 +29,12 @@ const cgroupMount = "/sys/fs/cgroup"
 // memory until its stdin closes or it is killed.
 const allocEnv = "EVICTD_E2E_ALLOC_MIB"
 
-// init runs before TestMain (main_test.go, which makes the binary the agent
-// with EVICTD_TEST_MAIN=1): with allocEnv set the binary is an allocator.
-func init() {
+// TestMain makes the binary an allocator when allocEnv is set.
+func TestMain(m *testing.M) {
 	if v := os.Getenv(allocEnv); v != "" {
 		os.Exit(testalloc.Hold(allocEnv, v, 1024))
 	}
+	os.Exit(m.Run())
 }
 
 // cgroupV1Available reports why the test cannot build cgroups here, or "".

@@ -1,4 +1,4 @@
-package e2e
+package node
 
 import (
 	"bufio"
@@ -32,7 +32,7 @@ import (
 )
 
 // daemonSetFile is the DaemonSet operators apply, with its kubeconfig.
-const daemonSetFile = "../deploy/daemonset.yaml"
+const daemonSetFile = "../../deploy/daemonset.yaml"
 
 // dsImage is the reference the test imports evictd's image under.
 const dsImage = "evictd.test/evictd:e2e"
@@ -155,7 +155,7 @@ func importEvictdImage(t *testing.T, n *testnode.Node) {
 		t.Fatal(err)
 	}
 	repo, tag, _ := strings.Cut(dsImage, ":")
-	cmd := exec.Command("go", "run", "../hack/image", "-version", tag, "-repo", repo, "-dist", dist, "-arch", runtime.GOARCH)
+	cmd := exec.Command("go", "run", "../../hack/image", "-version", tag, "-repo", repo, "-dist", dist, "-arch", runtime.GOARCH)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/image: %v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"context"
@@ -31,12 +31,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/testing/testagent"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/internal/testing/testnode"
 	"github.com/evictd/evictd/internal/testing/testruntime"
 )
 
-// The disk end-to-end test: the real agent (this binary re-executed) with a
+// The disk end-to-end test: the real agent (the evictd binary, $EVICTD_BIN) with a
 // real containerd (internal/testing/testruntime) whose root is a small loop-mounted
 // ext4, and a real kube-apiserver (internal/testing/testcluster). No kubelet runs;
 // the test plays its part: for every API pod bound to the node it runs a CRI
@@ -227,7 +228,7 @@ func (dc *diskCluster) newEnvSized(t *testing.T, node string, single bool, image
 
 // startAgent starts evictd for this node with disk thresholds only.
 func (e *diskEnv) startAgent(t *testing.T) {
-	e.addr = freeAddr(t)
+	e.addr = testagent.FreeAddr(t)
 	args := []string{
 		"--kubeconfig", e.kubeconfig,
 		"--hostname-override", e.node,
@@ -245,12 +246,12 @@ func (e *diskEnv) startAgent(t *testing.T) {
 		"--metrics-bind-address", e.addr,
 		"--log-level", "debug",
 	}
-	if out, errOut, code := runCmd(append([]string{"check-config"}, args...)...); code != 0 {
+	if out, errOut, code := testagent.Run(t, append([]string{"check-config"}, args...)...); code != 0 {
 		t.Fatalf("check-config: exit %d\n%s%s", code, out, errOut)
 	}
 	e.agentStart = time.Now()
-	startAgent(e.t, nil, args...)
-	waitHTTP(t, "http://"+e.addr+"/readyz")
+	testagent.Start(e.t, nil, args...)
+	testagent.WaitHTTP(t, "http://"+e.addr+"/readyz")
 }
 
 // pod is what the test creates: an API pod bound to the node, reported
@@ -510,7 +511,7 @@ func (e *diskEnv) metrics(t *testing.T) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parseMetrics(t, string(b))
+	return testagent.ParseMetrics(t, string(b))
 }
 
 type diskStatus struct {

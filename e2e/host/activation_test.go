@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"net"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/evictd/evictd/internal/testing/testagent"
 )
 
 // startActivated starts the agent the way systemd starts a socket-activated
@@ -14,8 +16,9 @@ import (
 // set to the agent's own PID (by a shell that execs it, since the PID is
 // known only after the fork), or to listenPID when it is not empty. The
 // test's copy of the socket is closed: only the agent holds it.
-func startActivated(t *testing.T, ln net.Listener, listenPID string, args ...string) (*exec.Cmd, *agentLog) {
+func startActivated(t *testing.T, ln net.Listener, listenPID string, args ...string) (*exec.Cmd, *testagent.Log) {
 	t.Helper()
+	bin := testagent.Binary(t)
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skip("no sh on PATH")
@@ -32,10 +35,10 @@ func startActivated(t *testing.T, ln net.Listener, listenPID string, args ...str
 	if listenPID != "" {
 		pid = listenPID
 	}
-	cmd := exec.Command(sh, append([]string{"-c", `export LISTEN_PID=` + pid + `; exec "$0" "$@"`, os.Args[0]}, args...)...)
-	cmd.Env = append(os.Environ(), "EVICTD_TEST_MAIN=1", "LISTEN_FDS=1", "LISTEN_FDNAMES=evictd.socket")
+	cmd := exec.Command(sh, append([]string{"-c", `export LISTEN_PID=` + pid + `; exec "$0" "$@"`, bin}, args...)...)
+	cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "LISTEN_FDNAMES=evictd.socket")
 	cmd.ExtraFiles = []*os.File{f}
-	return cmd, startCmd(t, cmd)
+	return cmd, testagent.StartCmd(t, cmd)
 }
 
 // stopAgent sends SIGTERM and waits for a clean exit.
@@ -57,11 +60,11 @@ func TestAgentServesOnSystemdSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	socket, flagAddr := ln.Addr().String(), freeAddr(t)
+	socket, flagAddr := ln.Addr().String(), testagent.FreeAddr(t)
 	cmd, logs := startActivated(t, ln, "", "--metrics-bind-address", flagAddr, "--root-dir", t.TempDir(),
 		"--container-runtime-endpoint=unix:///nonexistent/evictd-test.sock", "--runtime-request-timeout=1s")
 
-	body := waitHTTP(t, "http://"+socket+"/metrics")
+	body := testagent.WaitHTTP(t, "http://"+socket+"/metrics")
 	if !strings.Contains(body, "evictd_") {
 		t.Errorf("/metrics on the passed socket has no evictd_ series:\n%.500s", body)
 	}
@@ -90,10 +93,10 @@ func TestAgentIgnoresSocketsForAnotherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flagAddr := freeAddr(t)
+	flagAddr := testagent.FreeAddr(t)
 	cmd, logs := startActivated(t, ln, "1", "--metrics-bind-address", flagAddr, "--root-dir", t.TempDir(),
 		"--container-runtime-endpoint=unix:///nonexistent/evictd-test.sock", "--runtime-request-timeout=1s")
-	waitHTTP(t, "http://"+flagAddr+"/healthz")
+	testagent.WaitHTTP(t, "http://"+flagAddr+"/healthz")
 	stopAgent(t, cmd)
 	if got := logs.String(); strings.Contains(got, "socket systemd passed") || !strings.Contains(got, "socketActivated=false") {
 		t.Errorf("want the agent to bind its address, not use the descriptors:\n%s", got)

@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"encoding/json"
@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/evictd/evictd/internal/testing/testagent"
 )
 
 // nobody is the user the test runs the agent as; criGroup is the group of
@@ -23,9 +25,8 @@ const (
 	criGroup = 4242
 )
 
-// executableByAll copies this test binary, which stands in for evictd,
-// into a directory every user may search: the build's own directory is
-// root's alone.
+// executableByAll copies the evictd binary into a directory every user
+// may search: the build's own directory is root's alone.
 func executableByAll(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "evictd-own-user")
@@ -36,7 +37,7 @@ func executableByAll(t *testing.T) string {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.Open(os.Args[0])
+	src, err := os.Open(testagent.Binary(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestAgentRunsAsOwnUser(t *testing.T) {
 		{"without capabilities", []string{"--inh-caps=-all", "--bounding-set=-all"}, "0000000000000000", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := testagent.FreeAddr(t)
 			endpoint, accepted := criSocket(t, filepath.Dir(bin))
 			groups, wantGroups := "--clear-groups", ""
 			if tc.group {
@@ -174,9 +175,8 @@ func TestAgentRunsAsOwnUser(t *testing.T) {
 			args = append(args, bin, "--metrics-bind-address", addr, "--root-dir", rootDir, "--housekeeping-interval", "1s",
 				"--container-runtime-endpoint="+endpoint, "--runtime-request-timeout=1s")
 			cmd := exec.Command(setpriv, args...)
-			cmd.Env = append(os.Environ(), "EVICTD_TEST_MAIN=1")
-			logs := startCmd(t, cmd)
-			waitHTTP(t, "http://"+addr+"/readyz")
+			logs := testagent.StartCmd(t, cmd)
+			testagent.WaitHTTP(t, "http://"+addr+"/readyz")
 
 			// setpriv execs the agent: same PID.
 			st := procStatus(t, cmd.Process.Pid, "Uid", "Groups", "CapEff", "CapAmb", "NoNewPrivs")

@@ -1,4 +1,4 @@
-package main
+package guest
 
 import (
 	"encoding/json"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/internal/testing/testagent"
 	"github.com/evictd/evictd/internal/testing/testalloc"
 	"github.com/evictd/evictd/internal/testing/testvm"
 	"github.com/evictd/evictd/signals"
@@ -25,14 +26,15 @@ import (
 const guestEnv = "EVICTD_VM_GUEST"
 
 // TestCgroupV2Node boots a cgroup v2 guest (internal/testing/testvm) and
-// runs TestCgroupV2Guest there, this test binary in evictd's place: what
-// evictd reads and arms on a real v2 kernel, with the cgroupfs and the
-// systemd drivers' layouts.
+// runs TestCgroupV2Guest there (this test binary, which starts the evictd
+// binary of $EVICTD_BIN): what evictd reads and arms on a real v2 kernel,
+// with the cgroupfs and the systemd drivers' layouts.
 func TestCgroupV2Node(t *testing.T) {
 	testvm.Need(t)
+	bin := testagent.Binary(t)
 	res, err := testvm.Run(t.Context(), t.TempDir(), testvm.Options{
 		Script:    "exec '" + os.Args[0] + "' -test.run '^TestCgroupV2Guest$' -test.v -test.count=1 -test.timeout 9m",
-		Env:       []string{guestEnv + "=1"},
+		Env:       []string{guestEnv + "=1", testagent.EnvBin + "=" + bin},
 		MemoryMiB: 1536,
 		Timeout:   11 * time.Minute,
 	})
@@ -138,13 +140,13 @@ func v2Scenario(t *testing.T, driver string) {
 	alloc(l.container(steady, "a1"), 100)
 	alloc(l.container(hog, "b1"), 150)
 
-	addr := freeAddr(t)
+	addr := testagent.FreeAddr(t)
 	rootDir := t.TempDir()
 	// The image filesystem: another filesystem than the kubelet's root
 	// (the guest's /run, a tmpfs; the root is an overlay), as a node with
 	// a dedicated imagefs has.
 	const imagefsDir = "/run"
-	_, logs := startAgent(t, nil,
+	_, logs := testagent.Start(t, nil,
 		"--cgroup-root=/", "--cgroup-driver="+driver,
 		"--enforce-node-allocatable=pods",
 		"--eviction-hard=allocatableMemory.available<300Mi",
@@ -158,7 +160,7 @@ func v2Scenario(t *testing.T, driver string) {
 		"--imagefs-path", imagefsDir,
 		"--metrics-bind-address", addr,
 		"--log-level=debug")
-	waitHTTP(t, "http://"+addr+"/readyz")
+	testagent.WaitHTTP(t, "http://"+addr+"/readyz")
 	for _, want := range []string{
 		`PSI trigger \"some 150000 2000000\" on /proc/pressure/memory`,
 		`PSI trigger \"some 150000 2000000\" on ` + filepath.Join(cg, l.kubepods(), "memory.pressure"),
@@ -245,8 +247,8 @@ func v2Scenario(t *testing.T, driver string) {
 		if s.MemoryWorkingSet == nil || *s.MemoryWorkingSet < ws-(2<<20) || *s.MemoryWorkingSet > ws+(2<<20) {
 			t.Errorf("pod %s: working set %v, the kernel's files give %d", uid, s.MemoryWorkingSet, ws)
 		}
-		if s.Processes == nil || *s.Processes != readInt(t, filepath.Join(cg, dir, "pids.current")) {
-			t.Errorf("pod %s: %v tasks, pids.current says %d", uid, s.Processes, readInt(t, filepath.Join(cg, dir, "pids.current")))
+		if s.Processes == nil || *s.Processes != testagent.ReadInt(t, filepath.Join(cg, dir, "pids.current")) {
+			t.Errorf("pod %s: %v tasks, pids.current says %d", uid, s.Processes, testagent.ReadInt(t, filepath.Join(cg, dir, "pids.current")))
 		}
 	}
 
@@ -254,11 +256,11 @@ func v2Scenario(t *testing.T, driver string) {
 	// throttled (a memory stall: both PSI triggers) and counted as a high
 	// event (memory.events).
 	kp := filepath.Join(cg, l.kubepods())
-	v2Write(t, filepath.Join(kp, "memory.high"), strconv.FormatInt(readInt(t, filepath.Join(kp, "memory.current"))+(16<<20), 10))
+	v2Write(t, filepath.Join(kp, "memory.high"), strconv.FormatInt(testagent.ReadInt(t, filepath.Join(kp, "memory.current"))+(16<<20), 10))
 	breach := alloc(l.container(steady, "a1"), 60)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		m := parseMetrics(t, v2Get(t, addr, "/metrics"))
+		m := testagent.ParseMetrics(t, v2Get(t, addr, "/metrics"))
 		if m[`evictd_wakeups_total{source="psi"}`] > 0 && m[`evictd_wakeups_total{source="memory-events"}`] > 0 {
 			t.Logf("after the memory.high breach: wake-ups psi %v, memory-events %v, fast-poll %v; memory.events: %s",
 				m[`evictd_wakeups_total{source="psi"}`], m[`evictd_wakeups_total{source="memory-events"}`],
@@ -342,20 +344,20 @@ func kernelSignals(t *testing.T, cfg host.Config, l v2Layout) map[signals.Signal
 	total -= huge
 	root := v2Keyed(t, filepath.Join(cfg.CgroupMount, "memory.stat"))
 	kp := filepath.Join(cfg.CgroupMount, l.kubepods())
-	pidMax := min(readInt(t, "/proc/sys/kernel/pid_max"), readInt(t, "/proc/sys/kernel/threads-max"))
+	pidMax := min(testagent.ReadInt(t, "/proc/sys/kernel/pid_max"), testagent.ReadInt(t, "/proc/sys/kernel/threads-max"))
 	load := strings.Fields(v2Read(t, "/proc/loadavg"))
 	_, tasks, _ := strings.Cut(load[3], "/")
 	n, _ := strconv.ParseInt(tasks, 10, 64)
 	return map[signals.Signal]int64{
 		signals.MemoryAvailable:            total - (root["anon"] + root["file"] - root["inactive_file"]),
-		signals.AllocatableMemoryAvailable: readInt(t, filepath.Join(kp, "memory.max")) - v2WorkingSet(t, kp),
+		signals.AllocatableMemoryAvailable: testagent.ReadInt(t, filepath.Join(kp, "memory.max")) - v2WorkingSet(t, kp),
 		signals.PIDAvailable:               pidMax - n,
 	}
 }
 
 // workingSet is a v2 cgroup's memory.current less its inactive_file.
 func v2WorkingSet(t *testing.T, dir string) int64 {
-	return readInt(t, filepath.Join(dir, "memory.current")) - v2Keyed(t, filepath.Join(dir, "memory.stat"))["inactive_file"]
+	return testagent.ReadInt(t, filepath.Join(dir, "memory.current")) - v2Keyed(t, filepath.Join(dir, "memory.stat"))["inactive_file"]
 }
 
 type v2StatusDoc struct {

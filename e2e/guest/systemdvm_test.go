@@ -1,4 +1,4 @@
-package main
+package guest
 
 import (
 	"os/exec"

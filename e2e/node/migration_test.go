@@ -1,4 +1,4 @@
-package e2e
+package node
 
 import (
 	"maps"
@@ -17,7 +17,7 @@ import (
 )
 
 // migratingGuide is the guide the scenario follows.
-const migratingGuide = "../docs/MIGRATING.md"
+const migratingGuide = "../../docs/MIGRATING.md"
 
 // TestMigrationNode follows docs/MIGRATING.md on a real node whose kubelet
 // still evicts (memory.available<100Mi): evictd in dry run warns of the
