@@ -184,8 +184,8 @@ fuzz-short:
 # The end-to-end scenarios on a real node (e2e/node): a real kubelet on
 # containerd, evictd beside it; memory, allocatable, PIDs, disk, DaemonSet,
 # PDB, ReplicaSet, evictd restarted under pressure, and the same node in a
-# cgroup v2 guest. As root; about 3 minutes, more with the guest. `make e2e`
-# is the same tier; e2e-run runs it without the prerequisites.
+# cgroup v2 guest. As root; about 17 minutes, 5 of them the guest's. `make
+# e2e` is the same tier; e2e-run runs it without the prerequisites.
 e2e e2e-node: k8s-bins runtime build
 	$(MAKE) --no-print-directory e2e-run
 
@@ -202,15 +202,15 @@ e2e-host: build
 # The tier where the test plays the kubelet (e2e/apiserver): evictd
 # against a real kube-apiserver, with pod memory in real cgroup v1 pod
 # cgroups (TestAPIServerE2E) and pod containers in a real containerd on
-# small loop-mounted filesystems (TestDiskE2E). As root; a few minutes.
+# small loop-mounted filesystems (TestDiskE2E). As root; about 2.5 minutes.
 e2e-apiserver: k8s-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./e2e/apiserver/
 
 # The cgroup v2 guest's tier (e2e/guest): evictd alone in a qemu guest on
 # the unified hierarchy, against the kernel's files, with the cgroupfs and
-# systemd layouts, and `make install`'s unit under systemd as PID 1. One
-# guest at a time. As root; about 4 minutes. (The whole node in a guest,
-# TestKubeletV2Node, is the node tier's; `make test-v2` runs both.)
+# systemd layouts, and `make install`'s unit under systemd as PID 1; one
+# guest at a time. As root; about a minute and a half. The whole node in a
+# guest, TestKubeletV2Node, is the node tier's; `make test-v2` runs both.
 e2e-guest: vm build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./e2e/guest/
 

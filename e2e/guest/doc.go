@@ -6,7 +6,7 @@
 // (TestSystemdNode); and the v2 detection benchmark (TestBenchV2, `make
 // bench-v2`). The test binary runs itself again inside the guest, and
 // starts evictd there from the same $EVICTD_BIN. Run it with `make
-// e2e-guest` (as root, about 4 minutes); `make test` runs it too. A whole
+// e2e-guest` (as root, about a minute and a half); `make test` runs it too. A whole
 // node with a real kubelet in a guest is the node tier's
 // (e2e/node, TestKubeletV2Node).
 package guest
