@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -392,17 +393,18 @@ func sum(m map[string]float64, name string) float64 {
 	return s
 }
 
-// series prints the series of the metric name with their values.
+// series prints the series of the metric name whose value is not 0.
 func series(m map[string]float64, name string) string {
 	var out []string
 	for k, v := range m {
-		if k == name || strings.HasPrefix(k, name+"{") {
+		if v != 0 && (k == name || strings.HasPrefix(k, name+"{")) {
 			out = append(out, fmt.Sprintf("%s %v", strings.TrimPrefix(k, name), v))
 		}
 	}
 	if len(out) == 0 {
 		return "none"
 	}
+	sort.Strings(out)
 	return strings.Join(out, ", ")
 }
 
