@@ -47,33 +47,32 @@ type Metrics struct {
 	available *prometheus.GaugeVec
 	capacity  *prometheus.GaugeVec
 	stall     *prometheus.GaugeVec
-	// stallLocal: whether each stall average was local (stall.go).
-	stallLocal *prometheus.GaugeVec
-	obsAge     *prometheus.GaugeVec
-	sigErrors  *prometheus.CounterVec
-	threshold  *prometheus.GaugeVec
-	thrMet     *prometheus.GaugeVec
-	pressure   *prometheus.GaugeVec
-	decisions  *prometheus.CounterVec
-	evictions  *prometheus.CounterVec
-	apiErrors  *prometheus.CounterVec
-	rtErrors   *prometheus.CounterVec
-	reclaims   *prometheus.CounterVec
-	reclaimed  *prometheus.CounterVec
-	passDur    prometheus.Histogram
-	passes     *prometheus.CounterVec
-	wakeups    *prometheus.CounterVec
-	statsAge   *prometheus.HistogramVec
-	detection  *prometheus.HistogramVec
-	issue      *prometheus.HistogramVec
-	owed       prometheus.Gauge
-	buildInfo  *prometheus.GaugeVec
-	withheld   *prometheus.CounterVec
-	capHits    prometheus.Counter
-	lastHour   prometheus.Gauge
-	byUnit     map[unit]*unitGauges
-	refused    *prometheus.CounterVec
-	expiry     *expiryCollector
+	locality  *prometheus.GaugeVec // whether each stall average was local (stall.go)
+	obsAge    *prometheus.GaugeVec
+	sigErrors *prometheus.CounterVec
+	threshold *prometheus.GaugeVec
+	thrMet    *prometheus.GaugeVec
+	pressure  *prometheus.GaugeVec
+	decisions *prometheus.CounterVec
+	evictions *prometheus.CounterVec
+	apiErrors *prometheus.CounterVec
+	rtErrors  *prometheus.CounterVec
+	reclaims  *prometheus.CounterVec
+	reclaimed *prometheus.CounterVec
+	passDur   prometheus.Histogram
+	passes    *prometheus.CounterVec
+	wakeups   *prometheus.CounterVec
+	statsAge  *prometheus.HistogramVec
+	detection *prometheus.HistogramVec
+	issue     *prometheus.HistogramVec
+	owed      prometheus.Gauge
+	buildInfo *prometheus.GaugeVec
+	withheld  *prometheus.CounterVec
+	capHits   prometheus.Counter
+	lastHour  prometheus.Gauge
+	byUnit    map[unit]*unitGauges
+	refused   *prometheus.CounterVec
+	expiry    *expiryCollector
 
 	// err holds what New could not register.
 	err error
@@ -102,12 +101,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_signal_capacity",
 			Help: "Deprecated: use evictd_signal_capacity_bytes, _inodes and _pids. Capacity of the signal's resource at the last observation: bytes for memory and filesystem signals, a count for inodesFree and pid.available.",
 		}, []string{"signal"}),
-		stall:      newStallGauge(),
-		stallLocal: newStallLocalGauge(),
+		stall: newStallGauge(),
 		obsAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_signal_observation_age_seconds",
 			Help: "Age of the signal's last observation when the last pass used it.",
 		}, []string{"signal"}),
+		locality: newStallLocalGauge(),
 		sigErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_signal_errors_total",
 			Help: "Passes in which the signal could not be read (it could then trigger no eviction).",
@@ -222,7 +221,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.available = registerOrShare(reg, m.available, &errs)
 	m.capacity = registerOrShare(reg, m.capacity, &errs)
 	m.stall = registerOrShare(reg, m.stall, &errs)
-	m.stallLocal = registerOrShare(reg, m.stallLocal, &errs)
+	m.locality = registerOrShare(reg, m.locality, &errs)
 	m.obsAge = registerOrShare(reg, m.obsAge, &errs)
 	m.sigErrors = registerOrShare(reg, m.sigErrors, &errs)
 	m.threshold = registerOrShare(reg, m.threshold, &errs)

@@ -77,7 +77,7 @@ evictd_threshold{kind="hard",signal="memory.pressure.full.avg10"} 0.2
 				m.SetStallLocal(signals.MemoryAvailable, true)
 				m.ForgetObservation(signals.MemoryPressureFullAvg300)
 			},
-			collect: func(m *Metrics) prometheus.Collector { return collectors(m.stallLocal) },
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.locality) },
 			want: `
 # HELP evictd_memory_pressure_stall_local 1 when the last reading of the memory stall average (kind, window) was local: over its window the kernel reclaimed no memory for the node as a whole (/proc/vmstat pgscan_kswapd + pgscan_direct) and kubepods reached no limit of its own (memory.events.local high/max, or memory.failcnt on cgroup v1), so cgroups held at their own limits stalled and no stall threshold is met on it; 0 when the stall was the node's.
 # TYPE evictd_memory_pressure_stall_local gauge

@@ -42,7 +42,7 @@ func (m *Metrics) SetStallLocal(sig signals.Signal, local bool) {
 	if local {
 		v = 1
 	}
-	m.stallLocal.WithLabelValues(kind, window).Set(v)
+	m.locality.WithLabelValues(kind, window).Set(v)
 }
 
 // setStall exports a stall signal's reading and reports whether sig was
@@ -62,7 +62,7 @@ func (m *Metrics) setStall(sig signals.Signal, stall, capacity int64) bool {
 func (m *Metrics) forgetStall(sig signals.Signal) {
 	if kind, window, ok := sig.StallLabels(); ok {
 		m.stall.Delete(prometheus.Labels{"kind": kind, "window": window})
-		m.stallLocal.Delete(prometheus.Labels{"kind": kind, "window": window})
+		m.locality.Delete(prometheus.Labels{"kind": kind, "window": window})
 	}
 }
 
