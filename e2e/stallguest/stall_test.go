@@ -90,7 +90,10 @@ const (
 	thresholdsFlag = "--eviction-hard=memory.available<100Mi,allocatableMemory.available<150Mi,memory.pressure.some.avg10>5"
 )
 
-// TestStallIsNotShortageGuest runs inside TestStallIsNotShortage's guest.
+// TestStallIsNotShortageGuest runs inside TestStallIsNotShortage's guest:
+// the stall alone for stallFor (no eviction, no memory pressure), then a
+// shortage of allocatable memory (an eviction), then the stall corroborated
+// by kubepods held at its own limit (the stall threshold acts).
 func TestStallIsNotShortageGuest(t *testing.T) {
 	if os.Getenv(guestEnv) != "1" {
 		t.Skip("runs in TestStallIsNotShortage's cgroup v2 guest")
@@ -215,6 +218,12 @@ func TestStallIsNotShortageGuest(t *testing.T) {
 	if after.pgscan != before.pgscan || after.kubepodsHigh != before.kubepodsHigh || after.kubepodsMax != before.kubepodsMax {
 		t.Errorf("the node itself reclaimed or kubepods hit its own limit (%s): the stall was not the container's alone", after.node(before))
 	}
+	// The reason is logged when it changes, not at every pass.
+	logged := strings.Count(read(t, logPath), "but local")
+	t.Logf("decision lines saying the stall is local: %d, in %v passes", logged, sum(m, "evictd_passes_total"))
+	if logged == 0 || logged > 5 {
+		t.Errorf("evictd logged %d decision lines saying the stall is local in %v passes, want it said once when it starts (at most a few times)", logged, sum(m, "evictd_passes_total"))
+	}
 
 	// Phase 2: a real shortage, the throttled container still stalling:
 	// the hog brings kubepods within 150Mi of its limit.
@@ -247,6 +256,39 @@ func TestStallIsNotShortageGuest(t *testing.T) {
 	psi := readPSI(t, "/proc/pressure/memory")
 	t.Logf("shortage: decision %s after %s: %s; pressures %v; node PSI some avg10 %.2f%%; %s; evictions %s",
 		d.Outcome, decided.Time.Sub(grown).Round(time.Millisecond), d.Reason, decided.Pressures, psi.someAvg10, end.node(before), series(metrics(t, addr), "evictd_evictions_total"))
+
+	// Phase 3: the same stall, corroborated. The hog goes, and kubepods'
+	// memory.high is set below what the idle pod alone holds, so every
+	// charge in kubepods is over the pods' parent's own limit: kubepods'
+	// memory.events.local high rises, the stall is the node's (its pods
+	// as a whole are short), and the stall threshold is met. (kubepods at
+	// its memory.max would be the same signal, but in this guest, with no
+	// swap and no page cache to reclaim, an OOM kill.)
+	hog.Kill()
+	write(t, filepath.Join(kubepods, "memory.high"), strconv.Itoa(idleMiB<<20))
+	corroborated := time.Now()
+	var stallDecided *statusDoc
+	for deadline := time.Now().Add(60 * time.Second); stallDecided == nil; {
+		if st := status(t, addr); st.Decision.Signal == "memory.pressure.some.avg10" && st.Decision.Pod != nil {
+			stallDecided = st
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no decision for the stall threshold within 60 s of kubepods held at its own memory.high (%s): decision %s for %q: %s",
+				readCounters(t, kubepods, ctr).node(before), st.Decision.Outcome, st.Decision.Signal, st.Decision.Reason)
+		} else {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	m = metrics(t, addr)
+	if local := m[`evictd_memory_pressure_stall_local{kind="some",window="10s"}`]; local != 0 {
+		t.Errorf("evictd_memory_pressure_stall_local{some,10s} = %v after kubepods' own high events, want 0", local)
+	}
+	last := readCounters(t, kubepods, ctr)
+	if last.kubepodsHigh <= end.kubepodsHigh {
+		t.Errorf("kubepods' memory.events.local high stayed at %d", last.kubepodsHigh)
+	}
+	t.Logf("kubepods held at its own memory.high: decision %s after %s: %s; %s; evictions %s",
+		stallDecided.Decision.Outcome, stallDecided.Time.Sub(corroborated).Round(time.Millisecond), stallDecided.Decision.Reason, last.node(before),
+		series(m, "evictd_evictions_total"))
 }
 
 // startThrottled runs, in the container cgroup ctr, a shell that writes a
