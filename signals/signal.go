@@ -132,6 +132,20 @@ func (s Signal) StallLabels() (kind, window string, ok bool) {
 	return i.kind, i.window, i.kind != ""
 }
 
+// StallWindow returns the averaging window of a stall signal: 10 s, 60 s or
+// 300 s; 0 for any other signal.
+func (s Signal) StallWindow() time.Duration {
+	switch known[s].window {
+	case "10s":
+		return 10 * time.Second
+	case "60s":
+		return 60 * time.Second
+	case "300s":
+		return 300 * time.Second
+	}
+	return 0
+}
+
 // Observation is one reading of one signal: how much of the resource is
 // available, out of what capacity, at what time. For a stall signal
 // (Signal.Stall) Available is the stall, in 1/StallScale of the time, and
@@ -141,6 +155,17 @@ type Observation struct {
 	Available int64
 	Capacity  int64
 	Time      time.Time
+	// Local, on a stall observation, says the stall was not corroborated
+	// as the node's: over the signal's averaging window the kernel
+	// reclaimed nothing for the node as a whole and the pods' parent
+	// cgroup reached no limit of its own, so the tasks that stalled waited
+	// on their own cgroups' limits (a container held at its memory.high or
+	// memory.max). A stall threshold is not met on a local stall (see
+	// thresholds.Met). False, the zero value, is a stall corroborated as
+	// the node's, or one read without corroboration (a snapshot that does
+	// not say), which thresholds act on as before. Only stall signals may
+	// set it.
+	Local bool `json:",omitempty"`
 }
 
 // Check rejects observations that cannot be true of a real node, so that a
@@ -157,6 +182,8 @@ func (o Observation) Check() error {
 		return fmt.Errorf("%s: capacity %d is not the stall scale %d", o.Signal, o.Capacity, StallScale)
 	case o.Signal.Stall() && (o.Available < 0 || o.Available > StallScale):
 		return fmt.Errorf("%s: stall %d is outside 0..%d", o.Signal, o.Available, StallScale)
+	case o.Local && !o.Signal.Stall():
+		return fmt.Errorf("%s: only a memory.pressure.* stall can be local", o.Signal)
 	}
 	return nil
 }

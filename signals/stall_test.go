@@ -40,6 +40,8 @@ func TestStallObservationCheck(t *testing.T) {
 		{Observation{Signal: MemoryPressureFullAvg10, Available: -1, Capacity: StallScale, Time: at}, "stall -1 is outside 0..10000"},
 		{Observation{Signal: MemoryPressureFullAvg10, Available: StallScale + 1, Capacity: StallScale, Time: at}, "stall 10001 is outside"},
 		{Observation{Signal: MemoryPressureSomeAvg10, Available: 5, Capacity: 100, Time: at}, "capacity 100 is not the stall scale 10000"},
+		{Observation{Signal: MemoryPressureSomeAvg10, Available: 9000, Capacity: StallScale, Time: at, Local: true}, ""},
+		{Observation{Signal: MemoryAvailable, Available: 5, Capacity: 100, Time: at, Local: true}, "memory.available: only a memory.pressure.* stall can be local"},
 	} {
 		err := tc.o.Check()
 		if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
@@ -52,6 +54,19 @@ func TestFormatStall(t *testing.T) {
 	for v, want := range map[int64]string{0: "0%", 1: "0.01%", 10: "0.1%", 2050: "20.5%", 2000: "20%", 3555: "35.55%", 10000: "100%"} {
 		if got := FormatStall(v); got != want {
 			t.Errorf("FormatStall(%d): got %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestStallWindow(t *testing.T) {
+	for sig, want := range map[Signal]time.Duration{
+		MemoryPressureSomeAvg10: 10 * time.Second, MemoryPressureFullAvg10: 10 * time.Second,
+		MemoryPressureSomeAvg60: time.Minute, MemoryPressureFullAvg60: time.Minute,
+		MemoryPressureSomeAvg300: 5 * time.Minute, MemoryPressureFullAvg300: 5 * time.Minute,
+		MemoryAvailable: 0, PIDAvailable: 0,
+	} {
+		if got := sig.StallWindow(); got != want {
+			t.Errorf("%s: got %s, want %s", sig, got, want)
 		}
 	}
 }

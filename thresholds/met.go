@@ -82,8 +82,12 @@ func Headroom(t Threshold, o signals.Observation) int64 {
 // isMet is the kubelet's predicate: threshold (+ minimum reclaim when
 // enforceMinReclaim) > available, strictly. An observation exactly at the
 // threshold is not pressure. A GreaterThan (stall) threshold is met while
-// the stall is strictly above it; it has no minimum reclaim.
+// the stall is strictly above it and corroborated as the node's (not
+// Local: stall is not shortage); it has no minimum reclaim.
 func isMet(t Threshold, o signals.Observation, enforceMinReclaim bool) bool {
+	if t.Operator == GreaterThan && o.Local {
+		return false
+	}
 	if !enforceMinReclaim || t.MinReclaim == nil || t.Operator == GreaterThan {
 		return Headroom(t, o) < 0
 	}
@@ -96,7 +100,9 @@ func isMet(t Threshold, o signals.Observation, enforceMinReclaim bool) bool {
 // available reaches threshold + minimum reclaim; the loop uses that to judge
 // whether node-level reclaim relieved every threshold. A threshold whose
 // signal has no observation is not met; Tracker.Evaluate reports it as
-// missing.
+// missing. A stall threshold whose observation is Local is not met however
+// high the stall: the stall is its cgroups' own, not the node's
+// (Tracker.Evaluate reports it as Local).
 func Met(ths []Threshold, obs signals.Observations, enforceMinReclaim bool) []Threshold {
 	var out []Threshold
 	for _, t := range ths {
@@ -106,6 +112,12 @@ func Met(ths []Threshold, obs signals.Observations, enforceMinReclaim bool) []Th
 		}
 	}
 	return out
+}
+
+// setAside reports whether t is a stall threshold that o's stall is above
+// but that is not met because the stall is local.
+func setAside(t Threshold, o signals.Observation) bool {
+	return t.Operator == GreaterThan && o.Local && Headroom(t, o) < 0
 }
 
 // signalRank orders signals as signals.All does: memory, then disk, then

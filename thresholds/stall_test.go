@@ -233,3 +233,114 @@ func TestFormatStall(t *testing.T) {
 		}
 	}
 }
+
+// Stall is not shortage: a stall threshold is met only on a stall
+// corroborated as the node's; a Local one (cgroups held at their own
+// limits) is set aside, whatever its value, and reported as Local.
+func TestMetStallLocal(t *testing.T) {
+	some10 := stallTh(signals.MemoryPressureSomeAvg10, 500) // >5%
+	full60 := stallTh(signals.MemoryPressureFullAvg60, 2000)
+	mem := Threshold{Signal: signals.MemoryAvailable, Value: Value{Quantity: qty("100")}}
+	ths := []Threshold{mem, some10, full60}
+	stall := func(sig signals.Signal, v int64, local bool) signals.Observation {
+		o := obsOf(sig, v, signals.StallScale, t0)
+		o.Local = local
+		return o
+	}
+	tests := []struct {
+		name      string
+		obs       signals.Observations
+		want      []signals.Signal
+		wantLocal []signals.Signal
+	}{
+		{"corroborated stall above: met", signals.Observations{
+			signals.MemoryPressureSomeAvg10: stall(signals.MemoryPressureSomeAvg10, 9000, false),
+		}, []signals.Signal{signals.MemoryPressureSomeAvg10}, nil},
+		{"local stall above: not met, set aside", signals.Observations{
+			signals.MemoryPressureSomeAvg10: stall(signals.MemoryPressureSomeAvg10, 9000, true),
+		}, nil, []signals.Signal{signals.MemoryPressureSomeAvg10}},
+		{"full stall, local: not met", signals.Observations{
+			signals.MemoryPressureSomeAvg10: stall(signals.MemoryPressureSomeAvg10, signals.StallScale, true),
+			signals.MemoryPressureFullAvg60: stall(signals.MemoryPressureFullAvg60, signals.StallScale, true),
+		}, nil, []signals.Signal{signals.MemoryPressureSomeAvg10, signals.MemoryPressureFullAvg60}},
+		{"local stall below: not met, not set aside", signals.Observations{
+			signals.MemoryPressureSomeAvg10: stall(signals.MemoryPressureSomeAvg10, 499, true),
+		}, nil, nil},
+		{"each window on its own observation", signals.Observations{
+			signals.MemoryPressureSomeAvg10: stall(signals.MemoryPressureSomeAvg10, 900, true),
+			signals.MemoryPressureFullAvg60: stall(signals.MemoryPressureFullAvg60, 2500, false),
+		}, []signals.Signal{signals.MemoryPressureFullAvg60}, []signals.Signal{signals.MemoryPressureSomeAvg10}},
+		{"a local stall does not hide a shortage by quantity", signals.Observations{
+			signals.MemoryAvailable:         obsOf(signals.MemoryAvailable, 10, 1000, t0),
+			signals.MemoryPressureSomeAvg10: stall(signals.MemoryPressureSomeAvg10, 9000, true),
+		}, []signals.Signal{signals.MemoryAvailable}, []signals.Signal{signals.MemoryPressureSomeAvg10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []signals.Signal
+			for _, th := range Met(ths, tt.obs, false) {
+				got = append(got, th.Signal)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Met: got %v, want %v", got, tt.want)
+			}
+			got = nil
+			for _, th := range Met(ths, tt.obs, true) {
+				got = append(got, th.Signal)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Met with minimum reclaim: got %v, want %v", got, tt.want)
+			}
+			ev := NewTracker(time.Minute, 0).Evaluate(t0, ths, tt.obs)
+			got = nil
+			for _, th := range ev.Met {
+				got = append(got, th.Signal)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Evaluate: met %v, want %v", got, tt.want)
+			}
+			var local []signals.Signal
+			for _, th := range ev.Local {
+				local = append(local, th.Signal)
+			}
+			if !slices.Equal(local, tt.wantLocal) {
+				t.Errorf("Evaluate: local %v, want %v", local, tt.wantLocal)
+			}
+			if wantPressure := len(tt.want) > 0; ev.Pressure[signals.MemoryPressure].Active != wantPressure {
+				t.Errorf("memory pressure %v, want %v", ev.Pressure[signals.MemoryPressure].Active, wantPressure)
+			}
+		})
+	}
+}
+
+// A soft stall threshold waits out its grace period only while the stall
+// is the node's: a pass where it is local restarts the grace period, and
+// sets no pressure of its own.
+func TestStallLocalRestartsGrace(t *testing.T) {
+	p, err := Parse(Settings{
+		Hard:            map[string]string{},
+		Soft:            map[string]string{"memory.pressure.some.avg60": ">10"},
+		SoftGracePeriod: map[string]string{"memory.pressure.some.avg60": "30s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker(0, 0)
+	at := func(d time.Duration, local bool) Evaluation {
+		o := obsOf(signals.MemoryPressureSomeAvg60, 4000, signals.StallScale, t0.Add(d))
+		o.Local = local
+		return tr.Evaluate(t0.Add(d), p.Thresholds, signals.Observations{o.Signal: o})
+	}
+	if ev := at(0, false); len(ev.Waiting) != 1 {
+		t.Fatalf("+0s: waiting %v, want the threshold", ev.Waiting)
+	}
+	if ev := at(20*time.Second, true); len(ev.Met) != 0 || len(ev.Local) != 1 || ev.Pressure[signals.MemoryPressure].Active {
+		t.Errorf("+20s, local: met %v, local %v, pressure %v; want set aside, no pressure", ev.Met, ev.Local, ev.Pressure[signals.MemoryPressure].Active)
+	}
+	if ev := at(35*time.Second, false); len(ev.Actionable) != 0 || len(ev.Waiting) != 1 || !ev.FirstObservedAt[p.Thresholds[0].Key()].Equal(t0.Add(35*time.Second)) {
+		t.Errorf("+35s: actionable %v, waiting %v since %v; want the grace period restarted at +35s", ev.Actionable, ev.Waiting, ev.FirstObservedAt)
+	}
+	if ev := at(70*time.Second, false); len(ev.Actionable) != 1 {
+		t.Errorf("+70s: actionable %v, want the threshold", ev.Actionable)
+	}
+}

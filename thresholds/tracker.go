@@ -48,6 +48,11 @@ type Evaluation struct {
 	// previous pass (or is zero), or it is older than the maximum
 	// observation age. They count for pressure, never for eviction.
 	Stale []Threshold
+	// Local are the stall thresholds whose stall is above their value but
+	// local (signals.Observation.Local: not corroborated as the node's),
+	// which are therefore not met: stall is not shortage. They set no
+	// pressure and evict nothing; a grace period under way restarts.
+	Local []Threshold
 	// Missing are the thresholds whose signal has no observation this pass.
 	// As in the kubelet they count as not met: they observe no pressure
 	// (an active one is still held for the transition period) and their
@@ -140,6 +145,8 @@ func (t *Tracker) Evaluate(now time.Time, ths []Threshold, obs signals.Observati
 		switch {
 		case !ok:
 			ev.Missing = append(ev.Missing, th)
+		case setAside(th, o):
+			ev.Local = append(ev.Local, th)
 		case isMet(th, o, false):
 			ev.Met = append(ev.Met, th)
 		case t.graceMet[th.Key()] && isMet(th, o, true):

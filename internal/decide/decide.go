@@ -288,6 +288,9 @@ func noActionReason(ev thresholds.Evaluation) string {
 			thresholds.Format(th), ev.FirstObservedAt[th.Key()].Format(time.RFC3339), th.GracePeriod)
 	case len(ev.Reclaiming) > 0:
 		return fmt.Sprintf("%s held until minimum reclaim is reached", thresholds.Format(ev.Reclaiming[0]))
+	case len(ev.Local) > 0:
+		return fmt.Sprintf("no threshold met: the memory stall is above %s but local (over its window the node reclaimed nothing for itself and kubepods reached no limit of its own): stall is not shortage",
+			thresholds.Format(ev.Local[0]))
 	}
 	return "no threshold met"
 }

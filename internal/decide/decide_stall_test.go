@@ -34,6 +34,12 @@ func TestDecideStall(t *testing.T) {
 			signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: memAvail, Capacity: 10240 * mi, Time: t0},
 		}
 	}
+	local := func(obs signals.Observations, sig signals.Signal) signals.Observations {
+		o := obs[sig]
+		o.Local = true
+		obs[sig] = o
+		return obs
+	}
 	// big is Guaranteed-like: large but within its request; over is a
 	// smaller burstable pod well above its request; disk-hog uses much
 	// disk and little memory.
@@ -64,6 +70,10 @@ func TestDecideStall(t *testing.T) {
 		{"another window does not count", hard, stall(signals.MemoryPressureFullAvg60, 9000, 8000*mi), OutcomeNone, "", false, "no threshold met"},
 		{"soft: pressure at once, eviction after the grace period", soft, stall(signals.MemoryPressureSomeAvg60, 1500, 8000*mi), OutcomeNone, "", true,
 			"memory.pressure.some.avg60>10% met since"},
+		{"above but local: no pressure, no eviction, the reason says so", hard, local(stall(signals.MemoryPressureFullAvg10, 9900, 8000*mi), signals.MemoryPressureFullAvg10), OutcomeNone, "", false,
+			"no threshold met: the memory stall is above memory.pressure.full.avg10>20% but local"},
+		{"soft above but local: no pressure, no grace period", soft, local(stall(signals.MemoryPressureSomeAvg60, 1500, 8000*mi), signals.MemoryPressureSomeAvg60), OutcomeNone, "", false,
+			"stall is not shortage"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := NewDecider(DeciderConfig{Thresholds: parse(t, tc.s), TransitionPeriod: time.Minute})

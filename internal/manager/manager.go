@@ -345,6 +345,7 @@ func (m *Manager) export(now time.Time, obs signals.Observations, dec decide.Dec
 			continue
 		}
 		met.SetObservation(s, o.Available, o.Capacity)
+		met.SetStallLocal(s, o.Local)
 		met.SetObservationAge(s, now.Sub(o.Time).Seconds())
 	}
 	ev := dec.Evaluation

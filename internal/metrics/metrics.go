@@ -47,6 +47,7 @@ type Metrics struct {
 	available *prometheus.GaugeVec
 	capacity  *prometheus.GaugeVec
 	stall     *prometheus.GaugeVec
+	locality  *prometheus.GaugeVec // whether each stall average was local (stall.go)
 	obsAge    *prometheus.GaugeVec
 	sigErrors *prometheus.CounterVec
 	threshold *prometheus.GaugeVec
@@ -105,6 +106,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_signal_observation_age_seconds",
 			Help: "Age of the signal's last observation when the last pass used it.",
 		}, []string{"signal"}),
+		locality: newStallLocalGauge(),
 		sigErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_signal_errors_total",
 			Help: "Passes in which the signal could not be read (it could then trigger no eviction).",
@@ -219,6 +221,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.available = registerOrShare(reg, m.available, &errs)
 	m.capacity = registerOrShare(reg, m.capacity, &errs)
 	m.stall = registerOrShare(reg, m.stall, &errs)
+	m.locality = registerOrShare(reg, m.locality, &errs)
 	m.obsAge = registerOrShare(reg, m.obsAge, &errs)
 	m.sigErrors = registerOrShare(reg, m.sigErrors, &errs)
 	m.threshold = registerOrShare(reg, m.threshold, &errs)

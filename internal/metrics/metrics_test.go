@@ -69,6 +69,23 @@ evictd_threshold{kind="hard",signal="memory.pressure.full.avg10"} 0.2
 `,
 		},
 		{
+			name: "SetStallLocal: 1 for a local stall, 0 for the node's, nothing for other signals; ForgetObservation deletes it",
+			do: func(m *Metrics) {
+				m.SetStallLocal(signals.MemoryPressureSomeAvg10, true)
+				m.SetStallLocal(signals.MemoryPressureFullAvg60, false)
+				m.SetStallLocal(signals.MemoryPressureFullAvg300, true)
+				m.SetStallLocal(signals.MemoryAvailable, true)
+				m.ForgetObservation(signals.MemoryPressureFullAvg300)
+			},
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.locality) },
+			want: `
+# HELP evictd_memory_pressure_stall_local 1 when the last reading of the memory stall average (kind, window) was local: over its window the kernel reclaimed no memory for the node as a whole (/proc/vmstat pgscan_kswapd + pgscan_direct) and kubepods reached no limit of its own (memory.events.local high/max, or memory.failcnt on cgroup v1), so cgroups held at their own limits stalled and no stall threshold is met on it; 0 when the stall was the node's.
+# TYPE evictd_memory_pressure_stall_local gauge
+evictd_memory_pressure_stall_local{kind="full",window="60s"} 0
+evictd_memory_pressure_stall_local{kind="some",window="10s"} 1
+`,
+		},
+		{
 			name: "ForgetObservation of a stall signal deletes its ratio and thresholds",
 			do: func(m *Metrics) {
 				m.SetObservation(signals.MemoryPressureFullAvg10, 3550, signals.StallScale)

@@ -71,6 +71,7 @@ var allNames = []string{
 	"evictd_evictions_owed",
 	"evictd_evictions_total",
 	"evictd_evictions_withheld_total",
+	"evictd_memory_pressure_stall_local",
 	"evictd_memory_pressure_stall_ratio",
 	"evictd_node_pressure",
 	"evictd_pass_duration_seconds",
@@ -104,6 +105,7 @@ func exerciseAll(m *Metrics) {
 	m.SetObservation(signals.NodeFsInodesFree, 1, 2)
 	m.SetObservation(signals.PIDAvailable, 1, 2)
 	m.SetObservation(signals.MemoryPressureFullAvg10, 1, signals.StallScale)
+	m.SetStallLocal(signals.MemoryPressureFullAvg10, true)
 	m.SetThreshold(signals.NodeFsInodesFree, KindSoft, 1, false)
 	m.SetThreshold(signals.PIDAvailable, KindHard, 1, false)
 	m.SetThreshold(signals.MemoryPressureFullAvg10, KindHard, 1, false)

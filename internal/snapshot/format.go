@@ -58,6 +58,11 @@ type ObservationJSON struct {
 	// Stall is a stall signal's reading, a percentage of time as PSI
 	// prints it: 35.5, "35.5" or "35.5%".
 	Stall *Stall `json:"stall,omitempty"`
+	// Local, for a stall signal only, says the stall was not corroborated
+	// as the node's (the node reclaimed nothing for itself and kubepods
+	// reached no limit of its own over the window): its thresholds are not
+	// met. Absent, the stall counts as the node's, as before.
+	Local bool `json:"local,omitempty"`
 	// Age says how long before the step the reading was taken ("0s" by
 	// default); a reading older than the previous step's is stale.
 	Age string `json:"age,omitempty"`

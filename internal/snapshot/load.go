@@ -205,6 +205,8 @@ func observations(field string, now time.Time, in map[string]ObservationJSON) (s
 			oj.Available, oj.Capacity = Quantity{Value: oj.Stall.Value, Set: true}, Quantity{Value: signals.StallScale, Set: true}
 		case oj.Stall != nil:
 			return nil, fmt.Errorf("%s: stall is for the memory.pressure.* signals only", f)
+		case oj.Local:
+			return nil, fmt.Errorf("%s: local is for the memory.pressure.* signals only", f)
 		case !oj.Available.Set || !oj.Capacity.Set:
 			return nil, fmt.Errorf("%s: available and capacity are both required", f)
 		}
@@ -212,7 +214,7 @@ func observations(field string, now time.Time, in map[string]ObservationJSON) (s
 		if err != nil {
 			return nil, err
 		}
-		o := signals.Observation{Signal: sig, Available: oj.Available.Value, Capacity: oj.Capacity.Value, Time: now.Add(-age)}
+		o := signals.Observation{Signal: sig, Available: oj.Available.Value, Capacity: oj.Capacity.Value, Time: now.Add(-age), Local: oj.Local}
 		if err := o.Check(); err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}

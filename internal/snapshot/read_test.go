@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/signals"
 )
 
 // TestReadSaturatesSums: containers whose requests or usage add up past the
@@ -55,6 +57,9 @@ func TestReadBadValues(t *testing.T) {
 			`steps[0].observations["memory.available"]: available and capacity are both required`},
 		{"two unknown resources: the first in sorted order", `{"pods": [{"name": "a", "requests": {"tpu": "1", "gpu": "1"}}]}`,
 			`steps[0].pods[0].requests: unknown resource "gpu"`},
+		{"local on a quantity signal", obs(`"memory.available": {"available": 1, "capacity": 2, "local": true}`),
+			`steps[0].observations["memory.available"]: local is for the memory.pressure.* signals only`},
+		{"local not a boolean", obs(`"memory.pressure.some.avg10": {"stall": 9, "local": "yes"}`), "cannot unmarshal string"},
 		{"truncated", `{"observations": {"memory.available": {"avail`, "unexpected EOF"},
 		{"not UTF-8", "{\"pods\": [{\"name\": \"\xff\", \"qos\": \"\xfe\"}]}", "steps[0].pods[0].qos: \"\ufffd\" is not Guaranteed"},
 	}
@@ -75,5 +80,23 @@ func TestReadBadValues(t *testing.T) {
 				first = err.Error()
 			}
 		})
+	}
+}
+
+// TestReadLocalStall: a stall observation may say it is local; absent, it
+// is the node's, as in the snapshots written before the field.
+func TestReadLocalStall(t *testing.T) {
+	sc, err := Read(strings.NewReader(`{"observations": {
+	  "memory.pressure.some.avg10": {"stall": 38, "local": true},
+	  "memory.pressure.full.avg10": {"stall": 12.5},
+	  "memory.pressure.some.avg60": {"stall": 4, "local": false}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := sc.Steps[0].Observations
+	for sig, want := range map[string]bool{"memory.pressure.some.avg10": true, "memory.pressure.full.avg10": false, "memory.pressure.some.avg60": false} {
+		if got := obs[signals.Signal(sig)].Local; got != want {
+			t.Errorf("%s: local %v, want %v", sig, got, want)
+		}
 	}
 }

@@ -14,15 +14,24 @@ func stallObs(sig signals.Signal, v int64) signals.Observation {
 	return signals.Observation{Signal: sig, Available: v, Capacity: signals.StallScale, Time: now}
 }
 
+// localStall is a stall observation not corroborated as the node's, as
+// every first reading is (it has no earlier reclaim counts).
+func localStall(sig signals.Signal, v int64) signals.Observation {
+	o := stallObs(sig, v)
+	o.Local = true
+	return o
+}
+
 func TestMemoryPressureSource(t *testing.T) {
 	const v2File = "some avg10=1.00 avg60=2.00 avg300=3.00 total=10\nfull avg10=0.50 avg60=0.25 avg300=0.01 total=5\n"
+	// A first reading: no earlier reclaim counts, so every stall is local.
 	fromProc := []signals.Observation{
-		stallObs(signals.MemoryPressureSomeAvg10, 1250), stallObs(signals.MemoryPressureSomeAvg60, 402), stallObs(signals.MemoryPressureSomeAvg300, 90),
-		stallObs(signals.MemoryPressureFullAvg10, 825), stallObs(signals.MemoryPressureFullAvg60, 200), stallObs(signals.MemoryPressureFullAvg300, 31),
+		localStall(signals.MemoryPressureSomeAvg10, 1250), localStall(signals.MemoryPressureSomeAvg60, 402), localStall(signals.MemoryPressureSomeAvg300, 90),
+		localStall(signals.MemoryPressureFullAvg10, 825), localStall(signals.MemoryPressureFullAvg60, 200), localStall(signals.MemoryPressureFullAvg300, 31),
 	}
 	fromV2Root := []signals.Observation{
-		stallObs(signals.MemoryPressureSomeAvg10, 100), stallObs(signals.MemoryPressureSomeAvg60, 200), stallObs(signals.MemoryPressureSomeAvg300, 300),
-		stallObs(signals.MemoryPressureFullAvg10, 50), stallObs(signals.MemoryPressureFullAvg60, 25), stallObs(signals.MemoryPressureFullAvg300, 1),
+		localStall(signals.MemoryPressureSomeAvg10, 100), localStall(signals.MemoryPressureSomeAvg60, 200), localStall(signals.MemoryPressureSomeAvg300, 300),
+		localStall(signals.MemoryPressureFullAvg10, 50), localStall(signals.MemoryPressureFullAvg60, 25), localStall(signals.MemoryPressureFullAvg300, 1),
 	}
 	tests := []struct {
 		name      string

@@ -86,6 +86,7 @@ func Write(dir string, n Node) (Tree, error) {
 		filepath.Join(t.Proc, "meminfo"):                        meminfo(n.MemTotal, n.HugePages, n.Root),
 		filepath.Join(t.Proc, "loadavg"):                        "3.10 2.95 2.80 4/1234 56789\n",
 		filepath.Join(t.Proc, "pressure", "memory"):             "some avg10=1.50 avg60=0.80 avg300=0.20 total=123456\nfull avg10=0.40 avg60=0.10 avg300=0.02 total=45678\n",
+		filepath.Join(t.Proc, "vmstat"):                         "nr_free_pages 1778721\npgscan_kswapd 0\npgscan_direct 0\n",
 		filepath.Join(t.Proc, "sys", "kernel", "pid_max"):       "4194304\n",
 		filepath.Join(t.Proc, "sys", "kernel", "threads-max"):   "126000\n",
 		filepath.Join(mem, "memory.limit_in_bytes"):             unlimited,
@@ -94,6 +95,7 @@ func Write(dir string, n Node) (Tree, error) {
 		filepath.Join(mem, "kubepods", "memory.limit_in_bytes"): kubepodsLimit,
 		filepath.Join(mem, "kubepods", "memory.usage_in_bytes"): fmt.Sprintln(n.Kubepods.Usage),
 		filepath.Join(mem, "kubepods", "memory.stat"):           MemoryStatV1(n.Kubepods.Usage, n.Kubepods.InactiveFile),
+		filepath.Join(mem, "kubepods", "memory.failcnt"):        "0\n",
 		filepath.Join(pids, "cgroup.procs"):                     "1\n",
 	}
 	if n.NoPSI {
