@@ -319,3 +319,21 @@ func TestSimulateRejectsBadSnapshots(t *testing.T) {
 		})
 	}
 }
+
+// TestSimulateLocalStall replays examples/psi-local-stall.json: a stall
+// above its threshold that the node's own reclaim does not corroborate
+// evicts nothing and sets no pressure; once it is the node's, it acts.
+func TestSimulateLocalStall(t *testing.T) {
+	steps := simulated(t, filepath.Join("..", "..", "examples", "psi-local-stall.json"))
+	if len(steps) != 3 {
+		t.Fatalf("got %d steps, want 3", len(steps))
+	}
+	for i, st := range steps[:2] {
+		if st.Outcome != "none" || len(st.Pressures) != 0 || !strings.Contains(st.Reason, "but local") {
+			t.Errorf("step %d: outcome %q, pressures %v, reason %q; want none, no pressure, a local stall named", i, st.Outcome, st.Pressures, st.Reason)
+		}
+	}
+	if last := steps[2]; last.Outcome != "evict" || last.Signal != "memory.pressure.some.avg10" || last.Victim == "" {
+		t.Errorf("step 2: outcome %q for %q, victim %q; want an eviction for memory.pressure.some.avg10", last.Outcome, last.Signal, last.Victim)
+	}
+}

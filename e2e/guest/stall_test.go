@@ -1,4 +1,4 @@
-package stallguest
+package guest
 
 import (
 	"bufio"
@@ -22,23 +22,12 @@ import (
 	"github.com/evictd/evictd/internal/testing/testvm"
 )
 
-// allocEnv makes the test binary a testalloc child holding that many MiB,
-// as in e2e/guest.
-const allocEnv = "EVICTD_E2E_ALLOC_MIB"
-
-// guestEnv makes TestStallIsNotShortageGuest run: it is set only in
+// stallGuestEnv makes TestStallIsNotShortageGuest run: it is set only in
 // TestStallIsNotShortage's guest.
-const guestEnv = "EVICTD_STALL_GUEST"
+const stallGuestEnv = "EVICTD_STALL_GUEST"
 
 // binEnv names the evictd binary to run in the guest (`make build`'s).
 const binEnv = "EVICTD_BIN"
-
-func TestMain(m *testing.M) {
-	if v, ok := os.LookupEnv(allocEnv); ok {
-		os.Exit(testalloc.Hold(allocEnv, v, 1024))
-	}
-	os.Exit(m.Run())
-}
 
 // TestStallIsNotShortage boots a cgroup v2 guest and runs
 // TestStallIsNotShortageGuest there, with the evictd binary of $EVICTD_BIN.
@@ -55,7 +44,7 @@ func TestStallIsNotShortage(t *testing.T) {
 	}
 	res, err := testvm.Run(t.Context(), t.TempDir(), testvm.Options{
 		Script:    "exec '" + os.Args[0] + "' -test.run '^TestStallIsNotShortageGuest$' -test.v -test.count=1 -test.timeout 12m",
-		Env:       []string{guestEnv + "=1", binEnv + "=" + bin},
+		Env:       []string{stallGuestEnv + "=1", binEnv + "=" + bin},
 		MemoryMiB: 1536,
 		Timeout:   14 * time.Minute,
 	})
@@ -95,7 +84,7 @@ const (
 // shortage of allocatable memory (an eviction), then the stall corroborated
 // by kubepods held at its own limit (the stall threshold acts).
 func TestStallIsNotShortageGuest(t *testing.T) {
-	if os.Getenv(guestEnv) != "1" {
+	if os.Getenv(stallGuestEnv) != "1" {
 		t.Skip("runs in TestStallIsNotShortage's cgroup v2 guest")
 	}
 	const cg = "/sys/fs/cgroup"
