@@ -230,7 +230,9 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 					Message: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi."},
 				{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now},
 			},
-			ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true, ImageID: "sha256:1"}},
+			ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true, ImageID: "sha256:1", ContainerID: "containerd://a1b2"},
+				{Name: "log", Ready: true, ContainerID: "containerd://c3d4", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}}}},
+			InitContainerStatuses: []v1.ContainerStatus{{Name: "envoy", ContainerID: "containerd://e5f6", RestartCount: 2}},
 		},
 	}
 	whole := pod.DeepCopy()
@@ -255,12 +257,21 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 	if slimmed.ResourceVersion != "7" {
 		t.Errorf("resourceVersion = %q, want 7", slimmed.ResourceVersion)
 	}
+	// Of the containers' statuses only the names and IDs stay: the
+	// readers find each container's cgroup by its ID.
+	wantStatuses := []v1.ContainerStatus{{Name: "app", ContainerID: "containerd://a1b2"}, {Name: "log", ContainerID: "containerd://c3d4"}}
+	if got := slimmed.Status.ContainerStatuses; !reflect.DeepEqual(got, wantStatuses) {
+		t.Errorf("container statuses after slim = %+v, want only names and IDs %+v", got, wantStatuses)
+	}
+	wantInit := []v1.ContainerStatus{{Name: "envoy", ContainerID: "containerd://e5f6"}}
+	if got := slimmed.Status.InitContainerStatuses; !reflect.DeepEqual(got, wantInit) {
+		t.Errorf("init container statuses after slim = %+v, want only names and IDs %+v", got, wantInit)
+	}
 	for what, gone := range map[string]bool{
 		"managedFields":            slimmed.ManagedFields == nil,
 		"last-applied annotation":  slimmed.Annotations[lastAppliedAnnotation] == "",
 		"container images":         slimmed.Spec.Containers[0].Image == "" && slimmed.Spec.InitContainers[1].Image == "",
 		"container env and probes": slimmed.Spec.Containers[1].Env == nil && slimmed.Spec.Containers[1].LivenessProbe == nil,
-		"container statuses":       slimmed.Status.ContainerStatuses == nil,
 		"pod IP":                   slimmed.Status.PodIP == "",
 	} {
 		if !gone {
