@@ -42,6 +42,10 @@ type DiskStatsConfig struct {
 	// together, counted as they are walked; default 1,000,000. The
 	// directories walked once the pod's budget is spent are not measured.
 	MaxEntries int
+	// PendingDeadline bounds FillPending, how long a pass may wait for
+	// the stats of pods that have just started; default
+	// DefaultPendingDeadline.
+	PendingDeadline time.Duration
 }
 
 // DiskStats measures the pods' disk usage: it is the loop's PodStatsSource for disk.
@@ -50,6 +54,7 @@ type DiskStats struct {
 	c                    *Client
 	kubeletRoot, logsDir string
 	du                   *dirUsage
+	pendingDeadline      time.Duration
 }
 
 // NewDiskStats returns a DiskStats reading the runtime through c.
@@ -68,7 +73,11 @@ func NewDiskStats(c *Client, cfg DiskStatsConfig) (*DiskStats, error) {
 			return nil, fmt.Errorf("pod disk stats: directory %q is not an absolute path", d)
 		}
 	}
-	return &DiskStats{c: c, kubeletRoot: cfg.KubeletRootDir, logsDir: cfg.PodLogsDir, du: newDirUsage(cfg.MaxAge, cfg.MaxEntries)}, nil
+	if cfg.PendingDeadline <= 0 {
+		cfg.PendingDeadline = DefaultPendingDeadline
+	}
+	return &DiskStats{c: c, kubeletRoot: cfg.KubeletRootDir, logsDir: cfg.PodLogsDir, du: newDirUsage(cfg.MaxAge, cfg.MaxEntries),
+		pendingDeadline: cfg.PendingDeadline}, nil
 }
 
 // PodStats returns, by pod UID, the disk usage of pods stamped with now:
@@ -97,8 +106,16 @@ type runtimeContainer struct {
 }
 
 func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, pods []signals.Pod, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
-	var errs []error
 	byPod, layers, err := c.writableLayers(ctx)
+	return measure(ctx, du, now, pods, byPod, layers, err, kubeletRoot, logsDir)
+}
+
+// measure gives the disk stats of pods from the runtime's containers and
+// writable layers (byPod, layers; err is what failed asking for them) and
+// the pods' directories.
+func measure(ctx context.Context, du *dirUsage, now time.Time, pods []signals.Pod, byPod map[string]map[string]runtimeContainer,
+	layers map[string]*signals.FsUsage, err error, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
+	var errs []error
 	if err != nil {
 		errs = append(errs, fmt.Errorf("pod disk stats: writable layers: %w", err))
 	}
