@@ -128,15 +128,19 @@ const maxContainerIDLength = 128
 
 // containerID is the runtime's ID of the container named name as the
 // kubelet reports it in statuses: its containerID ("containerd://<id>")
-// without the runtime's prefix. It is empty when the status names no
-// container of that name, or an ID that is not letters, digits, '-', '_'
-// and '.' alone (not starting with '.'), at most maxContainerIDLength
-// long: a reader looks for a cgroup directory by it, and no status may
-// make it look elsewhere.
+// without the runtime's prefix, while the status says it runs (a
+// container created but not started, or ended, has no cgroup to read).
+// It is empty when the status names no running container of that name,
+// or an ID that is not letters, digits, '-', '_' and '.' alone (not
+// starting with '.'), at most maxContainerIDLength long: a reader looks
+// for a cgroup directory by it, and no status may make it look elsewhere.
 func containerID(statuses []v1.ContainerStatus, name string) string {
 	for i := range statuses {
 		if statuses[i].Name != name {
 			continue
+		}
+		if statuses[i].State.Running == nil {
+			return ""
 		}
 		ref := statuses[i].ContainerID
 		if _, id, ok := strings.Cut(ref, "://"); ok {

@@ -510,11 +510,20 @@ func TestConvertLocalStorageLimits(t *testing.T) {
 
 // TestConvertContainerIDs: each container, app or init, carries the ID of
 // its current instance from the kubelet's status of that name, without the
-// runtime's prefix; none before the kubelet reports one, and none for an ID
-// that could name anything but one cgroup directory.
+// runtime's prefix, while it runs; none before the kubelet reports one,
+// none once it has ended or before it starts (no cgroup to read), and none
+// for an ID that could name anything but one cgroup directory.
 func TestConvertContainerIDs(t *testing.T) {
 	const id = "3f1c0de2a9b04c9e8d7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d"
-	st := func(name, ref string) v1.ContainerStatus { return v1.ContainerStatus{Name: name, ContainerID: ref} }
+	st := func(name, ref string) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: name, ContainerID: ref, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}
+	}
+	ended := func(name, ref string) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: name, ContainerID: ref, State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Completed"}}}
+	}
+	created := func(name, ref string) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: name, ContainerID: ref, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+	}
 	spec := v1.PodSpec{
 		InitContainers: []v1.Container{sidecar("proxy", nil, nil), ctr("migrate", nil, nil)},
 		Containers:     []v1.Container{ctr("app", nil, nil), ctr("log", nil, nil)},
@@ -541,7 +550,14 @@ func TestConvertContainerIDs(t *testing.T) {
 		{name: "a status of no spec container names nothing",
 			app:  []v1.ContainerStatus{st("ghost", "containerd://g1")},
 			want: map[string]string{}},
-		{name: "waiting, no ID", app: []v1.ContainerStatus{st("app", "")}, want: map[string]string{}},
+		{name: "running, no ID yet", app: []v1.ContainerStatus{st("app", "")}, want: map[string]string{}},
+		{name: "an init container that has completed: none",
+			app:   []v1.ContainerStatus{st("app", "containerd://a1")},
+			inits: []v1.ContainerStatus{st("proxy", "containerd://p1"), ended("migrate", "containerd://m1")},
+			want:  map[string]string{"app": "a1", "proxy": "p1"}},
+		{name: "created, not started: none", app: []v1.ContainerStatus{created("app", "containerd://a1")}, want: map[string]string{}},
+		{name: "ended, restarting: none", app: []v1.ContainerStatus{ended("app", "containerd://a1"), st("log", "containerd://l1")},
+			want: map[string]string{"log": "l1"}},
 		{name: "IDs that could leave the pod's cgroup are none",
 			app:   []v1.ContainerStatus{st("app", "containerd://../../pod-other"), st("log", "containerd://a/b")},
 			inits: []v1.ContainerStatus{st("proxy", "containerd://.."), st("migrate", "containerd://"+strings.Repeat("a", 129))},
@@ -554,12 +570,7 @@ func TestConvertContainerIDs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := podOf(spec)
 			pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses = tt.app, tt.inits
-			got := map[string]string{}
-			for _, c := range Convert(pod).Containers {
-				if c.ID != "" {
-					got[c.Name] = c.ID
-				}
-			}
+			got := containerIDs(Convert(pod))
 			want := tt.want
 			if want == nil {
 				want = map[string]string{}
@@ -569,4 +580,15 @@ func TestConvertContainerIDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// containerIDs maps p's containers that have an ID to it.
+func containerIDs(p signals.Pod) map[string]string {
+	ids := map[string]string{}
+	for _, c := range p.Containers {
+		if c.ID != "" {
+			ids[c.Name] = c.ID
+		}
+	}
+	return ids
 }

@@ -85,9 +85,9 @@ func NewPodStatsReader(cfg Config) (*PodStatsReader, error) {
 // With a pod's working set come its containers' (Containers, in the order
 // of pod.Containers, MemoryWorkingSet alone set): those with an ID whose
 // cgroup is found below the pod's and reads. One that is not found (the
-// kubelet reported an instance that has ended or not yet started) or does
-// not read is left out, with no error: the pod still ranks on its own
-// figure, and only the eviction's message lacks the container.
+// instance the kubelet reported running has ended since) or does not
+// read is left out, with no error: the pod still ranks on its own figure,
+// and only the eviction's message lacks the container.
 //
 // A Read that asks for neither kind reads no file and returns no stats; it
 // only closes the files of the pods it does not list.
