@@ -24,6 +24,13 @@ type Container struct {
 	// bytes (0 = none). Only app containers carry one: the kubelet checks
 	// the limits of spec.containers alone, not of init containers.
 	EphemeralStorageLimit int64
+	// ID is the container runtime's ID of the container's running
+	// instance, as the kubelet reports it in the pod's status (its
+	// containerID without the "<runtime>://" prefix); empty until the
+	// kubelet has reported it running, and once it has ended. Pod stats
+	// readers find the container's own cgroup by it, below the pod's; it
+	// names nothing else and decides nothing.
+	ID string
 }
 
 // Request is one request of a pod spec: Bytes in bytes (fractions rounded

@@ -14,7 +14,9 @@ type FsUsage struct {
 // ContainerStats is the usage of one container of a pod. A nil field was not
 // measured (which is not the same as zero).
 type ContainerStats struct {
-	Name             string
+	Name string
+	// MemoryWorkingSet is the container cgroup's usage minus inactive file
+	// pages, read with its pod's MemoryWorkingSet.
 	MemoryWorkingSet *int64
 	// Rootfs is the container's writable layer.
 	Rootfs *FsUsage
@@ -74,13 +76,13 @@ type PodStatsKinds uint8
 
 // The kinds of pod stats.
 const (
-	// PodMemory is the pod cgroup's working set (PodStats.MemoryWorkingSet).
+	// PodMemory is the pod cgroup's working set (PodStats.MemoryWorkingSet)
+	// and, read with it, its containers' (ContainerStats.MemoryWorkingSet).
 	PodMemory PodStatsKinds = 1 << iota
 	// PodProcesses is the pod cgroup's task count (PodStats.Processes).
 	PodProcesses
 	// PodDisk is what the runtime and the pod's directories give:
-	// Containers (writable layers, logs and the runtime's per-container
-	// working sets) and Volumes.
+	// Containers' writable layers and logs, and Volumes.
 	PodDisk
 )
 

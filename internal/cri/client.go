@@ -212,9 +212,14 @@ func (c *Client) imageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoRespon
 
 // listPodSandboxes calls ListPodSandbox with no filter.
 func (c *Client) listPodSandboxes(ctx context.Context) ([]*runtimeapi.PodSandbox, error) {
+	return c.listPodSandboxesWith(ctx, nil)
+}
+
+// listPodSandboxesWith calls ListPodSandbox with filter.
+func (c *Client) listPodSandboxesWith(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
-	out, err := c.rs.ListPodSandbox(ctx, nil)
+	out, err := c.rs.ListPodSandbox(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("CRI ListPodSandbox at %s: %w", c.endpoint, err)
 	}
@@ -223,9 +228,14 @@ func (c *Client) listPodSandboxes(ctx context.Context) ([]*runtimeapi.PodSandbox
 
 // listContainers calls ListContainers with no filter.
 func (c *Client) listContainers(ctx context.Context) ([]*runtimeapi.Container, error) {
+	return c.listContainersWith(ctx, nil)
+}
+
+// listContainersWith calls ListContainers with filter.
+func (c *Client) listContainersWith(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
-	out, err := c.rs.ListContainers(ctx, nil)
+	out, err := c.rs.ListContainers(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("CRI ListContainers at %s: %w", c.endpoint, err)
 	}
@@ -234,9 +244,14 @@ func (c *Client) listContainers(ctx context.Context) ([]*runtimeapi.Container, e
 
 // listContainerStats calls ListContainerStats with no filter.
 func (c *Client) listContainerStats(ctx context.Context) ([]*runtimeapi.ContainerStats, error) {
+	return c.listContainerStatsWith(ctx, nil)
+}
+
+// listContainerStatsWith calls ListContainerStats with filter.
+func (c *Client) listContainerStatsWith(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
-	out, err := c.rs.ListContainerStats(ctx, nil)
+	out, err := c.rs.ListContainerStats(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("CRI ListContainerStats at %s: %w", c.endpoint, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 	"time"
 
@@ -60,7 +61,7 @@ func newDirUsage(maxAge time.Duration, maxEntries int) *dirUsage {
 // itself, everything below it), from the cache when measured less than
 // maxAge before now. It fails with errTooMany past limit entries, the
 // caller's budget (all of it spent), and errTooDeep past maxDepth levels.
-// A missing directory wraps fs.ErrNotExist.
+// A missing directory wraps fs.ErrNotExist, and is not cached.
 func (d *dirUsage) usage(ctx context.Context, now time.Time, dir string, limit int) (signals.FsUsage, int, error) {
 	d.mu.Lock()
 	if c, ok := d.cache[dir]; ok && now.Sub(c.at) < d.maxAge && !now.Before(c.at) {
@@ -79,6 +80,12 @@ func (d *dirUsage) usage(ctx context.Context, now time.Time, dir string, limit i
 	u, n, err := walk(ctx, dir, limit)
 	if ctx.Err() != nil {
 		return u, n, err // not a property of the directory: not cached
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// Not made yet, as a container's log directory until the
+		// container is created: looked for again at the next call, not
+		// missing for maxAge after the container has started.
+		return u, n, err
 	}
 	if errors.Is(err, errTooMany) {
 		n = limit

@@ -42,6 +42,10 @@ type DiskStatsConfig struct {
 	// together, counted as they are walked; default 1,000,000. The
 	// directories walked once the pod's budget is spent are not measured.
 	MaxEntries int
+	// PendingDeadline bounds FillPending, how long a pass may wait for
+	// the stats of pods that have just started; default
+	// DefaultPendingDeadline.
+	PendingDeadline time.Duration
 }
 
 // DiskStats measures the pods' disk usage: it is the loop's PodStatsSource for disk.
@@ -50,6 +54,7 @@ type DiskStats struct {
 	c                    *Client
 	kubeletRoot, logsDir string
 	du                   *dirUsage
+	pendingDeadline      time.Duration
 }
 
 // NewDiskStats returns a DiskStats reading the runtime through c.
@@ -68,7 +73,11 @@ func NewDiskStats(c *Client, cfg DiskStatsConfig) (*DiskStats, error) {
 			return nil, fmt.Errorf("pod disk stats: directory %q is not an absolute path", d)
 		}
 	}
-	return &DiskStats{c: c, kubeletRoot: cfg.KubeletRootDir, logsDir: cfg.PodLogsDir, du: newDirUsage(cfg.MaxAge, cfg.MaxEntries)}, nil
+	if cfg.PendingDeadline <= 0 {
+		cfg.PendingDeadline = DefaultPendingDeadline
+	}
+	return &DiskStats{c: c, kubeletRoot: cfg.KubeletRootDir, logsDir: cfg.PodLogsDir, du: newDirUsage(cfg.MaxAge, cfg.MaxEntries),
+		pendingDeadline: cfg.PendingDeadline}, nil
 }
 
 // PodStats returns, by pod UID, the disk usage of pods stamped with now:
@@ -97,8 +106,16 @@ type runtimeContainer struct {
 }
 
 func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, pods []signals.Pod, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
+	byPod, layers, err := c.writableLayers(ctx)
+	return measure(ctx, du, now, pods, byPod, layers, err, kubeletRoot, logsDir)
+}
+
+// measure gives the disk stats of pods from the runtime's containers and
+// writable layers (byPod, layers; err is what failed asking for them) and
+// the pods' directories.
+func measure(ctx context.Context, du *dirUsage, now time.Time, pods []signals.Pod, byPod map[string]map[string]runtimeContainer,
+	layers map[string]*signals.FsUsage, err error, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
 	var errs []error
-	byPod, layers, memory, err := c.writableLayers(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("pod disk stats: writable layers: %w", err))
 	}
@@ -110,7 +127,6 @@ func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, p
 		for i, name := range names {
 			if rc, ok := byPod[p.UID][name]; ok {
 				st.Containers[i].Rootfs = layers[rc.id]
-				st.Containers[i].MemoryWorkingSet = memory[rc.id]
 			}
 		}
 		out[p.UID] = st
@@ -210,35 +226,36 @@ func volumeUsage(ctx context.Context, du *dirUsage, now time.Time, volumesDir, n
 }
 
 // writableLayers returns the runtime's containers by pod UID and container
-// name (the running one, else the latest created, as the kubelet picks),
-// their writable layers' usage and their memory working sets by container
-// ID (absent when not reported). The working sets name the containers that
-// used more than they requested in an eviction's message.
-func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage, map[string]*int64, error) {
+// name (the running one, else the latest created, as the kubelet picks)
+// and their writable layers' usage by container ID (absent when not
+// reported). The runtime's memory working sets are not taken: an
+// eviction's message quotes the containers' working sets read with their
+// pod's (host.PodStatsReader), not these, gathered at another time.
+func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage, error) {
 	sandboxes, err := c.listPodSandboxes(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	containers, err := c.listContainers(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	c.running.learn(sandboxes, containers)
 	stats, err := c.listContainerStats(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	byPod, layers, memory := runtimeUsage(sandboxes, containers, stats)
-	return byPod, layers, memory, nil
+	byPod, layers := runtimeUsage(sandboxes, containers, stats)
+	return byPod, layers, nil
 }
 
 // runtimeUsage is writableLayers on the runtime's answers: the containers
 // by pod UID (the sandbox's io.kubernetes.pod.uid label, else its
 // metadata's UID) and name (the io.kubernetes.container.name label, else
-// its metadata's name), the writable layers reported with both bytes and
-// inodes, and the working sets, by container ID. Counts beyond int64 are
-// clamped to math.MaxInt64; a container of an unknown sandbox is left out.
-func runtimeUsage(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, stats []*runtimeapi.ContainerStats) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage, map[string]*int64) {
+// its metadata's name), and the writable layers reported with both bytes
+// and inodes, by container ID. Counts beyond int64 are clamped to
+// math.MaxInt64; a container of an unknown sandbox is left out.
+func runtimeUsage(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, stats []*runtimeapi.ContainerStats) (map[string]map[string]runtimeContainer, map[string]*signals.FsUsage) {
 	uidOf := sandboxPodUIDs(sandboxes)
 	byPod := map[string]map[string]runtimeContainer{}
 	for _, ctr := range containers {
@@ -260,11 +277,7 @@ func runtimeUsage(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.C
 		}
 	}
 	layers := make(map[string]*signals.FsUsage, len(stats))
-	memory := make(map[string]*int64, len(stats))
 	for _, s := range stats {
-		if ws := s.GetMemory().GetWorkingSetBytes(); ws != nil {
-			memory[s.GetAttributes().GetId()] = signals.Int64(clampInt64(ws.GetValue()))
-		}
 		wl := s.GetWritableLayer()
 		if wl.GetUsedBytes() == nil || wl.GetInodesUsed() == nil {
 			continue
@@ -274,7 +287,7 @@ func runtimeUsage(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.C
 			Inodes: clampInt64(wl.GetInodesUsed().GetValue()),
 		}
 	}
-	return byPod, layers, memory
+	return byPod, layers
 }
 
 // better reports whether a should stand for its pod's container name rather
@@ -305,9 +318,10 @@ func clampInt64(v uint64) int64 {
 }
 
 // MergeDisk copies the disk pieces of disk (Containers' Rootfs and Logs,
-// Volumes) and the containers' memory working sets from the runtime into
-// stats, the usage read from the pods' cgroups, keyed by pod
+// Volumes) into stats, the usage read from the pods' cgroups, keyed by pod
 // UID; a pod only in disk is added. It is how one PodStatsSource gives both.
+// A container's memory working set is only ever the one read with its pod's
+// (stats'): disk, gathered at another time, gives none.
 func MergeDisk(stats, disk map[string]signals.PodStats) map[string]signals.PodStats {
 	if stats == nil {
 		stats = make(map[string]signals.PodStats, len(disk))
@@ -315,8 +329,7 @@ func MergeDisk(stats, disk map[string]signals.PodStats) map[string]signals.PodSt
 	for uid, d := range disk {
 		st, ok := stats[uid]
 		if !ok {
-			stats[uid] = d
-			continue
+			st = signals.PodStats{UID: uid, Time: d.Time}
 		}
 		for _, dc := range d.Containers {
 			i := indexOf(st.Containers, dc.Name)
@@ -325,9 +338,6 @@ func MergeDisk(stats, disk map[string]signals.PodStats) map[string]signals.PodSt
 				i = len(st.Containers) - 1
 			}
 			st.Containers[i].Rootfs, st.Containers[i].Logs = dc.Rootfs, dc.Logs
-			if st.Containers[i].MemoryWorkingSet == nil {
-				st.Containers[i].MemoryWorkingSet = dc.MemoryWorkingSet
-			}
 		}
 		st.Volumes = d.Volumes
 		stats[uid] = st

@@ -94,7 +94,7 @@ var runtimeSeeds = []runtimeReplies{
 
 // FuzzRuntimeUsage decodes the runtime's replies from the wire, as the
 // client does, and converts them (runtimeUsage, filesystems). Whatever the
-// runtime says: no panic; no byte or inode count or working set is
+// runtime says: no panic; no byte or inode count is
 // negative, and one beyond int64 is clamped to math.MaxInt64, never
 // wrapped; a container stands for its pod's name only if the runtime
 // listed it in a sandbox of that pod, running before exited, then the
@@ -116,14 +116,14 @@ func FuzzRuntimeUsage(f *testing.F) {
 			proto.Unmarshal(statsWire, &stats) != nil || proto.Unmarshal(fsWire, &fs) != nil {
 			return
 		}
-		byPod, layers, memory := runtimeUsage(sandboxes.GetItems(), containers.GetContainers(), stats.GetStats())
-		checkRuntimeUsage(t, sandboxes.GetItems(), containers.GetContainers(), stats.GetStats(), byPod, layers, memory)
+		byPod, layers := runtimeUsage(sandboxes.GetItems(), containers.GetContainers(), stats.GetStats())
+		checkRuntimeUsage(t, sandboxes.GetItems(), containers.GetContainers(), stats.GetStats(), byPod, layers)
 
 		// The runtime lists containers in no particular order (containerd
 		// from a map): the pick must not depend on it.
 		reversed := slices.Clone(containers.GetContainers())
 		slices.Reverse(reversed)
-		if again, _, _ := runtimeUsage(sandboxes.GetItems(), reversed, stats.GetStats()); !equalByPod(again, byPod) {
+		if again, _ := runtimeUsage(sandboxes.GetItems(), reversed, stats.GetStats()); !equalByPod(again, byPod) {
 			t.Errorf("containers picked depend on the list's order:\n%v\n%v", byPod, again)
 		}
 
@@ -152,7 +152,7 @@ func equalByPod(a, b map[string]map[string]runtimeContainer) bool {
 
 // checkRuntimeUsage checks runtimeUsage's answer against the runtime's.
 func checkRuntimeUsage(t *testing.T, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, stats []*runtimeapi.ContainerStats,
-	byPod map[string]map[string]runtimeContainer, layers map[string]*signals.FsUsage, memory map[string]*int64) {
+	byPod map[string]map[string]runtimeContainer, layers map[string]*signals.FsUsage) {
 	t.Helper()
 	clamped := func(v uint64) int64 {
 		if v > math.MaxInt64 {
@@ -161,12 +161,9 @@ func checkRuntimeUsage(t *testing.T, sandboxes []*runtimeapi.PodSandbox, contain
 		return int64(v)
 	}
 	// The last stats entry of each ID that reports the value decides it.
-	wantLayer, wantMemory := map[string]signals.FsUsage{}, map[string]int64{}
+	wantLayer := map[string]signals.FsUsage{}
 	for _, s := range stats {
 		id := s.GetAttributes().GetId()
-		if ws := s.GetMemory().GetWorkingSetBytes(); ws != nil {
-			wantMemory[id] = clamped(ws.GetValue())
-		}
 		if wl := s.GetWritableLayer(); wl.GetUsedBytes() != nil && wl.GetInodesUsed() != nil {
 			wantLayer[id] = signals.FsUsage{Bytes: clamped(wl.GetUsedBytes().GetValue()), Inodes: clamped(wl.GetInodesUsed().GetValue())}
 		}
@@ -177,14 +174,6 @@ func checkRuntimeUsage(t *testing.T, sandboxes []*runtimeapi.PodSandbox, contain
 	for id, l := range layers {
 		if l == nil || l.Bytes < 0 || l.Inodes < 0 || *l != wantLayer[id] {
 			t.Errorf("writable layer of %q = %+v, want %+v", id, l, wantLayer[id])
-		}
-	}
-	if len(memory) != len(wantMemory) {
-		t.Errorf("%d working sets, want %d", len(memory), len(wantMemory))
-	}
-	for id, m := range memory {
-		if m == nil || *m < 0 || *m != wantMemory[id] {
-			t.Errorf("working set of %q = %v, want %d", id, m, wantMemory[id])
 		}
 	}
 

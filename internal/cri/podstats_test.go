@@ -185,32 +185,41 @@ func removeCgroup(t *testing.T, parent string) {
 	}
 }
 
+// TestMergeDisk: the disk pieces join the cgroups' stats by pod and
+// container name; a container's working set is only ever the cgroups'
+// (read with its pod's), never one the disk stats carry, gathered at
+// another time.
 func TestMergeDisk(t *testing.T) {
 	rootfs, logs := &signals.FsUsage{Bytes: 1, Inodes: 1}, &signals.FsUsage{Bytes: 2, Inodes: 2}
 	cgroups := map[string]signals.PodStats{
 		"a": {UID: "a", MemoryWorkingSet: signals.Int64(100), Containers: []signals.ContainerStats{{Name: "app", MemoryWorkingSet: signals.Int64(90)}}},
 	}
 	disk := map[string]signals.PodStats{
-		"a": {UID: "a", Containers: []signals.ContainerStats{{Name: "app", Rootfs: rootfs, Logs: logs}, {Name: "init", Logs: logs}},
+		"a": {UID: "a", Containers: []signals.ContainerStats{{Name: "app", Rootfs: rootfs, Logs: logs, MemoryWorkingSet: signals.Int64(7)},
+			{Name: "init", Logs: logs, MemoryWorkingSet: signals.Int64(8)}},
 			Volumes: map[string]signals.FsUsage{"cache": {Bytes: 3}}},
-		"b": {UID: "b", Containers: []signals.ContainerStats{{Name: "x"}}},
+		"b": {UID: "b", Containers: []signals.ContainerStats{{Name: "x", Rootfs: rootfs, MemoryWorkingSet: signals.Int64(9)}}},
 	}
 	got := MergeDisk(cgroups, disk)
 	a := got["a"]
 	if a.MemoryWorkingSet == nil || *a.MemoryWorkingSet != 100 || len(a.Containers) != 2 {
 		t.Fatalf("pod a = %+v, want the memory kept and two containers", a)
 	}
-	if c := a.Containers[0]; c.Name != "app" || *c.MemoryWorkingSet != 90 || c.Rootfs != rootfs || c.Logs != logs {
-		t.Errorf("container app = %+v, want memory, rootfs and logs", c)
+	if c := a.Containers[0]; c.Name != "app" || c.MemoryWorkingSet == nil || *c.MemoryWorkingSet != 90 || c.Rootfs != rootfs || c.Logs != logs {
+		t.Errorf("container app = %+v, want the cgroups' memory, rootfs and logs", c)
 	}
-	if c := a.Containers[1]; c.Name != "init" || c.Rootfs != nil || c.Logs != logs {
+	if c := a.Containers[1]; c.Name != "init" || c.Rootfs != nil || c.Logs != logs || c.MemoryWorkingSet != nil {
 		t.Errorf("container init = %+v, want logs only", c)
 	}
 	if a.Volumes["cache"].Bytes != 3 {
 		t.Errorf("volumes = %v, want cache", a.Volumes)
 	}
-	if _, ok := got["b"]; !ok {
-		t.Errorf("pod b (disk only) missing")
+	b, ok := got["b"]
+	if !ok || len(b.Containers) != 1 {
+		t.Fatalf("pod b (disk only) = %+v, want its container", b)
+	}
+	if c := b.Containers[0]; c.Name != "x" || c.Rootfs != rootfs || c.MemoryWorkingSet != nil {
+		t.Errorf("pod b's container = %+v, want its rootfs and no working set", c)
 	}
 }
 
@@ -242,7 +251,7 @@ func TestRuntimeUsagePick(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, order := range [][]*runtimeapi.Container{tt.containers, {tt.containers[1], tt.containers[0]}} {
-				byPod, _, _ := runtimeUsage(sandboxes, order, nil)
+				byPod, _ := runtimeUsage(sandboxes, order, nil)
 				if got := byPod["uid"]["app"].id; got != tt.want {
 					t.Errorf("listed as %s, %s: picked %q, want %q", order[0].GetId(), order[1].GetId(), got, tt.want)
 				}

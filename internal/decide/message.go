@@ -114,7 +114,9 @@ func container(pod *signals.Pod, name string) (signals.Container, bool) {
 
 // containerUsage is one container's use of res: its working set for
 // memory, its writable layer plus logs for ephemeral storage (as the
-// kubelet's message counts it, whatever the filesystem layout).
+// kubelet's message counts it, whatever the filesystem layout), both
+// measured or none: half of it is a figure no pass ranked on, as the
+// kubelet's message names no container without both.
 func containerUsage(cs *signals.ContainerStats, res signals.Resource) (int64, bool) {
 	switch res {
 	case signals.ResourceMemory:
@@ -125,14 +127,10 @@ func containerUsage(cs *signals.ContainerStats, res signals.Resource) (int64, bo
 	case signals.ResourceEphemeralStorage:
 		// A negative measurement is no measurement; the sum
 		// saturates rather than overflow.
-		var used int64
-		measured := false
-		for _, u := range []*signals.FsUsage{cs.Rootfs, cs.Logs} {
-			if u != nil && u.Bytes >= 0 {
-				used, measured = signals.AddSat(used, u.Bytes), true
-			}
+		if cs.Rootfs == nil || cs.Logs == nil || cs.Rootfs.Bytes < 0 || cs.Logs.Bytes < 0 {
+			return 0, false
 		}
-		return used, measured
+		return signals.AddSat(cs.Rootfs.Bytes, cs.Logs.Bytes), true
 	}
 	return 0, false
 }

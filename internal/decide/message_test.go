@@ -206,7 +206,7 @@ func TestEvictionMessagePodLevelOtherResources(t *testing.T) {
 	pod := &signals.Pod{Namespace: "default", Name: "web", PodLevelMemoryRequest: &signals.Request{Bytes: 250 * mi, Text: "250Mi"},
 		Containers: []signals.Container{{Name: "app"}}}
 	st := &signals.PodStats{MemoryWorkingSet: i64(600 * mi), Containers: []signals.ContainerStats{
-		{Name: "app", MemoryWorkingSet: i64(600 * mi), Rootfs: &signals.FsUsage{Bytes: 2 * mi}},
+		{Name: "app", MemoryWorkingSet: i64(600 * mi), Rootfs: &signals.FsUsage{Bytes: 2 * mi}, Logs: &signals.FsUsage{}},
 	}}
 	obs := signals.Observation{Signal: signals.NodeFsAvailable, Available: 512 * mi, Capacity: 100 << 30, Time: t0}
 	th := hardThreshold(t, "nodefs.available", "1Gi")
@@ -231,4 +231,49 @@ func hardThreshold(t *testing.T, sig, v string) thresholds.Threshold {
 		t.Fatal(err)
 	}
 	return q.Thresholds[0]
+}
+
+// TestEvictionMessageEphemeralStorageUsage: a container's ephemeral-storage
+// usage is its writable layer plus its logs, as the kubelet's message
+// counts it; with either not measured (or negative, which is no
+// measurement) the container is not named, as the kubelet names none
+// without both: half the figure is one no pass ranked on.
+func TestEvictionMessageEphemeralStorageUsage(t *testing.T) {
+	fs := func(b int64) *signals.FsUsage { return &signals.FsUsage{Bytes: b, Inodes: 1} }
+	for _, tc := range []struct {
+		name         string
+		rootfs, logs *signals.FsUsage
+		request      int64
+		want         string // the usage quoted, "" for no line
+	}{
+		{name: "both", rootfs: fs(30 * mi), logs: fs(2 * mi), want: "32Mi"},
+		{name: "logs empty", rootfs: fs(30 * mi), logs: fs(0), want: "30Mi"},
+		{name: "over its request", rootfs: fs(30 * mi), logs: fs(2 * mi), request: 16 * mi, want: "32Mi"},
+		{name: "within its request", rootfs: fs(30 * mi), logs: fs(2 * mi), request: 32 * mi},
+		{name: "no writable layer (the runtime gave none)", logs: fs(2 * mi)},
+		{name: "no logs (their directory not made yet)", rootfs: fs(30 * mi)},
+		{name: "neither", rootfs: nil, logs: nil},
+		{name: "a negative writable layer", rootfs: fs(-1), logs: fs(2 * mi)},
+		{name: "negative logs", rootfs: fs(30 * mi), logs: fs(-1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &signals.Pod{Namespace: "default", Name: "w", Containers: []signals.Container{{Name: "app", EphemeralStorageRequest: tc.request}}}
+			st := &signals.PodStats{Containers: []signals.ContainerStats{{Name: "app", Rootfs: tc.rootfs, Logs: tc.logs}}}
+			obs := signals.Observation{Signal: signals.NodeFsAvailable, Available: 512 * mi, Capacity: 100 << 30, Time: t0}
+			msg, ann := evictionMessage(hardThreshold(t, "nodefs.available", "1Gi"), obs, ranking.Candidate{Pod: pod, Stats: st})
+			want := "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 512Mi. "
+			wantAnn := map[string]string{"starved_resource": "ephemeral-storage", "offending_containers": "", "offending_containers_usage": ""}
+			if tc.want != "" {
+				want += fmt.Sprintf("Container app was using %s, request is %s, has larger consumption of ephemeral-storage. ",
+					tc.want, quantity(tc.request, signals.ResourceEphemeralStorage))
+				wantAnn["offending_containers"], wantAnn["offending_containers_usage"] = "app", tc.want
+			}
+			if msg != want {
+				t.Errorf("message:\ngot  %q\nwant %q", msg, want)
+			}
+			if !maps.Equal(ann, wantAnn) {
+				t.Errorf("annotations: got %v, want %v", ann, wantAnn)
+			}
+		})
+	}
 }

@@ -93,7 +93,10 @@ func convert(pod *v1.Pod, nodeUID types.UID) (signals.Pod, []string) {
 	// containers, then every init container (sidecar or not); ephemeral
 	// containers cannot have requests.
 	// Only the app containers carry their ephemeral-storage limit: the
-	// kubelet's local-storage eviction checks spec.containers alone.
+	// kubelet's local-storage eviction checks spec.containers alone. Each
+	// carries the runtime's ID of its current instance once the kubelet
+	// has reported it in the pod's status.
+	statuses := [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses}
 	for k, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
 		for i := range cs {
 			c := &cs[i]
@@ -101,6 +104,7 @@ func convert(pod *v1.Pod, nodeUID types.UID) (signals.Pod, []string) {
 				Name:                    c.Name,
 				MemoryRequest:           clampBytes(c.Resources.Requests[v1.ResourceMemory], note, "container %q memory request", c.Name),
 				EphemeralStorageRequest: clampBytes(c.Resources.Requests[v1.ResourceEphemeralStorage], note, "container %q ephemeral-storage request", c.Name),
+				ID:                      containerID(statuses[k], c.Name),
 			}
 			if k == 0 {
 				rc.EphemeralStorageLimit = clampBytes(c.Resources.Limits[v1.ResourceEphemeralStorage], note, "container %q ephemeral-storage limit", c.Name)
@@ -116,6 +120,52 @@ func convert(pod *v1.Pod, nodeUID types.UID) (signals.Pod, []string) {
 	p.LocalVolumes = localVolumeNames(pod, note)
 	p.EmptyDirLimits = emptyDirLimits(pod, note)
 	return p, notes
+}
+
+// maxContainerIDLength bounds a container ID taken from a pod's status;
+// runtimes' IDs are 64 hexadecimal digits.
+const maxContainerIDLength = 128
+
+// containerID is the runtime's ID of the container named name as the
+// kubelet reports it in statuses: its containerID ("containerd://<id>")
+// without the runtime's prefix, while the status says it runs (a
+// container created but not started, or ended, has no cgroup to read).
+// It is empty when the status names no running container of that name,
+// or an ID that is not letters, digits, '-', '_' and '.' alone (not
+// starting with '.'), at most maxContainerIDLength long: a reader looks
+// for a cgroup directory by it, and no status may make it look elsewhere.
+func containerID(statuses []v1.ContainerStatus, name string) string {
+	for i := range statuses {
+		if statuses[i].Name != name {
+			continue
+		}
+		if statuses[i].State.Running == nil {
+			return ""
+		}
+		ref := statuses[i].ContainerID
+		if _, id, ok := strings.Cut(ref, "://"); ok {
+			ref = id
+		}
+		if !validContainerID(ref) {
+			return ""
+		}
+		return ref
+	}
+	return ""
+}
+
+func validContainerID(id string) bool {
+	if id == "" || len(id) > maxContainerIDLength || id[0] == '.' {
+		return false
+	}
+	for _, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // emptyDirLimits maps each emptyDir volume with a positive sizeLimit to

@@ -507,3 +507,88 @@ func TestConvertLocalStorageLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestConvertContainerIDs: each container, app or init, carries the ID of
+// its current instance from the kubelet's status of that name, without the
+// runtime's prefix, while it runs; none before the kubelet reports one,
+// none once it has ended or before it starts (no cgroup to read), and none
+// for an ID that could name anything but one cgroup directory.
+func TestConvertContainerIDs(t *testing.T) {
+	const id = "3f1c0de2a9b04c9e8d7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d"
+	st := func(name, ref string) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: name, ContainerID: ref, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}
+	}
+	ended := func(name, ref string) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: name, ContainerID: ref, State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Completed"}}}
+	}
+	created := func(name, ref string) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: name, ContainerID: ref, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+	}
+	spec := v1.PodSpec{
+		InitContainers: []v1.Container{sidecar("proxy", nil, nil), ctr("migrate", nil, nil)},
+		Containers:     []v1.Container{ctr("app", nil, nil), ctr("log", nil, nil)},
+	}
+	tests := []struct {
+		name       string
+		app, inits []v1.ContainerStatus
+		want       map[string]string // by container name; absent: ""
+	}{
+		{name: "no status yet"},
+		{name: "containerd, the prefix dropped",
+			app:  []v1.ContainerStatus{st("app", "containerd://"+id)},
+			want: map[string]string{"app": id}},
+		{name: "every runtime's prefix",
+			app:  []v1.ContainerStatus{st("app", "cri-o://"+id), st("log", "docker://abc123")},
+			want: map[string]string{"app": id, "log": "abc123"}},
+		{name: "init containers from their own statuses",
+			app:   []v1.ContainerStatus{st("app", "containerd://a1")},
+			inits: []v1.ContainerStatus{st("proxy", "containerd://p1"), st("migrate", "containerd://m1")},
+			want:  map[string]string{"app": "a1", "proxy": "p1", "migrate": "m1"}},
+		{name: "an app status does not name an init container of the same name",
+			app:  []v1.ContainerStatus{st("proxy", "containerd://x1")},
+			want: map[string]string{}},
+		{name: "a status of no spec container names nothing",
+			app:  []v1.ContainerStatus{st("ghost", "containerd://g1")},
+			want: map[string]string{}},
+		{name: "running, no ID yet", app: []v1.ContainerStatus{st("app", "")}, want: map[string]string{}},
+		{name: "an init container that has completed: none",
+			app:   []v1.ContainerStatus{st("app", "containerd://a1")},
+			inits: []v1.ContainerStatus{st("proxy", "containerd://p1"), ended("migrate", "containerd://m1")},
+			want:  map[string]string{"app": "a1", "proxy": "p1"}},
+		{name: "created, not started: none", app: []v1.ContainerStatus{created("app", "containerd://a1")}, want: map[string]string{}},
+		{name: "ended, restarting: none", app: []v1.ContainerStatus{ended("app", "containerd://a1"), st("log", "containerd://l1")},
+			want: map[string]string{"log": "l1"}},
+		{name: "IDs that could leave the pod's cgroup are none",
+			app:   []v1.ContainerStatus{st("app", "containerd://../../pod-other"), st("log", "containerd://a/b")},
+			inits: []v1.ContainerStatus{st("proxy", "containerd://.."), st("migrate", "containerd://"+strings.Repeat("a", 129))},
+			want:  map[string]string{}},
+		{name: "the longest ID kept", app: []v1.ContainerStatus{st("app", "containerd://"+strings.Repeat("a", 128))},
+			want: map[string]string{"app": strings.Repeat("a", 128)}},
+		{name: "no prefix, as given", app: []v1.ContainerStatus{st("app", id)}, want: map[string]string{"app": id}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := podOf(spec)
+			pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses = tt.app, tt.inits
+			got := containerIDs(Convert(pod))
+			want := tt.want
+			if want == nil {
+				want = map[string]string{}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("IDs %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// containerIDs maps p's containers that have an ID to it.
+func containerIDs(p signals.Pod) map[string]string {
+	ids := map[string]string{}
+	for _, c := range p.Containers {
+		if c.ID != "" {
+			ids[c.Name] = c.ID
+		}
+	}
+	return ids
+}

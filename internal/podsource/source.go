@@ -491,8 +491,9 @@ func (s *Source) watchFailed(resource string, err error) {
 // everything Convert, active, inFlight and internal/evict's wait for an
 // evicted pod (UID, deletion timestamp and grace period, phase) do not
 // look at: a container keeps only its name, resources and restart policy,
-// the status only its phase, QoS class and the type, status and reason of
-// its DisruptionTarget condition.
+// the status only its phase, QoS class, the name and containerID of each
+// container's and init container's status and whether it runs, and the
+// type, status and reason of its DisruptionTarget condition.
 func slim(obj any) (any, error) {
 	m, ok := obj.(metav1.Object)
 	if !ok {
@@ -514,9 +515,27 @@ func slim(obj any) (any, error) {
 				break
 			}
 		}
-		pod.Status = v1.PodStatus{Phase: pod.Status.Phase, QOSClass: pod.Status.QOSClass, Conditions: conds}
+		pod.Status = v1.PodStatus{Phase: pod.Status.Phase, QOSClass: pod.Status.QOSClass, Conditions: conds,
+			ContainerStatuses:     slimStatuses(pod.Status.ContainerStatuses),
+			InitContainerStatuses: slimStatuses(pod.Status.InitContainerStatuses)}
 	}
 	return obj, nil
+}
+
+// slimStatuses keeps the name and containerID of each container status,
+// and that it runs (not since when).
+func slimStatuses(in []v1.ContainerStatus) []v1.ContainerStatus {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]v1.ContainerStatus, len(in))
+	for i := range in {
+		out[i] = v1.ContainerStatus{Name: in[i].Name, ContainerID: in[i].ContainerID}
+		if in[i].State.Running != nil {
+			out[i].State.Running = &v1.ContainerStateRunning{}
+		}
+	}
+	return out
 }
 
 func podVersion(obj any) string {

@@ -230,7 +230,14 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 					Message: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi."},
 				{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now},
 			},
-			ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true, ImageID: "sha256:1"}},
+			ContainerStatuses: []v1.ContainerStatus{
+				{Name: "app", Ready: true, ImageID: "sha256:1", ContainerID: "containerd://a1b2", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}}},
+				{Name: "log", Ready: true, ContainerID: "containerd://c3d4", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}}},
+			},
+			InitContainerStatuses: []v1.ContainerStatus{
+				{Name: "envoy", ContainerID: "containerd://e5f6", RestartCount: 2, State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}}},
+				{Name: "migrate", ContainerID: "containerd://0077", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}},
+			},
 		},
 	}
 	whole := pod.DeepCopy()
@@ -255,12 +262,25 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 	if slimmed.ResourceVersion != "7" {
 		t.Errorf("resourceVersion = %q, want 7", slimmed.ResourceVersion)
 	}
+	// Of the containers' statuses only the names and IDs stay: the
+	// readers find each container's cgroup by its ID.
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+	wantStatuses := []v1.ContainerStatus{{Name: "app", ContainerID: "containerd://a1b2", State: running}, {Name: "log", ContainerID: "containerd://c3d4", State: running}}
+	if got := slimmed.Status.ContainerStatuses; !reflect.DeepEqual(got, wantStatuses) {
+		t.Errorf("container statuses after slim = %+v, want only names, IDs and running %+v", got, wantStatuses)
+	}
+	wantInit := []v1.ContainerStatus{{Name: "envoy", ContainerID: "containerd://e5f6", State: running}, {Name: "migrate", ContainerID: "containerd://0077"}}
+	if got := slimmed.Status.InitContainerStatuses; !reflect.DeepEqual(got, wantInit) {
+		t.Errorf("init container statuses after slim = %+v, want only names, IDs and running %+v", got, wantInit)
+	}
+	if ids := containerIDs(Convert(slimmed)); !reflect.DeepEqual(ids, map[string]string{"app": "a1b2", "log": "c3d4", "envoy": "e5f6"}) {
+		t.Errorf("container IDs of the slimmed pod = %v, want the running containers'", ids)
+	}
 	for what, gone := range map[string]bool{
 		"managedFields":            slimmed.ManagedFields == nil,
 		"last-applied annotation":  slimmed.Annotations[lastAppliedAnnotation] == "",
 		"container images":         slimmed.Spec.Containers[0].Image == "" && slimmed.Spec.InitContainers[1].Image == "",
 		"container env and probes": slimmed.Spec.Containers[1].Env == nil && slimmed.Spec.Containers[1].LivenessProbe == nil,
-		"container statuses":       slimmed.Status.ContainerStatuses == nil,
 		"pod IP":                   slimmed.Status.PodIP == "",
 	} {
 		if !gone {

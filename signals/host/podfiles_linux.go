@@ -19,9 +19,11 @@ import (
 // was made again.
 
 // maxKeptFiles bounds the pod cgroup files PodStatsReader keeps open: two
-// per pod ranked by memory, one per pod ranked by task count, so 2048 keep
-// every file of a 1,000-pod node ranked by memory open. Each open cgroup
-// file holds a page of kernel memory for its read buffer once read.
+// per pod ranked by memory and two per container of it, one per pod ranked
+// by task count, so 2048 keep every file of a 300-pod node of two
+// containers a pod ranked by memory open; past the bound the others are
+// opened and closed at each read. Each open cgroup file holds a page of
+// kernel memory for its read buffer once read.
 const maxKeptFiles = 2048
 
 // reservedFiles are the descriptors left to the rest of evictd under

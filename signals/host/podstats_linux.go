@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,9 +24,12 @@ import (
 // them, the others opened and closed at each read. A pod's files are
 // closed when a Read no longer lists the pod; Close closes them all.
 //
-// Containers is left empty: container cgroups are subdirectories of the pod
-// cgroup named by container ID (cgroupfs) or by runtime scope (systemd), and
-// without asking the runtime there is no container name to give them.
+// With the memory of a pod it reads its containers', each from the
+// container's own cgroup below the pod's, in the same Read: the usage an
+// eviction's message quotes for a container is of the reading the pod was
+// ranked on. A container's cgroup is named by its runtime ID (<id> with
+// the cgroupfs driver, <runtime>-<id>.scope with systemd's), which the
+// pod's signals.Container.ID gives; a container without one has no stats.
 type PodStatsReader struct {
 	cgroups *cgroups
 
@@ -40,8 +45,20 @@ type PodStatsReader struct {
 // podFiles are the cgroup files of one pod, by what they hold.
 type podFiles struct {
 	qos signals.QOSClass
+	// memDir is the pod's memory cgroup, below which its containers' are.
+	memDir string
 	// usage is memory.usage_in_bytes on v1, memory.current on v2.
 	usage, stat, pids keptFile
+	// containers are the memory cgroup files of the pod's containers
+	// found so far, by container name.
+	containers map[string]*containerFiles
+}
+
+// containerFiles are the memory cgroup files of one container instance.
+type containerFiles struct {
+	// id is the runtime's ID of the instance they are of.
+	id          string
+	usage, stat keptFile
 }
 
 // NewPodStatsReader reads the pod cgroups under the kubepods cgroup that
@@ -64,6 +81,13 @@ func NewPodStatsReader(cfg Config) (*PodStatsReader, error) {
 // A field not asked for, or that could not be read, is nil; a pod none of
 // whose figures asked for could be read (its cgroup is gone, say) is
 // absent. The error joins everything that failed, for the caller to log.
+//
+// With a pod's working set come its containers' (Containers, in the order
+// of pod.Containers, MemoryWorkingSet alone set): those with an ID whose
+// cgroup is found below the pod's and reads. One that is not found (the
+// instance the kubelet reported running has ended since) or does not
+// read is left out, with no error: the pod still ranks on its own figure,
+// and only the eviction's message lacks the container.
 //
 // A Read that asks for neither kind reads no file and returns no stats; it
 // only closes the files of the pods it does not list.
@@ -98,11 +122,12 @@ func (r *PodStatsReader) Read(ctx context.Context, pods []signals.Pod, now time.
 		st := signals.PodStats{UID: p.UID, Time: now}
 		gone := false
 		if kinds.Has(signals.PodMemory) {
-			if ws, err := r.workingSet(v, pf); err != nil {
+			if ws, err := r.workingSet(v, &pf.usage, &pf.stat); err != nil {
 				errs = append(errs, fmt.Errorf("pod %s (uid %s) memory: %w", p.Ref(), p.UID, err))
 				gone = errors.Is(err, fs.ErrNotExist)
 			} else {
 				st.MemoryWorkingSet = signals.Int64(ws)
+				st.Containers = r.containerWorkingSets(v, pf, p.Containers)
 			}
 		}
 		if kinds.Has(signals.PodProcesses) {
@@ -146,25 +171,104 @@ func (r *PodStatsReader) filesOf(v cgroupVersion, p signals.Pod) (*podFiles, err
 	}
 	r.forget(p.UID)
 	mem := r.cgroups.memoryDir(v, name)
-	usage := "memory.usage_in_bytes"
-	if v == cgroupV2 {
-		usage = "memory.current"
-	}
 	pf := &podFiles{
-		qos:   p.QOS,
-		usage: newKeptFile(filepath.Join(mem, usage)),
-		stat:  newKeptFile(filepath.Join(mem, "memory.stat")),
-		pids:  newKeptFile(filepath.Join(r.cgroups.pidsDir(v, name), "pids.current")),
+		qos:        p.QOS,
+		memDir:     mem,
+		usage:      newKeptFile(filepath.Join(mem, usageFile(v))),
+		stat:       newKeptFile(filepath.Join(mem, "memory.stat")),
+		pids:       newKeptFile(filepath.Join(r.cgroups.pidsDir(v, name), "pids.current")),
+		containers: map[string]*containerFiles{},
 	}
 	r.pods[p.UID] = pf
 	return pf, nil
 }
 
-// workingSet is the pod cgroup's usage minus its inactive file pages,
-// clamped at 0, as MemoryCgroup.WorkingSet reads it for a cgroup that is
-// not the root.
-func (r *PodStatsReader) workingSet(v cgroupVersion, pf *podFiles) (int64, error) {
-	usage, err := r.count(&pf.usage)
+// containerWorkingSets reads the working set of each of containers that
+// has an ID from its own memory cgroup below pf's, as Read says. The files
+// of a container instance are kept open like the pod's, and closed when
+// the container is no longer listed with that ID, or its cgroup does not
+// read (it is looked for again at the next Read).
+func (r *PodStatsReader) containerWorkingSets(v cgroupVersion, pf *podFiles, containers []signals.Container) []signals.ContainerStats {
+	var out []signals.ContainerStats
+	for _, c := range containers {
+		if c.ID == "" {
+			continue
+		}
+		cf := pf.containers[c.Name]
+		if cf != nil && cf.id != c.ID {
+			r.forgetContainer(pf, c.Name)
+			cf = nil
+		}
+		if cf == nil {
+			dir, ok := containerDir(pf.memDir, c.ID)
+			if !ok {
+				continue
+			}
+			cf = &containerFiles{id: c.ID, usage: newKeptFile(filepath.Join(dir, usageFile(v))), stat: newKeptFile(filepath.Join(dir, "memory.stat"))}
+			pf.containers[c.Name] = cf
+		}
+		ws, err := r.workingSet(v, &cf.usage, &cf.stat)
+		if err != nil {
+			r.forgetContainer(pf, c.Name)
+			continue
+		}
+		out = append(out, signals.ContainerStats{Name: c.Name, MemoryWorkingSet: signals.Int64(ws)})
+	}
+	for name, cf := range pf.containers {
+		if !listedWith(containers, name, cf.id) {
+			r.forgetContainer(pf, name)
+		}
+	}
+	return out
+}
+
+// listedWith reports whether containers has one named name with id.
+func listedWith(containers []signals.Container, name, id string) bool {
+	for _, c := range containers {
+		if c.Name == name {
+			return c.ID == id
+		}
+	}
+	return false
+}
+
+// containerDir finds the cgroup directory of the container with id below
+// its pod's, podDir: <id> with the cgroupfs driver, <runtime>-<id>.scope
+// with the systemd driver (cri-containerd-, crio-, docker-), or
+// <runtime>-<id> (CRI-O with cgroupfs). ok is false when there is none.
+func containerDir(podDir, id string) (dir string, ok bool) {
+	if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
+		return "", false
+	}
+	if fi, err := os.Stat(filepath.Join(podDir, id)); err == nil && fi.IsDir() {
+		return filepath.Join(podDir, id), true
+	}
+	entries, err := os.ReadDir(podDir)
+	if err != nil {
+		return "", false
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() && (strings.HasSuffix(n, "-"+id+".scope") || strings.HasSuffix(n, "-"+id)) {
+			return filepath.Join(podDir, n), true
+		}
+	}
+	return "", false
+}
+
+// usageFile is the file of a memory cgroup's usage.
+func usageFile(v cgroupVersion) string {
+	if v == cgroupV2 {
+		return "memory.current"
+	}
+	return "memory.usage_in_bytes"
+}
+
+// workingSet is a cgroup's usage less its inactive file pages, from its
+// usage and memory.stat files, clamped at 0, as MemoryCgroup.WorkingSet
+// reads it for a cgroup that is not the root.
+func (r *PodStatsReader) workingSet(v cgroupVersion, usageFile, statFile *keptFile) (int64, error) {
+	usage, err := r.count(usageFile)
 	if err != nil {
 		return 0, err
 	}
@@ -172,11 +276,11 @@ func (r *PodStatsReader) workingSet(v cgroupVersion, pf *podFiles) (int64, error
 	if v == cgroupV2 {
 		key = "inactive_file"
 	}
-	b, err := r.files.read(&pf.stat)
+	b, err := r.files.read(statFile)
 	if err != nil {
 		return 0, err
 	}
-	st, err := parseKeyed(pf.stat.path, b, key)
+	st, err := parseKeyed(statFile.path, b, key)
 	if err != nil {
 		return 0, err
 	}
@@ -218,7 +322,21 @@ func (r *PodStatsReader) forget(uid string) {
 	r.files.close(&pf.usage)
 	r.files.close(&pf.stat)
 	r.files.close(&pf.pids)
+	for name := range pf.containers {
+		r.forgetContainer(pf, name)
+	}
 	delete(r.pods, uid)
+}
+
+// forgetContainer closes the files of pf's container name and drops them.
+func (r *PodStatsReader) forgetContainer(pf *podFiles, name string) {
+	cf, ok := pf.containers[name]
+	if !ok {
+		return
+	}
+	r.files.close(&cf.usage)
+	r.files.close(&cf.stat)
+	delete(pf.containers, name)
 }
 
 func (r *PodStatsReader) closeAll() {

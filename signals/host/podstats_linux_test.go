@@ -238,6 +238,12 @@ func dumpStats(m map[string]signals.PodStats) string {
 		if s.Processes != nil {
 			b.WriteString(" procs=" + itoa(*s.Processes))
 		}
+		for _, c := range s.Containers {
+			b.WriteString(" " + c.Name + "=")
+			if c.MemoryWorkingSet != nil {
+				b.WriteString(itoa(*c.MemoryWorkingSet))
+			}
+		}
 		b.WriteString(" time=" + s.Time.String() + "} ")
 	}
 	return b.String()
