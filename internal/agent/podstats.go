@@ -51,22 +51,7 @@ func (s podStats) PodStats(ctx context.Context, now time.Time, pods []signals.Po
 		return stats, errors.Join(err, s.r.notConnected())
 	}
 	disk, derr := s.disk.get(now, pods, p.disk)
-	// A pass that reads no pod cgroup (idle, or ranking by disk) reads
-	// afresh the disk stats of the pods that have just started, which
-	// the background refresh has not seen whole; one that ranks by
-	// memory or task count never waits for the runtime.
-	if p.pending != nil && kinds&(signals.PodMemory|signals.PodProcesses) == 0 {
-		var perr error
-		disk, perr = p.pending.FillPending(ctx, now, pods, disk)
-		derr = errors.Join(derr, perr)
-	}
 	return cri.MergeDisk(stats, disk), errors.Join(err, derr)
-}
-
-// pendingSource is what reads the pending pods' disk stats afresh:
-// *cri.DiskStats.
-type pendingSource interface {
-	FillPending(ctx context.Context, now time.Time, pods []signals.Pod, disk map[string]signals.PodStats) (map[string]signals.PodStats, error)
 }
 
 // diskCache gathers the pods' disk stats in the background and hands a
