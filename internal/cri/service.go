@@ -77,6 +77,17 @@ func (s *RuntimeService) StopContainer(ctx context.Context, containerID string, 
 	return err
 }
 
+// ContainerStatus returns a container's state as the runtime knows it.
+func (s *RuntimeService) ContainerStatus(ctx context.Context, containerID string) (runtimeapi.ContainerState, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.client.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID})
+	if err != nil {
+		return runtimeapi.ContainerState_CONTAINER_UNKNOWN, err
+	}
+	return resp.GetStatus().GetState(), nil
+}
+
 // RemoveContainer removes a container, forcibly if it runs.
 func (s *RuntimeService) RemoveContainer(ctx context.Context, containerID string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)

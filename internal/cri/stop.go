@@ -21,7 +21,8 @@ import (
 // running in the pod are stopped at once, all in parallel, while the
 // runtime is listed again for any started since; those are stopped as
 // soon as the listing names them. A known container that has gone
-// meanwhile is no error.
+// meanwhile is no error, nor is a failed call for a container the runtime
+// then reports exited.
 func (c *Client) StopPodContainers(ctx context.Context, uid string, gracePeriodSeconds int64) (int, error) {
 	if uid == "" {
 		return 0, errors.New("stop pod containers: empty pod UID")
@@ -46,10 +47,19 @@ func (c *Client) StopPodContainers(ctx context.Context, uid string, gracePeriodS
 			// grace period and then after its SIGKILL: no call timeout
 			// of our own.
 			err := c.rs.StopContainer(ctx, id, gracePeriodSeconds)
+			exited := false
+			if err != nil && status.Code(err) != codes.NotFound {
+				// The kubelet may be stopping the same container: a
+				// runtime that fails the call as the container exits
+				// under it (containerd 1.6 answers "ttrpc: closed")
+				// has still stopped it.
+				state, serr := c.rs.ContainerStatus(ctx, id)
+				exited = serr == nil && state == runtimeapi.ContainerState_CONTAINER_EXITED
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case err == nil:
+			case err == nil || exited:
 				stopped++
 			case known && status.Code(err) == codes.NotFound:
 				// Removed since the last listing: nothing to stop.

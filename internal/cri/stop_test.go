@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/evictd/evictd/internal/testing/testruntime"
@@ -142,6 +146,54 @@ func TestStopPodContainersInParallel(t *testing.T) {
 	}
 	if n, err := c.StopPodContainers(ctx, pod.UID, grace); err != nil || n != 0 {
 		t.Errorf("StopPodContainers of removed containers it knew: stopped %d, %v; want 0, nil", n, err)
+	}
+}
+
+// failingStop is the runtime's client with its StopContainer failing:
+// after doing the stop (as containerd 1.6 may when the container exits
+// during the call), or without doing it.
+type failingStop struct {
+	runtimeapi.RuntimeServiceClient
+	stopFirst bool
+}
+
+func (f failingStop) StopContainer(ctx context.Context, in *runtimeapi.StopContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
+	if f.stopFirst {
+		if _, err := f.RuntimeServiceClient.StopContainer(ctx, in, opts...); err != nil {
+			return nil, err
+		}
+	}
+	return nil, status.Error(codes.Unknown, "failed to kill container: ttrpc: closed")
+}
+
+// TestStopPodContainersFailedCall: a StopContainer that fails is a stop
+// if the runtime then reports the container exited, and an error naming
+// the container if it still runs.
+func TestStopPodContainersFailedCall(t *testing.T) {
+	cgroupParent := fmt.Sprintf("/evictd-cri-failstop-test-%d", os.Getpid())
+	t.Cleanup(func() { removeCgroup(t, cgroupParent) })
+	rt := testruntime.StartForTest(t, testruntime.Options{})
+	ctx := t.Context()
+	const image = "evictd.test/workload:1"
+	if err := rt.ImportImage(ctx, image, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, rt)
+	real := c.rs.client
+	for _, stopFirst := range []bool{false, true} {
+		pod := signals.Pod{Namespace: "default", Name: fmt.Sprintf("failstop-%t", stopFirst),
+			UID: fmt.Sprintf("uid-failstop-%t-%d", stopFirst, os.Getpid()), Containers: []signals.Container{{Name: "app"}}}
+		runPod(t, c, pod, t.TempDir(), cgroupParent, image, []string{"sleep"})
+		c.rs.client = failingStop{RuntimeServiceClient: real, stopFirst: stopFirst}
+		n, err := c.StopPodContainers(ctx, pod.UID, 1)
+		c.rs.client = real
+		t.Logf("stop done before the failure %t: stopped %d, %v", stopFirst, n, err)
+		if stopFirst && (n != 1 || err != nil) {
+			t.Errorf("failed call, container exited: stopped %d, %v; want 1, nil", n, err)
+		}
+		if !stopFirst && (n != 0 || err == nil || !strings.Contains(err.Error(), "ttrpc: closed")) {
+			t.Errorf("failed call, container running: stopped %d, %v; want 0 and the runtime's error", n, err)
+		}
 	}
 }
 
