@@ -226,9 +226,10 @@ func (e *env) fakeKubelet(t *testing.T, ns, name string) <-chan *v1.Pod {
 //   - a pod that reads Failed while a container still runs, not being
 //     deleted (evictd's terminal status, which the real kubelet syncs at
 //     once for evictd's annotation, stopping the containers with the pod's
-//     grace period): stopAfter later (never when negative) its container
-//     is reported stopped with exit code 0, and the reason and message
-//     cleared, as the kubelet writes them for a program that exits 0;
+//     grace period): at once its reason and message are cleared, as the
+//     kubelet's first status write for it does, and stopAfter later
+//     (never when negative) its container is reported stopped with exit
+//     code 0;
 //   - a pod being deleted in a phase not terminal (an eviction without
 //     the terminal status): once its deletionTimestamp has passed, as a
 //     kubelet stopping the containers would, it is removed with grace
@@ -287,7 +288,7 @@ func (e *env) fakeKubeletAfter(t *testing.T, ns, name string, stopAfter time.Dur
 			case ev.Type == watch.Deleted:
 				out <- pod
 				return
-			case pod.DeletionTimestamp == nil && pod.Status.Phase == v1.PodFailed && running(pod) && !stopping && stopAfter >= 0:
+			case pod.DeletionTimestamp == nil && pod.Status.Phase == v1.PodFailed && running(pod) && !stopping:
 				stopping = true
 				wg.Go(func() { e.stopContainers(t, ctx, pod, stopAfter) })
 			case pod.DeletionTimestamp != nil && !terminal(pod) && !removing:
@@ -310,10 +311,19 @@ func (e *env) fakeKubeletAfter(t *testing.T, ns, name string, stopAfter time.Dur
 	return out
 }
 
-// stopContainers reports, after delay, the pod's containers stopped with
-// exit code 0, and its reason and message cleared, as the kubelet v1.36
-// writes the status of a pod that read Failed and whose program exited 0.
+// stopContainers clears the pod's reason and message, as the kubelet
+// v1.36's first status write for a pod that reads Failed does, and, after
+// delay (never when negative), reports its containers stopped with exit
+// code 0.
 func (e *env) stopContainers(t *testing.T, ctx context.Context, pod *v1.Pod, delay time.Duration) {
+	_, err := e.admin.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType,
+		[]byte(`{"status":{"reason":null,"message":null}}`), metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		t.Errorf("fake kubelet: clear the reason of %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	if delay < 0 {
+		return
+	}
 	select {
 	case <-time.After(delay):
 	case <-ctx.Done():

@@ -91,7 +91,8 @@ type Config struct {
 	StopLocally func(ctx context.Context, pod *signals.Pod, gracePeriodSeconds int64) error
 	// StopWhenIssued stops a hard eviction's containers through
 	// StopLocally with the eviction's grace period once the eviction is
-	// issued (its terminal status written, and held by Pods), rather
+	// issued (its terminal status written, and taken over by the
+	// kubelet, as Pods shows), rather
 	// than when the kubelet sees it: under fast-growing memory that hop
 	// can outlast the headroom. It runs beside the wait for the pod to
 	// go; its error is logged (--hard-eviction-local-stop). Whatever it
@@ -213,8 +214,8 @@ func (e *Evicter) pods() *kubeclient.Client {
 //     so a pod that stays is never marked or reported evicted;
 //  5. for a hard threshold, Config.StopLocally (with StopWhenIssued) stops
 //     the pod's containers with the grace period as soon as evictd's pod
-//     cache holds that status, or after Config.StopWait without it (the
-//     node comes first), bounded by the grace period and
+//     cache holds the kubelet's first write after that status, or after
+//     Config.StopWait without it (the node comes first), bounded by the grace period and
 //     Config.CleanupTimeout but not by the waits below. A pod found gone
 //     in step 2 has nothing left to stop; one the API server refuses to
 //     evict (a 403, say) keeps its stopped containers until the kubelet
@@ -250,7 +251,7 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	var stop *localStop
 	if r.Hard && e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
 		// The node comes first: the containers get their SIGTERM as soon
-		// as the kubelet can have the pod's terminal status, or after
+		// as the kubelet has taken the pod over, or after
 		// Config.StopWait without it.
 		stop = e.stopBeside(ctx, log, r)
 	}
@@ -330,8 +331,8 @@ func (s *localStop) release(run bool) {
 
 // stopBeside prepares the stop of r's pod's containers through
 // Config.StopLocally beside the eviction's API calls: it starts when
-// released (once evictd's pod cache holds the pod's terminal status, see
-// finish, or the eviction failed other than by the pod's absence), or once
+// released (once the kubelet has taken the pod over, see finish, or the
+// eviction failed other than by the pod's absence), or once
 // Config.StopWait has passed by the injected clock, whichever comes
 // first; a release with false (the pod was gone) calls it off.
 //

@@ -193,9 +193,8 @@ func (e *Evicter) markTerminal(ctx context.Context, log *slog.Logger, r decide.R
 // no Failed pod is left behind, and the error is ctx's.
 //
 // For a hard threshold the local stop (*stop) is started here as soon as
-// evictd's own pod cache holds its status write (the kubelet's watch of
-// the pod carries the same events), at the latest after Config.StopWait
-// (stopBeside): containers that exit before the kubelet has the status
+// the kubelet has taken the pod over (kubeletTookOver), at the latest
+// after Config.StopWait (stopBeside): containers that exit before it has
 // would be reported Succeeded. pod is the pod as the eviction read it; a
 // stop finish starts is left in *stop for Evict to wait for.
 func (e *Evicter) finish(ctx context.Context, log *slog.Logger, w *podWatch, r decide.Request, stop **localStop, pod *v1.Pod) error {
@@ -210,7 +209,7 @@ func (e *Evicter) finish(ctx context.Context, log *slog.Logger, w *podWatch, r d
 			changed = notifier.Changed()
 		}
 		gone, state := w.look()
-		if *stop != nil && (w.last == nil || e.holdsOwnWrite(w.last)) {
+		if *stop != nil && (w.last == nil || e.kubeletTookOver(w.last)) {
 			(*stop).release(true)
 		}
 		e.rewrite(ctx, log, w, r)
@@ -266,6 +265,20 @@ func (e *Evicter) finish(ctx context.Context, log *slog.Logger, w *podWatch, r d
 			t.Stop()
 		}
 	}
+}
+
+// kubeletTookOver reports whether pod, as the cache holds it, is a
+// version newer than evictd's terminal status write that still reads
+// Failed: the kubelet's own write from the copy that reads Failed (it
+// writes the pod's status as soon as it starts terminating it). From then
+// on every status it generates for the pod reads Failed; before, a sync of
+// the kubelet's that began from an older copy and finds the containers
+// exited would write Succeeded (TestTerminalStatusOrder saw it in 2 of 4
+// runs when the containers were stopped as soon as the write returned).
+// Another writer's change (a finalizer taken off) reads the same: it only
+// makes the stop come sooner.
+func (e *Evicter) kubeletTookOver(pod *v1.Pod) bool {
+	return terminal(pod) && e.writtenOver(pod)
 }
 
 // finalizerWait bounds how long finish waits, once the pod's containers

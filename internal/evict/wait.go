@@ -175,17 +175,6 @@ func (w *podWatch) lastOr(pod *v1.Pod) *v1.Pod {
 	return pod
 }
 
-// holdsOwnWrite reports whether pod, as the cache holds it, is at least as
-// new as evictd's last write of its status.
-func (e *Evicter) holdsOwnWrite(pod *v1.Pod) bool {
-	m, ok := e.marked.Load(pod.UID)
-	if !ok {
-		return true
-	}
-	cmp, err := resourceversion.CompareResourceVersion(pod.ResourceVersion, m.(mark).rv)
-	return err != nil || cmp >= 0
-}
-
 // rewrite writes again what another writer wrote over, as the last look
 // found the pod (at most maxRemarks times in all):
 //   - evictd's terminal status, when the pod reads a phase not yet
