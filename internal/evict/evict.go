@@ -102,9 +102,11 @@ type Config struct {
 	// be longer; see finish).
 	StopWhenIssued bool
 	// StopWait bounds how long that stop waits for the eviction to be
-	// issued before it starts anyway (default DefaultStopWait): the
-	// kubelet reports a pod whose containers exited 0 before it saw the
-	// pod's terminal status as Succeeded (see stopBeside).
+	// issued and the kubelet to take the pod over before it starts
+	// anyway (default DefaultStopWait; cmd/evictd gives
+	// config.Durations.HardEvictionStopWait, --hard-eviction-stop-wait):
+	// the kubelet may report a pod whose containers exited 0 before it
+	// took the pod over as Succeeded (see stopBeside).
 	StopWait time.Duration
 	// LocalKillAfter, when positive, is how long a hard eviction retries
 	// an API server that does not answer before it stops the pod's
