@@ -111,6 +111,42 @@ func TestPodWatchLook(t *testing.T) {
 	}
 }
 
+// TestPodWatchLookOwnTerminal: a pod whose terminal status evictd wrote
+// itself read Failed before its containers stopped; it has finished only
+// once the kubelet removed it (its delete with grace period 0, which a
+// finalizer may outlive) or it is gone.
+func TestPodWatchLookOwnTerminal(t *testing.T) {
+	failed := func(p *v1.Pod) { p.Status.Phase = v1.PodFailed }
+	removed := func(p *v1.Pod) { p.DeletionGracePeriodSeconds = ptr.To[int64](0) }
+	held := func(p *v1.Pod) { p.Finalizers = []string{"batch.kubernetes.io/job-tracking"} }
+	for _, tc := range []struct {
+		name      string
+		now       *v1.Pod
+		wantGone  bool
+		wantState string
+	}{
+		{"Failed, not yet deleted", cachedPod("mine", failed), false, "not terminating"},
+		{"Failed, terminating", cachedPod("mine", failed, terminating), false, "terminating since"},
+		{"Failed, removed (grace 0), held by a finalizer", cachedPod("mine", failed, terminating, removed, held), true, "finished and removed, held by finalizers"},
+		{"Failed, removed (grace 0), about to go", cachedPod("mine", failed, terminating, removed), false, "terminating since"},
+		{"running again, removed", cachedPod("mine", terminating, removed), false, "terminating since"},
+		{"gone", nil, true, "gone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &fakeCache{}
+			c.set(cachedPod("mine"))
+			e := New(Config{Pods: c}, nil, nil, nil)
+			w := e.watch(&signals.Pod{Namespace: "shop", Name: "web", UID: "mine"})
+			w.ownTerminal = true
+			c.set(tc.now)
+			gone, state := w.look()
+			if gone != tc.wantGone || !strings.Contains(state, tc.wantState) {
+				t.Errorf("look = %v, %q; want %v, %q", gone, state, tc.wantGone, tc.wantState)
+			}
+		})
+	}
+}
+
 // TestWaitGoneByTheClock: the wait looks at the cache every PollInterval
 // of the injected clock, returns at the first look that finds the pod
 // gone, and times out after CleanupTimeout with what the last look saw.
@@ -223,7 +259,7 @@ func TestWaitGoneLooksOnChange(t *testing.T) {
 // an older one is a cache that has not caught up.
 func TestWrittenOver(t *testing.T) {
 	e := New(Config{}, nil, nil, nil)
-	e.marked.Store(types.UID("mine"), "1042")
+	e.marked.Store(types.UID("mine"), mark{rv: "1042"})
 	for _, tc := range []struct {
 		name, uid, rv string
 		want          bool
