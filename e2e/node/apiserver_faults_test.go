@@ -208,8 +208,8 @@ func watchResumed(t *testing.T, n *testnode.Node) {
 			t.Fatal("the new hog was not evicted within 90 s of running")
 		}
 	}
-	if d.grace != 1 {
-		t.Errorf("hard threshold: deletion grace %d s, want 1", d.grace)
+	if g := evictedGrace(t, d, "default", "late", evictdLog(n)); g != 1 {
+		t.Errorf("hard threshold: deletion grace %d s, want 1", g)
 	}
 	poll(t, "the new hog to go", 60*time.Second, func() (bool, string) { return gone(t, n, "default", "late") })
 	if log := tail(n.LogPath("evictd"), 100); !strings.Contains(log, "default/late ranks first") {

@@ -117,8 +117,8 @@ func evictHog(t *testing.T, n *testnode.Node, name string, evictd *v1.Pod) {
 	case <-time.After(90 * time.Second):
 		t.Fatalf("%s not evicted within 90 s; %d OOM kills in kubepods; evictd's log:\n%s", name, oomKills(t, n)-before, podLog(t, n, evictd))
 	}
-	if d.grace != 1 {
-		t.Errorf("%s: deletion grace %d s, want the hard threshold's 1", name, d.grace)
+	if g := evictedGrace(t, d, "default", name, func() string { return podLog(t, n, evictd) }); g != 1 {
+		t.Errorf("%s: deletion grace %d s, want the hard threshold's 1", name, g)
 	}
 	poll(t, name+" to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", name) })
 	evs := events(t, n, "default", "Pod", name, "Evicted")

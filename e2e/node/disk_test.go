@@ -60,8 +60,8 @@ func TestDiskNode(t *testing.T) {
 	}
 	select {
 	case d := <-deleted:
-		if d.grace != 1 {
-			t.Errorf("hard disk eviction with grace %d, want 1", d.grace)
+		if g := evictedGrace(t, d, "default", "big", evictdLog(n)); g != 1 {
+			t.Errorf("hard disk eviction with grace %d, want 1", g)
 		}
 	case <-time.After(90 * time.Second):
 		t.Fatalf("big not evicted within 90 s (nodefs free %d MiB)", statfsFree(t, n.RootDir())>>20)

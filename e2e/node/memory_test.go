@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -77,16 +79,24 @@ func (s *sampler) crossedAt() time.Time {
 	return s.crossed
 }
 
-// deletion is what a watch saw of a pod's deletion.
+// deletion is what a watch saw of a pod's eviction: its deletion, or,
+// first, evictd's terminal status (phase Failed with evictd's
+// DisruptionTarget condition, the pod not yet deleted), which the kubelet
+// stops the pod on and after which evictd deletes it.
 type deletion struct {
-	at    time.Time // when the watch first saw deletionTimestamp
-	grace int64     // its deletionGracePeriodSeconds
+	at time.Time // when the watch first saw either
+	// terminal is true when it saw evictd's terminal status first: the
+	// pod is then deleted in phase Failed, which the API server does at
+	// once, and the grace period evictd gave is in its log (evictedGrace).
+	terminal bool
+	grace    int64 // the deletion's deletionGracePeriodSeconds, or -1
 	// issued is when the eviction was issued, in whole seconds (truncated):
-	// deletionTimestamp less the grace period.
+	// deletionTimestamp less the grace period, or the DisruptionTarget
+	// condition's transition time of the terminal status.
 	issued time.Time
 }
 
-// watchDeletion records when the pod's deletion is first requested.
+// watchDeletion records when the pod's eviction is first seen.
 func watchDeletion(t *testing.T, n *testnode.Node, ns, name string) <-chan deletion {
 	w, err := n.Admin().CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
@@ -100,7 +110,10 @@ func watchDeletion(t *testing.T, n *testnode.Node, ns, name string) <-chan delet
 				continue
 			}
 			p, ok := ev.Object.(*v1.Pod)
-			if ok && p.DeletionTimestamp != nil {
+			if !ok {
+				continue
+			}
+			if p.DeletionTimestamp != nil {
 				d := deletion{at: time.Now()}
 				if p.DeletionGracePeriodSeconds != nil {
 					d.grace = *p.DeletionGracePeriodSeconds
@@ -109,9 +122,57 @@ func watchDeletion(t *testing.T, n *testnode.Node, ns, name string) <-chan delet
 				ch <- d
 				return
 			}
+			if c := evictdTarget(p); c != nil && p.Status.Phase == v1.PodFailed {
+				ch <- deletion{at: time.Now(), terminal: true, grace: -1, issued: c.LastTransitionTime.Time}
+				return
+			}
 		}
 	}()
 	return ch
+}
+
+// evictdTarget is the pod's DisruptionTarget condition if evictd set it.
+func evictdTarget(p *v1.Pod) *v1.PodCondition {
+	for i, c := range p.Status.Conditions {
+		if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == decide.DisruptionTargetReason {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// evictedGrace is the grace period evictd gave the eviction d saw of pod
+// ns/name: the deletion's, or, after evictd's terminal status, the one its
+// log line of the eviction names (the containers' stop through the
+// runtime, or the kubelet's, is bounded by it). log is evictd's log, text
+// or JSON.
+func evictedGrace(t *testing.T, d deletion, ns, name string, log func() string) int64 {
+	t.Helper()
+	if !d.terminal {
+		return d.grace
+	}
+	grace := regexp.MustCompile(`gracePeriodSeconds"?[=:](\d+)`)
+	ref := ns + "/" + name
+	var g int64 = -1
+	poll(t, "evictd's log line of the eviction of "+ref, 30*time.Second, func() (bool, string) {
+		for line := range strings.SplitSeq(log(), "\n") {
+			if !strings.Contains(line, "msg=evicted ") && !strings.Contains(line, `"msg":"evicted"`) ||
+				!strings.Contains(line, "pod="+ref+" ") && !strings.Contains(line, `"pod":"`+ref+`"`) {
+				continue
+			}
+			if m := grace.FindStringSubmatch(line); m != nil {
+				g, _ = strconv.ParseInt(m[1], 10, 64)
+				return true, ""
+			}
+		}
+		return false, "no line"
+	})
+	return g
+}
+
+// evictdLog is the log of the evictd the test started on n.
+func evictdLog(n *testnode.Node) func() string {
+	return func() string { return tail(n.LogPath("evictd"), 2000) }
 }
 
 // podHistory is what a watch on one pod saw of its DisruptionTarget
@@ -237,8 +298,8 @@ func softMemory(t *testing.T, n *testnode.Node) {
 	if after > grace+5*time.Second {
 		t.Errorf("evicted %s after the crossing, long after the %s grace period", after, grace)
 	}
-	if d.grace != 7 {
-		t.Errorf("hog deleted with grace %d s, want min(max-pod-grace 7, its own 30) = 7", d.grace)
+	if g := evictedGrace(t, d, "default", "hog", evictdLog(n)); g != 7 {
+		t.Errorf("hog deleted with grace %d s, want min(max-pod-grace 7, its own 30) = 7", g)
 	}
 	poll(t, "the hog to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
 	select {
@@ -323,8 +384,8 @@ func allocatable(t *testing.T, n *testnode.Node) {
 	}
 	t.Logf("crossing → eviction %s; deletion grace %d s; lowest available %d MiB",
 		d.at.Sub(crossed).Round(time.Millisecond), d.grace, s.minAvail>>20)
-	if d.grace != 1 {
-		t.Errorf("hard threshold: deletion grace %d s, want 1", d.grace)
+	if g := evictedGrace(t, d, "default", "hog", evictdLog(n)); g != 1 {
+		t.Errorf("hard threshold: deletion grace %d s, want 1", g)
 	}
 	poll(t, "the hog to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
 	select {

@@ -81,8 +81,8 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 	run(t, n, slow)
 	select {
 	case d := <-deleted:
-		if d.grace != grace {
-			t.Errorf("slow deleted with grace %d s, want its own %d", d.grace, grace)
+		if g := evictedGrace(t, d, "default", "slow", evictdLog(n)); g != grace {
+			t.Errorf("slow evicted with grace %d s, want its own %d", g, grace)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("slow not evicted within 60 s")
