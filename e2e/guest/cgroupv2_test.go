@@ -399,9 +399,11 @@ func v2Status(t *testing.T, addr string) *v2StatusDoc {
 	return &st
 }
 
+var client = &http.Client{Timeout: 10 * time.Second}
+
 func v2Get(t *testing.T, addr, path string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + path)
+	resp, err := client.Get("http://" + addr + path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,13 +431,21 @@ func v2Read(t *testing.T, path string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// v2Keyed reads a flat keyed file ("key value" lines: memory.events,
+// memory.stat, /proc/vmstat); a line of another form fails the test.
 func v2Keyed(t *testing.T, path string) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for _, line := range strings.Split(v2Read(t, path), "\n") {
-		if f := strings.Fields(line); len(f) == 2 {
-			out[f[0]], _ = strconv.ParseInt(f[1], 10, 64)
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("%s: line %q", path, line)
 		}
+		v, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out[f[0]] = v
 	}
 	return out
 }

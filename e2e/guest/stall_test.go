@@ -88,7 +88,7 @@ func TestStallIsNotShortageGuest(t *testing.T) {
 		t.Skip("runs in TestStallIsNotShortage's cgroup v2 guest")
 	}
 	const cg = "/sys/fs/cgroup"
-	write(t, filepath.Join(cg, "cgroup.subtree_control"), "+memory +pids")
+	v2Write(t, filepath.Join(cg, "cgroup.subtree_control"), "+memory +pids")
 	mkdir := func(rel string, subtree bool) string {
 		dir := filepath.Join(cg, rel)
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -100,12 +100,12 @@ func TestStallIsNotShortageGuest(t *testing.T) {
 			}
 		})
 		if subtree {
-			write(t, filepath.Join(dir, "cgroup.subtree_control"), "+memory +pids")
+			v2Write(t, filepath.Join(dir, "cgroup.subtree_control"), "+memory +pids")
 		}
 		return dir
 	}
 	kubepods := mkdir("kubepods", true)
-	write(t, filepath.Join(kubepods, "memory.max"), strconv.Itoa(kubepodsMax))
+	v2Write(t, filepath.Join(kubepods, "memory.max"), strconv.Itoa(kubepodsMax))
 	mkdir("kubepods/burstable", true)
 	mkdir("kubepods/besteffort", true)
 	const throttledUID, idleUID, hogUID = "57a11000-0000-4000-8000-000000000001", "57a11000-0000-4000-8000-000000000002", "57a11000-0000-4000-8000-000000000003"
@@ -143,7 +143,7 @@ func TestStallIsNotShortageGuest(t *testing.T) {
 	waitReady(t, addr, agent)
 
 	before := readCounters(t, kubepods, ctr)
-	write(t, filepath.Join(ctr, "memory.high"), strconv.Itoa(throttledMax))
+	v2Write(t, filepath.Join(ctr, "memory.high"), strconv.Itoa(throttledMax))
 	startThrottled(t, ctr, writeMiB)
 
 	// Phase 1: the stall alone, for stallFor.
@@ -208,7 +208,7 @@ func TestStallIsNotShortageGuest(t *testing.T) {
 		t.Errorf("the node itself reclaimed or kubepods hit its own limit (%s): the stall was not the container's alone", after.node(before))
 	}
 	// The reason is logged when it changes, not at every pass.
-	logged := strings.Count(read(t, logPath), "but local")
+	logged := strings.Count(v2Read(t, logPath), "but local")
 	t.Logf("decision lines saying the stall is local: %d, in %v passes", logged, sum(m, "evictd_passes_total"))
 	if logged == 0 || logged > 5 {
 		t.Errorf("evictd logged %d decision lines saying the stall is local in %v passes, want it said once when it starts (at most a few times)", logged, sum(m, "evictd_passes_total"))
@@ -254,7 +254,7 @@ func TestStallIsNotShortageGuest(t *testing.T) {
 	// its memory.max would be the same signal, but in this guest, with no
 	// swap and no page cache to reclaim, an OOM kill.)
 	hog.Kill()
-	write(t, filepath.Join(kubepods, "memory.high"), strconv.Itoa(idleMiB<<20))
+	v2Write(t, filepath.Join(kubepods, "memory.high"), strconv.Itoa(idleMiB<<20))
 	corroborated := time.Now()
 	var stallDecided *statusDoc
 	for deadline := time.Now().Add(60 * time.Second); stallDecided == nil; {
@@ -314,12 +314,12 @@ type counters struct {
 
 func readCounters(t *testing.T, kubepods, ctr string) counters {
 	t.Helper()
-	vm := keyed(t, "/proc/vmstat")
-	local := keyed(t, filepath.Join(kubepods, "memory.events.local"))
+	vm := v2Keyed(t, "/proc/vmstat")
+	local := v2Keyed(t, filepath.Join(kubepods, "memory.events.local"))
 	return counters{
 		pgscan:       vm["pgscan_kswapd"] + vm["pgscan_direct"],
 		kubepodsHigh: local["high"], kubepodsMax: local["max"],
-		ctrHigh: keyed(t, filepath.Join(ctr, "memory.events"))["high"],
+		ctrHigh: v2Keyed(t, filepath.Join(ctr, "memory.events"))["high"],
 	}
 }
 
@@ -334,7 +334,7 @@ type psiLine struct{ someAvg10, fullAvg10 float64 }
 func readPSI(t *testing.T, path string) psiLine {
 	t.Helper()
 	var p psiLine
-	for _, line := range strings.Split(read(t, path), "\n") {
+	for _, line := range strings.Split(v2Read(t, path), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 || !strings.HasPrefix(f[1], "avg10=") {
 			t.Fatalf("%s: line %q", path, line)
@@ -351,23 +351,6 @@ func readPSI(t *testing.T, path string) psiLine {
 		}
 	}
 	return p
-}
-
-func keyed(t *testing.T, path string) map[string]int64 {
-	t.Helper()
-	out := map[string]int64{}
-	for _, line := range strings.Split(read(t, path), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			t.Fatalf("%s: line %q", path, line)
-		}
-		v, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out[f[0]] = v
-	}
-	return out
 }
 
 // statusDoc is what this test reads of evictd's /status.
@@ -387,7 +370,7 @@ type statusDoc struct {
 func status(t *testing.T, addr string) *statusDoc {
 	t.Helper()
 	var st statusDoc
-	if err := json.Unmarshal([]byte(get(t, addr, "/status")), &st); err != nil {
+	if err := json.Unmarshal([]byte(v2Get(t, addr, "/status")), &st); err != nil {
 		t.Fatalf("/status: %v", err)
 	}
 	return &st
@@ -397,7 +380,7 @@ func status(t *testing.T, addr string) *statusDoc {
 func metrics(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
 	m := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(get(t, addr, "/metrics")))
+	sc := bufio.NewScanner(strings.NewReader(v2Get(t, addr, "/metrics")))
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -439,22 +422,6 @@ func series(m map[string]float64, name string) string {
 	return strings.Join(out, ", ")
 }
 
-var client = &http.Client{Timeout: 10 * time.Second}
-
-func get(t *testing.T, addr, path string) string {
-	t.Helper()
-	resp, err := client.Get("http://" + addr + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v", path, resp.Status, err)
-	}
-	return string(body)
-}
-
 // waitReady polls /readyz until evictd answers 200, failing at once if it
 // exits.
 func waitReady(t *testing.T, addr string, p *childproc.Process) {
@@ -487,20 +454,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func write(t *testing.T, path, s string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func read(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
 }
