@@ -26,12 +26,14 @@ import (
 // usage over its request, and the message's container line; and that the
 // usage quoted is the one the decision ranked the pod on (evictd's
 // decision log). The node's filesystem is one small ext4 (nodefs and
-// imagefs), its kubepods cgroup 1 GiB. Memory only: the ephemeral-storage
-// case needs the young pod's disk stats read in the pass itself, which is
-// not in the agent yet (cri.DiskStats.FillPending, unused).
+// imagefs), its kubepods cgroup 1 GiB. The disk scenario runs first: the
+// containers the memory scenario leaves dead would be reclaimed at its
+// first pass under disk pressure, which then waits for their space.
 func TestYoungPodNode(t *testing.T) {
 	fs := testruntime.MountExt4(t, 1024)
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-young", NodeFs: fs, ImageFs: fs, PodsMemory: 1 << 30})
+	t.Run("ephemeral storage: a writer, first seen by the pass that evicts it", func(t *testing.T) { youngDisk(t, n) })
+	cleanPods(t, n)
 	t.Run("memory: the allocatable hog, seconds old", func(t *testing.T) { youngMemory(t, n) })
 	cleanPods(t, n)
 }
@@ -75,6 +77,63 @@ func youngMemory(t *testing.T, n *testnode.Node) {
 	}
 	if k := oomKills(t, n) - before; k != 0 {
 		t.Errorf("the kernel OOM-killed %d processes in kubepods before evictd's eviction took effect", k)
+	}
+}
+
+// youngDisk fills the node's filesystem with a pod's writable layer: an
+// older pod has written 20 MiB, then a new one writes 200 MiB, crossing
+// nodefs.available 100 MiB below what was free. The new pod is created
+// 8 s after a housekeeping tick, so the next tick, 12 s later, is the
+// first pass that lists it: that pass must rank it on its usage (not as a
+// pod without stats) and name its container. Nothing is left to reclaim:
+// the node holds only the images its pods run, and no dead container.
+func youngDisk(t *testing.T, n *testnode.Node) {
+	// Long enough for the pod to start and write before the next tick on
+	// a loaded machine, and to be younger than one interval at that tick.
+	const interval = 20 * time.Second
+	older := labelled(n.Pod("older", "write", "--dir", "/data", "--mib", "20"))
+	run(t, n, testnode.Resources(older, "64Mi", "", ""))
+	poll(t, "older's 20 MiB", 30*time.Second, func() (bool, string) {
+		log, _ := os.ReadFile(containerLog(n, "default", older.Name, "app"))
+		return strings.Contains(string(log), "workload: ready"), "not written yet"
+	})
+	run(t, n, innocentPod(n))
+	threshold := statfsFree(t, n.RootDir()) - 100<<20
+	startEvictd(t, n, fmt.Sprintf("--eviction-hard=nodefs.available<%d", threshold), "--housekeeping-interval="+interval.String(),
+		"--minimum-image-ttl-duration=0s", "--eviction-pressure-transition-period=5s")
+	t.Logf("nodefs free %d MiB; threshold nodefs.available<%d MiB", (threshold+100<<20)>>20, threshold>>20)
+
+	tick := waitTick(t, n, 2*interval)
+	deleted := watchDeletion(t, n, "default", "writer")
+	history := watchHistory(t, n, "default", "writer")
+	writer := labelled(n.Pod("writer", "write", "--dir", "/data", "--mib", "200"))
+	for time.Since(tick) < 8*time.Second {
+		time.Sleep(50 * time.Millisecond)
+	}
+	created, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), writer, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-deleted:
+	case <-time.After(3 * interval):
+		t.Fatalf("writer not evicted within %s (nodefs free %d MiB)", 3*interval, statfsFree(t, n.RootDir())>>20)
+	}
+	poll(t, "writer to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "writer") })
+	young(t, n, created, history, interval)
+	usage := verifyEvictionEvent(t, n, writer, v1.ResourceEphemeralStorage)
+	if usage.Value() < 190<<20 {
+		t.Errorf("writer's quoted usage %s, want the 200 MiB it wrote", usage.String())
+	}
+	// One container, no volume: the pod's ranked usage is the
+	// container's writable layer and logs, to the byte.
+	checkRankedOn(t, n, created, usage, 0)
+	alive(t, n, "default", "older")
+	alive(t, n, "default", "innocent-pod")
+	for _, p := range []string{"older", "innocent-pod"} {
+		if k := evictions(t, n, "default", p); k != 0 {
+			t.Errorf("%s: %d Evicted events", p, k)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/internal/cri"
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/metrics"
@@ -351,5 +353,55 @@ func TestMemoryPassNotDelayedBySlowDiskWalk(t *testing.T) {
 	}
 	if !inSlow {
 		t.Errorf("the pass ended %s after the walk began, after the walk; want it during the walk", took)
+	}
+}
+
+// TestFreshReadsDue: a pass reads afresh only the pods whose disk stats
+// are pending, each at most once per interval and at most cri.MaxPending
+// at a time; a pod gone from the listing is forgotten.
+func TestFreshReadsDue(t *testing.T) {
+	whole := signals.PodStats{Containers: []signals.ContainerStats{{Name: "app", Rootfs: &signals.FsUsage{}, Logs: &signals.FsUsage{}}}}
+	noLogs := signals.PodStats{Containers: []signals.ContainerStats{{Name: "app", Rootfs: &signals.FsUsage{}}}}
+	pod := func(uid string) signals.Pod {
+		return signals.Pod{UID: uid, Containers: []signals.Container{{Name: "app"}}}
+	}
+	uids := func(pods []signals.Pod) []string {
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.UID)
+		}
+		return out
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	f := newFreshReads(9 * time.Second)
+	pods := []signals.Pod{pod("new"), pod("whole"), pod("no-logs")}
+	disk := map[string]signals.PodStats{"whole": whole, "no-logs": noLogs}
+	for _, step := range []struct {
+		name string
+		at   time.Duration
+		pods []signals.Pod
+		want []string
+	}{
+		{"pods without stats or with a part missing", 0, pods, []string{"new", "no-logs"}},
+		{"not again within the interval (a fast poll's next pass)", 250 * time.Millisecond, pods, nil},
+		{"nor just before it ends", 8999 * time.Millisecond, pods, nil},
+		{"again once it has passed", 9 * time.Second, pods, []string{"new", "no-logs"}},
+		{"a pod gone is forgotten", 9*time.Second + time.Millisecond, pods[1:], nil},
+		{"and read at once if listed again", 9*time.Second + 2*time.Millisecond, pods, []string{"new"}},
+	} {
+		if got := uids(f.due(t0.Add(step.at), step.pods, disk)); !slices.Equal(got, step.want) {
+			t.Errorf("%s: due %q, want %q", step.name, got, step.want)
+		}
+	}
+	var many []signals.Pod
+	for i := range cri.MaxPending + 3 {
+		many = append(many, pod(fmt.Sprintf("p%d", i)))
+	}
+	f = newFreshReads(9 * time.Second)
+	if got := f.due(t0, many, nil); len(got) != cri.MaxPending {
+		t.Errorf("%d pending pods: %d due, want %d", len(many), len(got), cri.MaxPending)
+	}
+	if got := uids(f.due(t0.Add(time.Second), many, nil)); !slices.Equal(got, []string{"p8", "p9", "p10"}) {
+		t.Errorf("the next pass: due %q, want the 3 left over", got)
 	}
 }

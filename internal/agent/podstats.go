@@ -23,6 +23,7 @@ type podStats struct {
 	cgroups cgroupStats
 	r       *runtimeConn
 	disk    *diskCache
+	fresh   *freshReads
 }
 
 // cgroupStats is what podStats reads the pods' cgroups with:
@@ -37,7 +38,7 @@ type cgroupStats interface {
 // disk.run is running.
 func newPodStats(cgroups cgroupStats, r *runtimeConn, diskMaxAge time.Duration) podStats {
 	disk := newDiskCache(diskMaxAge, clock.RealClock{}, func() { r.met.IncRuntimeError(metrics.RuntimePodDiskStats) })
-	return podStats{cgroups: cgroups, r: r, disk: disk}
+	return podStats{cgroups: cgroups, r: r, disk: disk, fresh: newFreshReads(diskMaxAge)}
 }
 
 func (s podStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod, kinds signals.PodStatsKinds) (map[string]signals.PodStats, error) {
@@ -51,7 +52,75 @@ func (s podStats) PodStats(ctx context.Context, now time.Time, pods []signals.Po
 		return stats, errors.Join(err, s.r.notConnected())
 	}
 	disk, derr := s.disk.get(now, pods, p.disk)
+	// A pass that reads no pod cgroup (idle, or ranking by disk) reads
+	// afresh the disk stats of the pods that have just started, which the
+	// background refresh has not seen whole, each at most once per
+	// refresh interval (freshReads); one that ranks by memory or task
+	// count never waits for the runtime.
+	if p.pending != nil && kinds&(signals.PodMemory|signals.PodProcesses) == 0 {
+		if todo := s.fresh.due(now, pods, disk); len(todo) > 0 {
+			var perr error
+			disk, perr = p.pending.FillPending(ctx, now, todo, disk)
+			derr = errors.Join(derr, perr)
+		}
+	}
 	return cri.MergeDisk(stats, disk), errors.Join(err, derr)
+}
+
+// pendingSource is what reads the pending pods' disk stats afresh:
+// *cri.DiskStats.
+type pendingSource interface {
+	FillPending(ctx context.Context, now time.Time, pods []signals.Pod, disk map[string]signals.PodStats) (map[string]signals.PodStats, error)
+}
+
+// freshReads bounds the passes' fresh reads of pending pods' disk stats
+// (cri.Pending: a pod just started, its writable layer or log directory
+// not yet there): a pod is read at most once per interval, the background
+// refresh's, and at most cri.MaxPending pods in one pass. Every fresh read
+// is CRI calls a pass waits for (up to cri.DefaultPendingDeadline); a pod
+// that stays pending (a log directory that never appears) would otherwise
+// be read at every pass, at the fast poll's 4 per second near a memory
+// threshold, and pile calls on a busy runtime that the eviction's own stop
+// then waits behind.
+type freshReads struct {
+	interval time.Duration
+	mu       sync.Mutex
+	asked    map[string]time.Time
+}
+
+func newFreshReads(interval time.Duration) *freshReads {
+	return &freshReads{interval: interval, asked: map[string]time.Time{}}
+}
+
+// due returns the pods of pods whose disk stats are pending in disk and
+// that were not read afresh within the interval before now, and counts
+// them read at now. Pods no longer listed are forgotten.
+func (f *freshReads) due(now time.Time, pods []signals.Pod, disk map[string]signals.PodStats) []signals.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	listed := make(map[string]bool, len(pods))
+	var todo []signals.Pod
+	for i := range pods {
+		p := &pods[i]
+		listed[p.UID] = true
+		st, ok := disk[p.UID]
+		if ok && !cri.Pending(p, &st) {
+			continue
+		}
+		if at, was := f.asked[p.UID]; was && now.Sub(at) < f.interval {
+			continue
+		}
+		if len(todo) < cri.MaxPending {
+			todo = append(todo, *p)
+			f.asked[p.UID] = now
+		}
+	}
+	for uid := range f.asked {
+		if !listed[uid] {
+			delete(f.asked, uid)
+		}
+	}
+	return todo
 }
 
 // diskCache gathers the pods' disk stats in the background and hands a

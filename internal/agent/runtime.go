@@ -25,6 +25,9 @@ type runtimeParts struct {
 	imageFs   signals.Source // nil when --imagefs-path names the image fs
 	disk      diskSource     // *cri.DiskStats
 	reclaimer *reclaim.Reclaimer
+	// pending reads afresh the disk stats of the pods that have just
+	// started (the same *cri.DiskStats); nil reads none.
+	pending pendingSource
 }
 
 // runtimeConn reaches the container runtime through the CRI. evictd must
@@ -89,7 +92,7 @@ func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
 		c.Close()
 		return layout, err
 	}
-	parts.disk = ds
+	parts.disk, parts.pending = ds, ds
 	// Sandboxes run the runtime's pause image, which no container names:
 	// reclaim must know it or it would delete it as unused. Without it,
 	// evictd reclaims nothing rather than risk that.

@@ -16,10 +16,10 @@ import (
 // runtime and the directories of the pods it reads.
 const DefaultPendingDeadline = time.Second
 
-// maxPending is how many pods FillPending reads at most in one call, so a
+// MaxPending is how many pods FillPending reads at most in one call, so a
 // pass before the first background refresh ends (every pod pending) does
 // not read the whole node's stats itself.
-const maxPending = 8
+const MaxPending = 8
 
 // A pod's disk stats are gathered in the background, every few seconds,
 // and a pass takes the last ones. A pod that has started since has none
@@ -34,7 +34,7 @@ const maxPending = 8
 // logs. It asks the runtime about those pods alone (their sandboxes,
 // containers and container stats by the kubelet's pod UID label: no other
 // container's shim is called) and measures their directories, within
-// the DiskStats' PendingDeadline, at most maxPending pods in the order of
+// the DiskStats' PendingDeadline, at most MaxPending pods in the order of
 // pods. A pod read afresh replaces its entry in disk when it is no longer
 // pending or disk had none; disk itself is not changed. The error joins
 // what failed.
@@ -43,7 +43,7 @@ func (d *DiskStats) FillPending(ctx context.Context, now time.Time, pods []signa
 	for _, p := range pods {
 		if st, ok := disk[p.UID]; !ok || Pending(&p, &st) {
 			todo = append(todo, p)
-			if len(todo) == maxPending {
+			if len(todo) == MaxPending {
 				break
 			}
 		}

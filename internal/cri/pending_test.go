@@ -51,7 +51,7 @@ func TestPending(t *testing.T) {
 // FillPending reads it afresh, asking the runtime about it alone, and gives
 // its writable layer and logs; a pod whose stats are whole is left as it
 // is; a pod the runtime does not know stays pending, keeping what the pass
-// had; at most maxPending pods are read; the pass's map is not changed;
+// had; at most MaxPending pods are read; the pass's map is not changed;
 // past its deadline it gives back what it had.
 func TestFillPending(t *testing.T) {
 	cgroupParent := fmt.Sprintf("/evictd-cri-pending-test-%d", os.Getpid())
@@ -136,16 +136,16 @@ func TestFillPending(t *testing.T) {
 		})
 	}
 
-	t.Run("at most maxPending pods", func(t *testing.T) {
+	t.Run("at most MaxPending pods", func(t *testing.T) {
 		var pods []signals.Pod
-		for i := range maxPending + 3 {
+		for i := range MaxPending + 3 {
 			pods = append(pods, signals.Pod{Namespace: "default", Name: fmt.Sprintf("g%d", i), UID: fmt.Sprintf("g%d-uid", i),
 				Containers: []signals.Container{{Name: "app"}}})
 		}
 		got, _ := ds.FillPending(ctx, time.Now(), pods, nil)
 		for i, p := range pods {
-			if _, ok := got[p.UID]; ok != (i < maxPending) {
-				t.Errorf("pod %d of %d read: %v, want %v", i+1, len(pods), ok, i < maxPending)
+			if _, ok := got[p.UID]; ok != (i < MaxPending) {
+				t.Errorf("pod %d of %d read: %v, want %v", i+1, len(pods), ok, i < MaxPending)
 			}
 		}
 	})

@@ -5,10 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// stopTries is how many times StopPodContainers asks the runtime to stop
+// a container whose stop fails, stopRetryPause the pause between.
+const (
+	stopTries      = 3
+	stopRetryPause = 200 * time.Millisecond
 )
 
 // StopPodContainers stops the running containers of the pod with uid as the
@@ -22,7 +30,7 @@ import (
 // runtime is listed again for any started since; those are stopped as
 // soon as the listing names them. A known container that has gone
 // meanwhile is no error, nor is a failed call for a container the runtime
-// then reports exited.
+// then reports exited; a failed call is made again (stopTries).
 func (c *Client) StopPodContainers(ctx context.Context, uid string, gracePeriodSeconds int64) (int, error) {
 	if uid == "" {
 		return 0, errors.New("stop pod containers: empty pod UID")
@@ -48,13 +56,22 @@ func (c *Client) StopPodContainers(ctx context.Context, uid string, gracePeriodS
 			// of our own.
 			err := c.rs.StopContainer(ctx, id, gracePeriodSeconds)
 			exited := false
-			if err != nil && status.Code(err) != codes.NotFound {
-				// The kubelet may be stopping the same container: a
-				// runtime that fails the call as the container exits
-				// under it (containerd 1.6 answers "ttrpc: closed")
-				// has still stopped it.
+			for try := 1; err != nil && status.Code(err) != codes.NotFound; try++ {
+				// The kubelet may be stopping the same container, and
+				// containerd 1.6 can fail the call as the container
+				// exits under it ("ttrpc: closed": its shim went, and
+				// containerd then cleans the container up). A container
+				// the runtime reports exited is stopped; else the stop
+				// is tried again, as the kubelet's next sync would.
 				state, serr := c.rs.ContainerStatus(ctx, id)
-				exited = serr == nil && state == runtimeapi.ContainerState_CONTAINER_EXITED
+				if exited = serr == nil && state == runtimeapi.ContainerState_CONTAINER_EXITED; exited || try == stopTries {
+					break
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(stopRetryPause):
+				}
+				err = c.rs.StopContainer(ctx, id, gracePeriodSeconds)
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,9 +156,15 @@ func TestStopPodContainersInParallel(t *testing.T) {
 type failingStop struct {
 	runtimeapi.RuntimeServiceClient
 	stopFirst bool
+	// failOnly > 0 fails only the first failOnly calls.
+	failOnly int32
+	calls    *atomic.Int32
 }
 
 func (f failingStop) StopContainer(ctx context.Context, in *runtimeapi.StopContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
+	if n := f.calls.Add(1); f.failOnly > 0 && n > f.failOnly {
+		return f.RuntimeServiceClient.StopContainer(ctx, in, opts...)
+	}
 	if f.stopFirst {
 		if _, err := f.RuntimeServiceClient.StopContainer(ctx, in, opts...); err != nil {
 			return nil, err
@@ -167,8 +174,9 @@ func (f failingStop) StopContainer(ctx context.Context, in *runtimeapi.StopConta
 }
 
 // TestStopPodContainersFailedCall: a StopContainer that fails is a stop
-// if the runtime then reports the container exited, and an error naming
-// the container if it still runs.
+// if the runtime then reports the container exited; one that fails with
+// the container still running is made again, stopTries times in all, and
+// is then an error naming the container.
 func TestStopPodContainersFailedCall(t *testing.T) {
 	cgroupParent := fmt.Sprintf("/evictd-cri-failstop-test-%d", os.Getpid())
 	t.Cleanup(func() { removeCgroup(t, cgroupParent) })
@@ -180,14 +188,30 @@ func TestStopPodContainersFailedCall(t *testing.T) {
 	}
 	c := dial(t, rt)
 	real := c.rs.client
+	// The first call fails with the container running (containerd has
+	// not yet cleaned up after the shim): the next one stops it.
+	pod := signals.Pod{Namespace: "default", Name: "failstop-once", UID: fmt.Sprintf("uid-failstop-once-%d", os.Getpid()),
+		Containers: []signals.Container{{Name: "app"}}}
+	runPod(t, c, pod, t.TempDir(), cgroupParent, image, []string{"sleep"})
+	var calls atomic.Int32
+	c.rs.client = failingStop{RuntimeServiceClient: real, failOnly: 1, calls: &calls}
+	n, err := c.StopPodContainers(ctx, pod.UID, 1)
+	c.rs.client = real
+	if n != 1 || err != nil || calls.Load() != 2 {
+		t.Errorf("one failed call, then the stop: stopped %d in %d calls, %v; want 1 in 2, nil", n, calls.Load(), err)
+	}
 	for _, stopFirst := range []bool{false, true} {
 		pod := signals.Pod{Namespace: "default", Name: fmt.Sprintf("failstop-%t", stopFirst),
 			UID: fmt.Sprintf("uid-failstop-%t-%d", stopFirst, os.Getpid()), Containers: []signals.Container{{Name: "app"}}}
 		runPod(t, c, pod, t.TempDir(), cgroupParent, image, []string{"sleep"})
-		c.rs.client = failingStop{RuntimeServiceClient: real, stopFirst: stopFirst}
+		var calls atomic.Int32
+		c.rs.client = failingStop{RuntimeServiceClient: real, stopFirst: stopFirst, calls: &calls}
 		n, err := c.StopPodContainers(ctx, pod.UID, 1)
 		c.rs.client = real
-		t.Logf("stop done before the failure %t: stopped %d, %v", stopFirst, n, err)
+		t.Logf("stop done before the failure %t: stopped %d in %d calls, %v", stopFirst, n, calls.Load(), err)
+		if want := map[bool]int32{true: 1, false: stopTries}[stopFirst]; calls.Load() != want {
+			t.Errorf("%d StopContainer calls, want %d", calls.Load(), want)
+		}
 		if stopFirst && (n != 1 || err != nil) {
 			t.Errorf("failed call, container exited: stopped %d, %v; want 1, nil", n, err)
 		}
