@@ -121,7 +121,7 @@ func evictHog(t *testing.T, n *testnode.Node, name string, evictd *v1.Pod) {
 		t.Errorf("%s: deletion grace %d s, want the hard threshold's 1", name, g)
 	}
 	poll(t, name+" to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", name) })
-	evs := events(t, n, "default", "Pod", name, "Evicted")
+	evs := evictedEvents(t, n, "default", name)
 	if len(evs) == 0 || evs[0].Source.Component != "evictd" || evs[0].Source.Host != n.Name() {
 		t.Errorf("%s: Evicted events %+v, want one from evictd on %s", name, evs, n.Name())
 	}

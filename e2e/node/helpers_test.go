@@ -187,6 +187,22 @@ func events(t *testing.T, n *testnode.Node, ns, kind, name, reason string) []v1.
 	return list.Items
 }
 
+// evictedEvents returns the Evicted events of a pod that has been evicted:
+// the recorder posts them asynchronously, and the pod, deleted once it
+// reads Failed, can be gone before its event is there; so they are read
+// until there is one, at most 10 s.
+func evictedEvents(t *testing.T, n *testnode.Node, ns, name string) []v1.Event {
+	t.Helper()
+	var evs []v1.Event
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if evs = events(t, n, ns, "Pod", name, "Evicted"); len(evs) > 0 || time.Now().After(deadline) {
+			return evs
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // evictions counts the Evicted events on a pod (their Count added up).
 func evictions(t *testing.T, n *testnode.Node, ns, name string) int {
 	total := 0

@@ -154,11 +154,19 @@ func evictedGrace(t *testing.T, d deletion, ns, name string, log func() string) 
 	grace := regexp.MustCompile(`gracePeriodSeconds"?[=:](\d+)`)
 	ref := ns + "/" + name
 	var g int64 = -1
+	// The last such line, logged once the eviction is over, after it was
+	// issued (d.issued, whole seconds): an earlier scenario on the node
+	// may have evicted a pod of the same name.
 	poll(t, "evictd's log line of the eviction of "+ref, 30*time.Second, func() (bool, string) {
-		for line := range strings.SplitSeq(log(), "\n") {
+		lines := strings.Split(log(), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			line := lines[i]
 			if !strings.Contains(line, "msg=evicted ") && !strings.Contains(line, `"msg":"evicted"`) ||
 				!strings.Contains(line, "pod="+ref+" ") && !strings.Contains(line, `"pod":"`+ref+`"`) {
 				continue
+			}
+			if at, ok := logTime(line); ok && at.Before(d.issued) {
+				break // an earlier eviction's: this one's line is still to come
 			}
 			if m := grace.FindStringSubmatch(line); m != nil {
 				g, _ = strconv.ParseInt(m[1], 10, 64)
@@ -168,6 +176,16 @@ func evictedGrace(t *testing.T, d deletion, ns, name string, log func() string) 
 		return false, "no line"
 	})
 	return g
+}
+
+// logTime is the time of one of evictd's log lines, text or JSON.
+func logTime(line string) (time.Time, bool) {
+	m := regexp.MustCompile(`time"?[=:]"?([0-9T:.\-]+Z)`).FindStringSubmatch(line)
+	if m == nil {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[1])
+	return at, err == nil
 }
 
 // evictdLog is the log of the evictd the test started on n.
@@ -308,7 +326,7 @@ func softMemory(t *testing.T, n *testnode.Node) {
 	case <-time.After(10 * time.Second):
 		t.Error("the watch never saw the hog deleted")
 	}
-	evs := events(t, n, "default", "Pod", "hog", "Evicted")
+	evs := evictedEvents(t, n, "default", "hog")
 	if len(evs) != 1 {
 		t.Fatalf("hog: %d Evicted events, want 1", len(evs))
 	}
@@ -431,7 +449,7 @@ func pids(t *testing.T, n *testnode.Node) {
 	}
 	poll(t, "EvictdPIDPressure=True", 5*time.Second, func() (bool, string) { return conditionIs(t, n, pidCondition, v1.ConditionTrue) })
 	poll(t, "the forker to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "forker") })
-	evs := events(t, n, "default", "Pod", "forker", "Evicted")
+	evs := evictedEvents(t, n, "default", "forker")
 	if len(evs) != 1 || !strings.Contains(evs[0].Message, "The node was low on resource: pids.") {
 		t.Errorf("forker's Evicted events: %+v", evs)
 	}

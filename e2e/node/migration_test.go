@@ -92,7 +92,7 @@ func TestMigrationNode(t *testing.T) {
 	// The kubelet's eviction manager looks every 10 s: give it two looks
 	// at a pod it could still see.
 	time.Sleep(20 * time.Second)
-	evs := events(t, n, "default", "Pod", "over", "Evicted")
+	evs := evictedEvents(t, n, "default", "over")
 	var by []string
 	for _, e := range evs {
 		by = append(by, e.Source.Component+": "+e.Message)

@@ -461,7 +461,7 @@ func containerdDown(t *testing.T, n *testnode.Node, fs string) {
 		k := evictions(t, n, "default", "hog")
 		return k == 1, fmt.Sprintf("%d events", k)
 	})
-	evs := events(t, n, "default", "Pod", "hog", "Evicted")
+	evs := evictedEvents(t, n, "default", "hog")
 	if !strings.Contains(evs[0].Message, "The node was low on resource: memory.") {
 		t.Errorf("hog's Evicted event: %q", evs[0].Message)
 	}

@@ -89,6 +89,14 @@ type Config struct {
 	// stopped. It is used for a hard eviction when StopWhenIssued is set
 	// and after LocalKillAfter.
 	StopLocally func(ctx context.Context, pod *signals.Pod, gracePeriodSeconds int64) error
+	// SandboxReady, when set, reports whether the runtime still has a
+	// ready sandbox of the pod with uid. An eviction whose pod evictd
+	// deleted itself (its terminal status written) waits, after the pod
+	// has gone, until it has none (see tornDown): the API server removes
+	// a Failed pod at once, before the kubelet has torn it down, and the
+	// pod's exited containers, whose writable layers hold what a disk
+	// eviction is to free, can be removed only then.
+	SandboxReady func(ctx context.Context, uid string) (bool, error)
 	// StopWhenIssued stops a hard eviction's containers through
 	// StopLocally with the eviction's grace period once the eviction is
 	// issued (its terminal status written, and taken over by the
@@ -293,6 +301,9 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 		log.Debug("eviction issued; waiting for the pod to go", "by", how, "cleanupTimeout", e.cfg.CleanupTimeout)
 		if err := e.waitGone(ctx, log, watch, r); err != nil {
 			return fmt.Errorf("evict %s (%s issued): %w", ref, how, err)
+		}
+		if how == "status" {
+			e.tornDown(ctx, log, r)
 		}
 	}
 	if stop != nil {

@@ -246,3 +246,39 @@ func foreignDisruptionTarget(pod *v1.Pod) bool {
 	}
 	return false
 }
+
+// tornDown waits, after evictd has deleted the pod of r itself, until
+// Config.SandboxReady reports no ready sandbox of it (the kubelet has
+// torn the pod down), looking every PollInterval and at most
+// CleanupTimeout by the injected clock. The kubelet removes a pod it
+// deletes only once it has torn it down; a Failed pod the API server
+// removes at once, and the next pass would find the space of its exited
+// containers still held. An error of the runtime or the bound ends the
+// wait with a line in the log: the pass that follows then sees what is
+// still held, as it would have.
+func (e *Evicter) tornDown(ctx context.Context, log *slog.Logger, r decide.Request) {
+	if e.cfg.SandboxReady == nil {
+		return
+	}
+	deadline := e.cfg.Clock.Now().Add(e.cfg.CleanupTimeout)
+	for {
+		ready, err := e.cfg.SandboxReady(ctx, r.Pod.UID)
+		switch {
+		case err != nil:
+			log.Info("could not ask the runtime whether the evicted pod's sandbox is stopped; not waiting for it", "err", err)
+			return
+		case !ready:
+			return
+		case !e.cfg.Clock.Now().Before(deadline):
+			log.Warn("the evicted pod is gone but the kubelet has not stopped its sandbox yet; deciding again without waiting for it", "waited", e.cfg.CleanupTimeout)
+			return
+		}
+		t := e.cfg.Clock.NewTimer(e.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}

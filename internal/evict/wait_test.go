@@ -279,3 +279,52 @@ func TestWrittenOver(t *testing.T) {
 		})
 	}
 }
+
+// TestTornDown: after deleting the pod itself, the eviction waits until
+// the runtime has no ready sandbox of it, asking every PollInterval; an
+// error of the runtime ends the wait at once, and so does CleanupTimeout
+// by the injected clock.
+func TestTornDown(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	r := decide.Request{Eviction: decide.Eviction{Pod: &signals.Pod{Namespace: "default", Name: "big", UID: "uid-big"}}}
+	for _, tc := range []struct {
+		name    string
+		answers []bool // ready, in order; the last one repeats
+		err     error
+		asks    int
+		waited  time.Duration
+	}{
+		{"stopped at the first look", []bool{false}, nil, 1, 0},
+		{"stopped at the third", []bool{true, true, false}, nil, 3, 2 * time.Second},
+		{"the runtime does not answer", []bool{true}, errors.New("CRI ListPodSandbox: unavailable"), 1, 0},
+		{"never stopped: the bound", []bool{true}, nil, 11, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := clocktesting.NewFakeClock(start)
+			asks := 0
+			ev := New(Config{NodeName: nodeName, Pods: &fakeCache{}, Clock: fc, PollInterval: time.Second, CleanupTimeout: 10 * time.Second,
+				SandboxReady: func(_ context.Context, uid string) (bool, error) {
+					if uid != r.Pod.UID {
+						t.Errorf("asked about %q, want %q", uid, r.Pod.UID)
+					}
+					asks++
+					return tc.answers[min(asks, len(tc.answers))-1], tc.err
+				}}, nil, nil, testLog(t))
+			done := make(chan struct{})
+			go func() { ev.tornDown(t.Context(), testLog(t), r); close(done) }()
+			for {
+				select {
+				case <-done:
+					if asks != tc.asks || fc.Since(start) != tc.waited {
+						t.Errorf("asked %d times over %s, want %d over %s", asks, fc.Since(start), tc.asks, tc.waited)
+					}
+					return
+				case <-time.After(time.Millisecond):
+				}
+				if fc.HasWaiters() {
+					fc.Step(time.Second)
+				}
+			}
+		})
+	}
+}
