@@ -271,6 +271,15 @@ func newMetrics(reg *prometheus.Registry, cfg *config.Config, version string) (*
 			return nil, err
 		}
 	}
+	counts := map[string]int{}
+	for _, l := range cfg.Lenient {
+		for k, n := range l.Fields {
+			counts[k] += n
+		}
+	}
+	if err := metrics.RegisterConfigWarnings(reg, config.ConfigWarningKinds(), counts); err != nil {
+		return nil, err
+	}
 	return met, met.Err()
 }
 

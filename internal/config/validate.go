@@ -134,6 +134,11 @@ type Config struct {
 	// KubeletRaces what in it races evictd; each is also in Warnings.
 	KubeletChecked bool
 	KubeletRaces   []KubeletRace
+	// Lenient are the KubeletConfiguration files (--config, --kubelet-config,
+	// the --kubelet-config-dir drop-ins) that strict decoding refused for
+	// unknown or duplicate fields only and that were decoded leniently, as
+	// the kubelet does; each one's Warning is also in Warnings.
+	Lenient []LenientDecoding
 
 	// Sources names, by flag name, where each setting not left at its
 	// default came from: "--eviction-hard", "evictionHard in FILE",
