@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -120,12 +121,34 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	}
 	a.layout = layout
 
-	warnings, err := CheckCapacities(ctx, cfg, sources, layout)
+	warnings, setAside := CheckCapacities(ctx, cfg, sources, layout)
 	for _, w := range warnings {
 		log.Warn(w)
 	}
-	if err != nil {
-		return fmt.Errorf("thresholds contradict this node's capacity; refusing to start: %w", err)
+	if len(setAside) > 0 {
+		kept := config.WithoutSetAside(cfg.Thresholds, setAside)
+		if len(kept) == 0 {
+			errs := make([]error, len(setAside))
+			for i, s := range setAside {
+				errs[i] = s.Err
+			}
+			return fmt.Errorf("no threshold can hold on this node; refusing to start: %w", errors.Join(errs...))
+		}
+		// The others protect the node: the set-aside ones leave the
+		// loop's, the wake-ups' and the decision's thresholds alike.
+		for _, s := range setAside {
+			log.Error("threshold set aside: it cannot hold on this node; the other thresholds protect it", "threshold", s.Threshold.String(), "kind", s.Threshold.Kind(), "err", s.Err)
+		}
+		c := *cfg
+		c.Thresholds = kept
+		cfg, a.cfg = &c, &c
+	}
+	aside := make([]metrics.SetAside, len(setAside))
+	for i, s := range setAside {
+		aside[i] = metrics.SetAside{Signal: s.Threshold.Signal, Kind: metrics.KindOf(s.Threshold)}
+	}
+	if err := metrics.RegisterStart(a.reg, aside, cfg.Kubeconfig == ""); err != nil {
+		return fmt.Errorf("cannot register metrics: %w", err)
 	}
 
 	// The pods' disk stats are gathered in the background (diskCache),
@@ -157,6 +180,9 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 			return fmt.Errorf("cannot register the pod informer's metrics: %w", err)
 		}
 		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "node", cfg.NodeName)
+		for _, s := range setAside {
+			a.kube.events.Warn(reasonThresholdSetAside, fmt.Sprintf("evictd set threshold %s aside: %v; the other thresholds protect the node", s.Threshold, s.Err))
+		}
 		deps.Pods, deps.Evicter, deps.Status, deps.Events = a.kube.pods, a.kube.evicter, a.kube.status, a.kube.events
 	}
 	if cfg.DryRun {
