@@ -34,7 +34,11 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if cfg.Kubeconfig != "" {
+	var standalone string
+	switch {
+	case evictdagent.KubeconfigAwaited(cfg):
+		standalone = fmt.Sprintf("--kubeconfig %s does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, evicting nothing until it is written and evictd restarted.", cfg.Kubeconfig)
+	case cfg.Kubeconfig != "":
 		if _, err := evictdagent.RestConfig(cfg.Kubeconfig); err != nil {
 			fmt.Fprintf(stderr, "evictd check-config: %v\n", err)
 			return 1
@@ -64,6 +68,9 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	if hugeWarning != "" {
 		capWarnings = append(capWarnings, hugeWarning)
+	}
+	if standalone != "" {
+		capWarnings = append(capWarnings, standalone)
 	}
 	for _, w := range append(cfg.Warnings, capWarnings...) {
 		fmt.Fprintf(stdout, "warning: %s\n", w)

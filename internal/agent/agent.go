@@ -60,6 +60,9 @@ type Agent struct {
 	srv      *server.Server
 	layout   signals.FsLayout
 	redialed bool // the runtime was not reachable at start: Run retries it
+	// awaited is the optional kubeconfig that did not exist at start
+	// (--kubeconfig-optional), "" otherwise: Run reminds of it.
+	awaited string
 }
 
 // New builds the agent from cfg: it opens the node's signals and pod
@@ -79,6 +82,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Agent, error) 
 // build sets up a's parts; New closes what it opened when it fails.
 func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	cfg, log := a.cfg, a.log
+	if KubeconfigAwaited(cfg) {
+		// Standalone until the kubeconfig is written: protected by what
+		// evictd can do alone rather than by a unit restarting in a loop.
+		log.Warn("the kubeconfig does not exist yet and --kubeconfig-optional is set: running standalone, with no API server; evictd observes, decides and exports metrics but evicts nothing until the kubeconfig is written and evictd restarted",
+			"kubeconfig", cfg.Kubeconfig)
+		a.awaited = cfg.Kubeconfig
+		c := *cfg
+		c.Kubeconfig = ""
+		cfg, a.cfg = &c, &c
+	}
 	var kubeRC *rest.Config
 	if cfg.Kubeconfig != "" {
 		if kubeRC, err = RestConfig(cfg.Kubeconfig); err != nil {
@@ -163,9 +176,10 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		Metrics:   met,
 		Log:       log,
 	}
-	if cfg.Kubeconfig == "" {
+	if cfg.Kubeconfig == "" && a.awaited == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
-	} else {
+	}
+	if cfg.Kubeconfig != "" {
 		var stopLocally func(context.Context, *signals.Pod, int64) error
 		if !cfg.DryRun {
 			stopLocally = a.runtime.stopPodContainers
@@ -242,6 +256,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return a.runtime.retry(ctx, a.cfg.RuntimeRetry, a.cfg.RuntimeRetryMax) })
 	}
 	g.Go(func() error { return a.stats.disk.run(ctx) })
+	if a.awaited != "" {
+		g.Go(func() error {
+			return remindStandalone(ctx, clock.RealClock{}, config.KubeconfigReminder, a.awaited, a.log)
+		})
+	}
 	if a.kube != nil {
 		a.kube.start(ctx, g, a.log)
 		g.Go(func() error { return a.kube.forwardRelists(ctx, a.loop.Wake) })

@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/manager"
@@ -190,6 +193,97 @@ func TestAgentSetsAsideThresholdBeyondCapacity(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestAgentAwaitsOptionalKubeconfig: with --kubeconfig-optional and no
+// file at --kubeconfig, New builds a standalone agent instead of refusing,
+// says so at Warn and in evictd_standalone, and Run serves /status; without
+// --kubeconfig-optional the same missing file is refused.
+func TestAgentAwaitsOptionalKubeconfig(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "kubeconfig")
+	args := []string{"--root-dir", t.TempDir(), "--hostname-override", "n1", "--metrics-bind-address", "127.0.0.1:0",
+		"--container-runtime-endpoint", "unix://" + filepath.Join(t.TempDir(), "none.sock"),
+		"--housekeeping-interval", "200ms", "--kubeconfig", missing}
+
+	_, err := New(t.Context(), configFor(t, args...), Options{Log: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "--kubeconfig "+missing) {
+		t.Fatalf("New with a missing --kubeconfig: got %v, want a refusal naming it", err)
+	}
+
+	logged := &lockedWriter{w: &bytes.Buffer{}}
+	log := slog.New(slog.NewTextHandler(logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := configFor(t, append(args, "--kubeconfig-optional")...)
+	a, err := New(t.Context(), cfg, Options{Log: log, Listener: ln})
+	if err != nil {
+		t.Fatalf("New with --kubeconfig-optional: %v, want a standalone start", err)
+	}
+	defer a.Close()
+	if a.kube != nil || a.awaited != missing || cfg.Kubeconfig != missing {
+		t.Errorf("got kube %v, awaited %q, the caller's kubeconfig %q; want standalone awaiting %s, the caller's configuration unchanged", a.kube, a.awaited, cfg.Kubeconfig, missing)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	addr := ln.Addr().String()
+	waitForPass(t, addr)
+	body, err := get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, "evictd_standalone 1") {
+		t.Errorf("/metrics lacks evictd_standalone 1")
+	}
+	want := `level=WARN msg="the kubeconfig does not exist yet and --kubeconfig-optional is set: running standalone, with no API server; evictd observes, decides and exports metrics but evicts nothing until the kubeconfig is written and evictd restarted" kubeconfig=` + missing
+	if out := logged.String(); !strings.Contains(out, want) {
+		t.Errorf("log lacks %q:\n%s", want, out)
+	}
+}
+
+// TestRemindStandalone: every interval the agent says again that it runs
+// standalone, and once the kubeconfig is there, that a restart would use
+// it; it stops with its context.
+func TestRemindStandalone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	clk := clocktesting.NewFakeClock(time.Now())
+	logged := &lockedWriter{w: &bytes.Buffer{}}
+	log := slog.New(slog.NewTextHandler(logged, nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- remindStandalone(ctx, clk, time.Minute, path, log) }()
+
+	tick := func(want string) {
+		t.Helper()
+		before := strings.Count(logged.String(), "\n")
+		for !clk.HasWaiters() {
+			time.Sleep(time.Millisecond)
+		}
+		clk.Step(time.Minute)
+		deadline := time.Now().Add(10 * time.Second)
+		for strings.Count(logged.String(), "\n") == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("no reminder after a minute; log:\n%s", logged.String())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+		if last := lines[len(lines)-1]; !strings.Contains(last, want) || !strings.Contains(last, "kubeconfig="+path) {
+			t.Errorf("reminder %q, want %q and the path", last, want)
+		}
+	}
+	tick(`level=WARN msg="still no kubeconfig: running standalone, evicting nothing`)
+	if err := os.WriteFile(path, []byte("apiVersion: v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tick(`level=WARN msg="the kubeconfig is there now, but evictd reads it only at start: restart evictd`)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("got %v, want nil", err)
 	}
 }
 
