@@ -325,8 +325,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 51 {
-		t.Errorf("got %d flags, want 51", n)
+	if n != 52 {
+		t.Errorf("got %d flags, want 52", n)
 	}
 }
 
