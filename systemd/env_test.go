@@ -130,6 +130,11 @@ func TestEnvFileDefaults(t *testing.T) {
 	if _, ok := flags["kubeconfig"]; !ok {
 		t.Error("got no --kubeconfig, want evictd's own credentials named")
 	}
+	// The package does not write the kubeconfig: until the operator has,
+	// the agent starts standalone instead of restarting in a loop.
+	if v, ok := flags["kubeconfig-optional"]; !ok || v != "" {
+		t.Errorf("got --kubeconfig-optional %q (set %v), want it set, bare", v, ok)
+	}
 	if _, ok := flags["dry-run"]; ok {
 		t.Error("got --dry-run in the defaults, want it documented but off")
 	}

@@ -19,7 +19,10 @@ value as written, grace period, minimum reclaim, hard or soft, and where
 each came from; which memory.available is in force, kubelet 1.37's (the
 node's hugepages subtracted) or 1.36's, and this node's hugepages; then
 notes and warnings. A configuration the agent would refuse prints the
-exact error and exits 1. The flags are the agent's.
+exact error and exits 1. A threshold that cannot hold on this node (at or
+above its signal's capacity) is printed as an error and makes the exit
+code 1 too, for CI, though the agent would start without it, protected by
+the others. The flags are the agent's.
 `
 
 // checkConfig prints the effective thresholds, or the exact error, and
@@ -31,15 +34,22 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if cfg.Kubeconfig != "" {
+	var standalone string
+	switch {
+	case evictdagent.KubeconfigAwaited(cfg):
+		standalone = fmt.Sprintf("--kubeconfig %s does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, evicting nothing until it is written and evictd restarted.", cfg.Kubeconfig)
+	case cfg.Kubeconfig != "":
 		if _, err := evictdagent.RestConfig(cfg.Kubeconfig); err != nil {
 			fmt.Fprintf(stderr, "evictd check-config: %v\n", err)
 			return 1
 		}
 	}
-	capWarnings, capNote, err := checkConfigCapacities(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "evictd check-config: %v\n", err)
+	capWarnings, setAside, capNote := checkConfigCapacities(cfg)
+	if len(setAside) > 0 && len(config.WithoutSetAside(cfg.Thresholds, setAside)) == 0 {
+		fmt.Fprintf(stderr, "evictd check-config: no threshold can hold on this node; the agent would refuse to start:\n")
+		for _, s := range setAside {
+			fmt.Fprintf(stderr, "  %v\n", s.Err)
+		}
 		return 1
 	}
 	if err := config.FormatThresholds(stdout, cfg); err != nil {
@@ -59,10 +69,24 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	if hugeWarning != "" {
 		capWarnings = append(capWarnings, hugeWarning)
 	}
+	if standalone != "" {
+		capWarnings = append(capWarnings, standalone)
+	}
 	for _, w := range append(cfg.Warnings, capWarnings...) {
 		fmt.Fprintf(stdout, "warning: %s\n", w)
 	}
-	return 0
+	if len(setAside) == 0 {
+		return 0
+	}
+	// The agent starts without them; CI should still fail.
+	for _, s := range setAside {
+		fmt.Fprintf(stdout, "error: %v: the agent sets %s aside and starts with the other thresholds\n", s.Err, s.Threshold)
+	}
+	fmt.Fprintf(stderr, "evictd check-config: %d threshold(s) cannot hold on this node; the agent would set them aside and start with the others:\n", len(setAside))
+	for _, s := range setAside {
+		fmt.Fprintf(stderr, "  %v\n", s.Err)
+	}
+	return 1
 }
 
 // checkConfigHugePages says how many hugepages this node has and what
@@ -87,11 +111,11 @@ func checkConfigHugePages(cfg *config.Config) (note, warning string) {
 }
 
 // checkConfigCapacities compares the thresholds with this node's
-// capacities, as the agent does at start: an error for a threshold that
-// would always be met, warnings for soft thresholds not beyond their hard
-// ones. A node whose signals cannot be observed here gets a note, not an
-// error.
-func checkConfigCapacities(cfg *config.Config) (warnings []string, note string, err error) {
+// capacities, as the agent does at start: the thresholds that cannot hold
+// (always met), which the agent sets aside, and warnings for soft
+// thresholds not beyond their hard ones. A node whose signals cannot be
+// observed here gets a note instead.
+func checkConfigCapacities(cfg *config.Config) (warnings []string, setAside []config.SetAside, note string) {
 	hc := evictdagent.HostConfig(cfg)
 	fs := host.NewFilesystems()
 	sources, err := host.Sources(hc, fs)
@@ -100,10 +124,10 @@ func checkConfigCapacities(cfg *config.Config) (warnings []string, note string, 
 		layout, err = evictdagent.LayoutOf(hc, fs)
 	}
 	if err != nil {
-		return nil, fmt.Sprintf("cannot observe this node's signals, so the thresholds are not checked against its capacities: %v", err), nil
+		return nil, nil, fmt.Sprintf("cannot observe this node's signals, so the thresholds are not checked against its capacities: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.RuntimeRequestTimeout)
 	defer cancel()
-	warnings, err = evictdagent.CheckCapacities(ctx, cfg, sources, layout)
-	return warnings, "", err
+	warnings, setAside = evictdagent.CheckCapacities(ctx, cfg, sources, layout)
+	return warnings, setAside, ""
 }

@@ -125,3 +125,35 @@ func TestRefusesOpenKubeconfig(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionalKubeconfig: a --kubeconfig that does not exist is an error,
+// unless --kubeconfig-optional is set: check-config then warns that the
+// agent would start standalone and exits 0. An optional kubeconfig that
+// exists is checked as any other.
+func TestOptionalKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "kubeconfig")
+	open := kubeconfigFor(t, filepath.Join(dir, "open"), &clientcmdapi.AuthInfo{Token: "t0ken"}, nil, 0o644)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		code    int
+		wantOut string
+		wantErr string
+	}{
+		{"missing, required", []string{"--kubeconfig", missing}, 1, "", "--kubeconfig " + missing + ": "},
+		{"missing, optional", []string{"--kubeconfig", missing, "--kubeconfig-optional"}, 0,
+			"warning: --kubeconfig " + missing + " does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, evicting nothing until it is written and evictd restarted.\n", ""},
+		{"there but too open, optional", []string{"--kubeconfig", open, "--kubeconfig-optional"}, 1, "",
+			"--kubeconfig " + open + ": mode 0644 lets group or others read or write it; chmod 600 it"},
+		{"optional without a kubeconfig", []string{"--kubeconfig-optional"}, 0,
+			"note: --kubeconfig-optional has no effect without --kubeconfig: evictd runs standalone.\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runCmd(append([]string{"check-config", "--hostname-override=n1"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(out, tc.wantOut) || !strings.Contains(errOut, tc.wantErr) {
+				t.Errorf("got exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d, %q in stdout, %q in stderr", code, out, errOut, tc.code, tc.wantOut, tc.wantErr)
+			}
+		})
+	}
+}

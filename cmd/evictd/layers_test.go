@@ -38,7 +38,7 @@ var layers = []struct {
 		"internal/testing/testruntime", "internal/testing/testnode", "internal/testing/hosttree",
 		"internal/testing/fleet", "internal/testing/testvm", "internal/testing/testagent",
 	}},
-	{"tools and suites", []string{"hack/benchnode", "hack/benchfleet", "hack/costnode", "hack/demo", "hack/image", "hack/package", "hack/release", "hack/soak", "hack/workload", "deploy", "deploy/monitoring", "e2e/..."}},
+	{"tools and suites", []string{"hack/benchnode", "hack/benchfleet", "hack/costnode", "hack/demo", "hack/image", "hack/package", "hack/release", "hack/soak", "hack/workload", "deploy", "deploy/monitoring", "docs", "e2e/..."}},
 }
 
 // allowedImports are the imports the rules below would refuse and the map

@@ -74,7 +74,7 @@ func TestCheckConfigRejectsWithKubeletMessages(t *testing.T) {
 		{"unknown flag", []string{"--evict-hard=memory.available<1Gi"}, "unknown flag: --evict-hard"},
 		{"bad driver", []string{"--cgroup-driver=upstart"}, "upstart"},
 		{"missing config file", []string{"--config=/nonexistent/kubelet.yaml"}, "/nonexistent/kubelet.yaml"},
-		{"threshold above this node's memory", []string{"--eviction-hard=memory.available<1000Ti"},
+		{"no threshold that fits this node's memory", []string{"--eviction-hard=memory.available<1000Ti", "--enforce-node-allocatable=none"},
 			"--eviction-hard: threshold memory.available<1000Ti is 1000Ti, at or above the capacity of memory.available on this node"},
 		{"negative cap", []string{"--max-evictions-per-hour=-3"}, `--max-evictions-per-hour: invalid value "-3": must not be negative`},
 	} {
@@ -104,10 +104,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--housekeeping-interval=0s"}, 1, "housekeeping-interval"},
 		{[]string{"check-config", "extra"}, 2, `unexpected argument "extra"`},
 		// The agent observes the node once before its loop starts and
-		// refuses a threshold its capacity makes always met.
-		{[]string{"--eviction-hard=memory.available<1000Ti", "--container-runtime-endpoint=unix:///nonexistent/evictd-test.sock",
+		// refuses to start when its capacities make every threshold
+		// always met.
+		{[]string{"--eviction-hard=memory.available<1000Ti", "--enforce-node-allocatable=none", "--container-runtime-endpoint=unix:///nonexistent/evictd-test.sock",
 			"--runtime-request-timeout=1s", "--metrics-bind-address=127.0.0.1:0"}, 1,
-			"at or above the capacity of memory.available on this node"},
+			"no threshold can hold on this node; refusing to start"},
 	} {
 		_, errOut, code := runCmd(tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {

@@ -57,7 +57,7 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 	hogPod := labelled(n.Pod("hog", "alloc", "--mib", "2300", "--rate", "50"))
 	hogPod.Finalizers = []string{holdFinalizer}
 	// Not restarted by the kubelet once stopped, so that it does not grow
-	// back while the eviction is completed (README: the trade-off).
+	// back while the eviction is completed (docs/OPERATIONS.md: the trade-off).
 	hogPod.Spec.RestartPolicy = v1.RestartPolicyNever
 	t.Cleanup(func() { release(t, n, "hog") })
 	hog := run(t, n, hogPod)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -59,6 +60,9 @@ type Agent struct {
 	srv      *server.Server
 	layout   signals.FsLayout
 	redialed bool // the runtime was not reachable at start: Run retries it
+	// awaited is the optional kubeconfig that did not exist at start
+	// (--kubeconfig-optional), "" otherwise: Run reminds of it.
+	awaited string
 }
 
 // New builds the agent from cfg: it opens the node's signals and pod
@@ -78,6 +82,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Agent, error) 
 // build sets up a's parts; New closes what it opened when it fails.
 func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	cfg, log := a.cfg, a.log
+	if KubeconfigAwaited(cfg) {
+		// Standalone until the kubeconfig is written: protected by what
+		// evictd can do alone rather than by a unit restarting in a loop.
+		log.Warn("the kubeconfig does not exist yet and --kubeconfig-optional is set: running standalone, with no API server; evictd observes, decides and exports metrics but evicts nothing until the kubeconfig is written and evictd restarted",
+			"kubeconfig", cfg.Kubeconfig)
+		a.awaited = cfg.Kubeconfig
+		c := *cfg
+		c.Kubeconfig = ""
+		cfg, a.cfg = &c, &c
+	}
 	var kubeRC *rest.Config
 	if cfg.Kubeconfig != "" {
 		if kubeRC, err = RestConfig(cfg.Kubeconfig); err != nil {
@@ -120,12 +134,34 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	}
 	a.layout = layout
 
-	warnings, err := CheckCapacities(ctx, cfg, sources, layout)
+	warnings, setAside := CheckCapacities(ctx, cfg, sources, layout)
 	for _, w := range warnings {
 		log.Warn(w)
 	}
-	if err != nil {
-		return fmt.Errorf("thresholds contradict this node's capacity; refusing to start: %w", err)
+	if len(setAside) > 0 {
+		kept := config.WithoutSetAside(cfg.Thresholds, setAside)
+		if len(kept) == 0 {
+			errs := make([]error, len(setAside))
+			for i, s := range setAside {
+				errs[i] = s.Err
+			}
+			return fmt.Errorf("no threshold can hold on this node; refusing to start: %w", errors.Join(errs...))
+		}
+		// The others protect the node: the set-aside ones leave the
+		// loop's, the wake-ups' and the decision's thresholds alike.
+		for _, s := range setAside {
+			log.Error("threshold set aside: it cannot hold on this node; the other thresholds protect it", "threshold", s.Threshold.String(), "kind", s.Threshold.Kind(), "err", s.Err)
+		}
+		c := *cfg
+		c.Thresholds = kept
+		cfg, a.cfg = &c, &c
+	}
+	aside := make([]metrics.SetAside, len(setAside))
+	for i, s := range setAside {
+		aside[i] = metrics.SetAside{Signal: s.Threshold.Signal, Kind: metrics.KindOf(s.Threshold)}
+	}
+	if err := metrics.RegisterStart(a.reg, aside, cfg.Kubeconfig == ""); err != nil {
+		return fmt.Errorf("cannot register metrics: %w", err)
 	}
 
 	// The pods' disk stats are gathered in the background (diskCache),
@@ -140,9 +176,10 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		Metrics:   met,
 		Log:       log,
 	}
-	if cfg.Kubeconfig == "" {
+	if cfg.Kubeconfig == "" && a.awaited == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
-	} else {
+	}
+	if cfg.Kubeconfig != "" {
 		var rt *runtimeConn
 		if !cfg.DryRun {
 			rt = a.runtime
@@ -157,6 +194,9 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 			return fmt.Errorf("cannot register the pod informer's metrics: %w", err)
 		}
 		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "node", cfg.NodeName)
+		for _, s := range setAside {
+			a.kube.events.Warn(reasonThresholdSetAside, fmt.Sprintf("evictd set threshold %s aside: %v; the other thresholds protect the node", s.Threshold, s.Err))
+		}
 		deps.Pods, deps.Evicter, deps.Status, deps.Events = a.kube.pods, a.kube.evicter, a.kube.status, a.kube.events
 	}
 	if cfg.DryRun {
@@ -216,6 +256,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return a.runtime.retry(ctx, a.cfg.RuntimeRetry, a.cfg.RuntimeRetryMax) })
 	}
 	g.Go(func() error { return a.stats.disk.run(ctx) })
+	if a.awaited != "" {
+		g.Go(func() error {
+			return remindStandalone(ctx, clock.RealClock{}, config.KubeconfigReminder, a.awaited, a.log)
+		})
+	}
 	if a.kube != nil {
 		a.kube.start(ctx, g, a.log)
 		g.Go(func() error { return a.kube.forwardRelists(ctx, a.loop.Wake) })
@@ -270,6 +315,15 @@ func newMetrics(reg *prometheus.Registry, cfg *config.Config, version string) (*
 		if err := metrics.RegisterKubeletRaces(reg, config.RaceKinds(), present); err != nil {
 			return nil, err
 		}
+	}
+	counts := map[string]int{}
+	for _, l := range cfg.Lenient {
+		for k, n := range l.Fields {
+			counts[k] += n
+		}
+	}
+	if err := metrics.RegisterConfigWarnings(reg, config.ConfigWarningKinds(), counts); err != nil {
+		return nil, err
 	}
 	return met, met.Err()
 }

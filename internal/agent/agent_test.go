@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,10 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/manager"
@@ -91,22 +97,230 @@ func TestAgentInProcess(t *testing.T) {
 }
 
 // TestAgentNewRefuses checks that New names what it cannot set up and
-// starts nothing: a threshold at or beyond this node's memory.
+// starts nothing: a configuration none of whose thresholds can hold on
+// this node, memory.available beyond its memory.
 func TestAgentNewRefuses(t *testing.T) {
 	cfg := configFor(t,
 		"--root-dir", t.TempDir(),
 		"--metrics-bind-address", "127.0.0.1:0",
 		"--container-runtime-endpoint", "unix://"+filepath.Join(t.TempDir(), "none.sock"),
-		"--eviction-hard", "memory.available<100Ti",
+		"--eviction-hard", "memory.available<100Ti", "--enforce-node-allocatable=none",
 	)
 	a, err := New(t.Context(), cfg, Options{Log: slog.New(slog.DiscardHandler)})
 	if err == nil {
 		a.Close()
-		t.Fatal("New with memory.available<100Ti succeeded; want a refusal")
+		t.Fatal("New with memory.available<100Ti alone succeeded; want a refusal")
 	}
-	if !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "memory.available") {
-		t.Errorf("New: %v; want the capacity refusal naming memory.available", err)
+	for _, want := range []string{"no threshold can hold on this node; refusing to start", "--eviction-hard: threshold memory.available<100Ti is 100Ti, at or above the capacity of memory.available on this node"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("New: %v; want it to contain %q", err, want)
+		}
 	}
+}
+
+// TestAgentSetsAsideThresholdBeyondCapacity builds a standalone agent on a
+// fixture node of 8 GiB, kubepods limited to 6 GiB, with
+// memory.available<10Gi (and the allocatableMemory.available<10Gi derived
+// from it), which can never hold there, and nodefs.available<1%, which
+// can: New sets the first two aside with an error in the log and
+// evictd_thresholds_set_aside, and the agent runs with the third (and the
+// containerfs.available<1% the decision derives from it).
+func TestAgentSetsAsideThresholdBeyondCapacity(t *testing.T) {
+	const gi = int64(1) << 30
+	dir := t.TempDir()
+	tree, err := hosttree.Write(filepath.Join(dir, "host"), hosttree.Node{
+		MemTotal: 8 * gi, Root: hosttree.Memory{Usage: 3 * gi, InactiveFile: gi},
+		KubepodsLimit: 6 * gi, Kubepods: hosttree.Memory{Usage: gi},
+		NoPSI: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := configFor(t, "--root-dir", dir, "--hostname-override", "n1", "--metrics-bind-address", "127.0.0.1:0",
+		"--container-runtime-endpoint", "unix://"+filepath.Join(dir, "none.sock"),
+		"--proc-root", tree.Proc, "--cgroup-mount", tree.Cgroup, "--kernel-memcg-notification=false", "--fast-poll-interval=0",
+		"--housekeeping-interval", "200ms",
+		"--eviction-hard", "memory.available<10Gi,nodefs.available<1%")
+	logged := &lockedWriter{w: &bytes.Buffer{}}
+	log := slog.New(slog.NewTextHandler(logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(t.Context(), cfg, Options{Log: log, Listener: ln})
+	if err != nil {
+		t.Fatalf("New: %v; want memory.available<10Gi set aside and a start", err)
+	}
+	defer a.Close()
+	var kept []string
+	for _, th := range a.loop.Thresholds() {
+		kept = append(kept, th.String())
+	}
+	if want := []string{"nodefs.available<1%", "containerfs.available<1%"}; !slices.Equal(kept, want) {
+		t.Errorf("the loop's thresholds: got %q, want %q", kept, want)
+	}
+	if len(cfg.Thresholds) != 3 {
+		t.Errorf("New changed the caller's configuration: %d thresholds, want 3", len(cfg.Thresholds))
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	addr := ln.Addr().String()
+	waitForPass(t, addr)
+	body, err := get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`evictd_thresholds_set_aside{kind="hard",signal="memory.available"} 1`,
+		`evictd_thresholds_set_aside{kind="hard",signal="allocatableMemory.available"} 1`,
+		"evictd_standalone 1",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `evictd_thresholds_set_aside{kind="hard",signal="nodefs.available"}`) {
+		t.Errorf("/metrics has nodefs.available set aside")
+	}
+	out := logged.String()
+	for _, want := range []string{
+		`level=ERROR msg="threshold set aside: it cannot hold on this node; the other thresholds protect it" threshold=memory.available<10Gi kind=hard err="--eviction-hard: threshold memory.available<10Gi is 10Gi, at or above the capacity of memory.available on this node (8Gi)`,
+		`threshold=allocatableMemory.available<10Gi`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestAgentAwaitsOptionalKubeconfig: with --kubeconfig-optional and no
+// file at --kubeconfig, New builds a standalone agent instead of refusing,
+// says so at Warn and in evictd_standalone, and Run serves /status; without
+// --kubeconfig-optional the same missing file is refused.
+func TestAgentAwaitsOptionalKubeconfig(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "kubeconfig")
+	args := []string{"--root-dir", t.TempDir(), "--hostname-override", "n1", "--metrics-bind-address", "127.0.0.1:0",
+		"--container-runtime-endpoint", "unix://" + filepath.Join(t.TempDir(), "none.sock"),
+		"--housekeeping-interval", "200ms", "--kubeconfig", missing}
+
+	_, err := New(t.Context(), configFor(t, args...), Options{Log: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "--kubeconfig "+missing) {
+		t.Fatalf("New with a missing --kubeconfig: got %v, want a refusal naming it", err)
+	}
+
+	logged := &lockedWriter{w: &bytes.Buffer{}}
+	log := slog.New(slog.NewTextHandler(logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := configFor(t, append(args, "--kubeconfig-optional")...)
+	a, err := New(t.Context(), cfg, Options{Log: log, Listener: ln})
+	if err != nil {
+		t.Fatalf("New with --kubeconfig-optional: %v, want a standalone start", err)
+	}
+	defer a.Close()
+	if a.kube != nil || a.awaited != missing || cfg.Kubeconfig != missing {
+		t.Errorf("got kube %v, awaited %q, the caller's kubeconfig %q; want standalone awaiting %s, the caller's configuration unchanged", a.kube, a.awaited, cfg.Kubeconfig, missing)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	addr := ln.Addr().String()
+	waitForPass(t, addr)
+	body, err := get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, "evictd_standalone 1") {
+		t.Errorf("/metrics lacks evictd_standalone 1")
+	}
+	want := `level=WARN msg="the kubeconfig does not exist yet and --kubeconfig-optional is set: running standalone, with no API server; evictd observes, decides and exports metrics but evicts nothing until the kubeconfig is written and evictd restarted" kubeconfig=` + missing
+	if out := logged.String(); !strings.Contains(out, want) {
+		t.Errorf("log lacks %q:\n%s", want, out)
+	}
+}
+
+// TestRemindStandalone: every interval the agent says again that it runs
+// standalone, and once the kubeconfig is there, that a restart would use
+// it; it stops with its context.
+func TestRemindStandalone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	clk := clocktesting.NewFakeClock(time.Now())
+	logged := &lockedWriter{w: &bytes.Buffer{}}
+	log := slog.New(slog.NewTextHandler(logged, nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- remindStandalone(ctx, clk, time.Minute, path, log) }()
+
+	tick := func(want string) {
+		t.Helper()
+		before := strings.Count(logged.String(), "\n")
+		for !clk.HasWaiters() {
+			time.Sleep(time.Millisecond)
+		}
+		clk.Step(time.Minute)
+		deadline := time.Now().Add(10 * time.Second)
+		for strings.Count(logged.String(), "\n") == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("no reminder after a minute; log:\n%s", logged.String())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+		if last := lines[len(lines)-1]; !strings.Contains(last, want) || !strings.Contains(last, "kubeconfig="+path) {
+			t.Errorf("reminder %q, want %q and the path", last, want)
+		}
+	}
+	tick(`level=WARN msg="still no kubeconfig: running standalone, evicting nothing`)
+	if err := os.WriteFile(path, []byte("apiVersion: v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tick(`level=WARN msg="the kubeconfig is there now, but evictd reads it only at start: restart evictd`)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("got %v, want nil", err)
+	}
+}
+
+// waitForPass waits until the agent at addr reports a pass on /status.
+func waitForPass(t *testing.T, addr string) manager.Status {
+	t.Helper()
+	var st manager.Status
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		body, err := get("http://" + addr + "/status")
+		if err == nil && json.Unmarshal([]byte(body), &st) == nil && !st.Time.IsZero() {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pass reported on /status in time (last: %v, %.200s)", err, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// lockedWriter lets the agent's goroutines log into one buffer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// String is what was written, read under the lock.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprint(l.w)
 }
 
 func hasObservation(st manager.Status, sig signals.Signal) bool {

@@ -6,6 +6,10 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
+// reasonThresholdSetAside is the reason of the Warning event on the node
+// for a threshold set aside at start because it cannot hold there.
+const reasonThresholdSetAside = "ThresholdSetAside"
+
 // nodeEvents posts the loop's own events (manager.NodeEvents) on the node
 // through the event recorder, which queues and sends them on its own.
 type nodeEvents struct {

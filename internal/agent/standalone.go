@@ -2,7 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"time"
 
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
@@ -26,4 +34,41 @@ func LayoutOf(cfg host.Config, fs *host.Filesystems) (signals.FsLayout, error) {
 		return signals.SingleFs, nil
 	}
 	return fs.Layout(cfg.KubeletRootDir, cfg.ImageFsPath)
+}
+
+// KubeconfigAwaited reports whether cfg names a kubeconfig that is
+// optional (--kubeconfig-optional) and does not exist: the agent then runs
+// standalone until it is written and evictd restarted. Only its absence
+// counts; a kubeconfig that exists but cannot be used (unreadable, too
+// open, not a kubeconfig) is refused by RestConfig.
+func KubeconfigAwaited(cfg *config.Config) bool {
+	if cfg.Kubeconfig == "" || !cfg.KubeconfigOptional {
+		return false
+	}
+	_, err := os.Stat(cfg.Kubeconfig)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// remindStandalone says again, every interval on clk until ctx is done,
+// that the agent runs standalone while the optional kubeconfig at path is
+// awaited, and, once the file is there, that a restart would use it: an
+// operator who reads the journal a day later still learns that this node
+// has no API server's evictions. It returns nil.
+func remindStandalone(ctx context.Context, clk clock.WithTicker, interval time.Duration, path string, log *slog.Logger) error {
+	t := clk.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+		if _, err := os.Stat(path); err == nil {
+			log.Warn("the kubeconfig is there now, but evictd reads it only at start: restart evictd (systemctl restart evictd) to reach the API server; until then it still runs standalone and evicts nothing",
+				"kubeconfig", path)
+		} else {
+			log.Warn("still no kubeconfig: running standalone, evicting nothing; write it (--kubeconfig-optional) and restart evictd",
+				"kubeconfig", path)
+		}
+	}
 }

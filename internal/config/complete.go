@@ -217,7 +217,7 @@ func (o *Options) Complete(fs *pflag.FlagSet) (*Config, error) {
 		sources["feature-gates"] = where
 	}
 	notes = append(notes, gNotes...)
-	races, checked, kNotes, err := o.checkKubelet(kf, gates, where)
+	kc, err := o.checkKubelet(kf, gates, where)
 	if err != nil {
 		return nil, err
 	}
@@ -226,14 +226,26 @@ func (o *Options) Complete(fs *pflag.FlagSet) (*Config, error) {
 			notes = append(notes, note)
 		}
 	}
-	c, err := eff.validate(sources, nf, append(notes, kNotes...))
+	c, err := eff.validate(sources, nf, append(notes, kc.notes...))
 	if err != nil {
 		return nil, err
 	}
 	c.HugepageAwareEviction = gates
 	c.KubeletConfigFile, c.KubeletConfigDir = o.kubeletConfig, o.kubeletConfigDir
-	c.KubeletChecked, c.KubeletRaces = checked, races
-	for _, r := range races {
+	c.KubeletChecked, c.KubeletRaces = kc.checked, kc.races
+	if kf != nil && kf.lenient != nil {
+		c.Lenient = append(c.Lenient, *kf.lenient)
+	}
+	for _, l := range kc.lenient {
+		c.Lenient = append(c.Lenient, *l)
+	}
+	// The lenient decodings first: they say what evictd did not read.
+	lenient := make([]string, len(c.Lenient))
+	for i, l := range c.Lenient {
+		lenient[i] = l.Warning
+	}
+	c.Warnings = append(lenient, c.Warnings...)
+	for _, r := range kc.races {
 		c.Warnings = append(c.Warnings, r.Warning)
 	}
 	return c, nil

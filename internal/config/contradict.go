@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -87,30 +86,42 @@ func sourceName(th thresholds.Threshold) string {
 	return "--eviction-hard"
 }
 
-// CheckCapacity compares the thresholds with the capacities of a first
-// observation of the node's signals. A threshold at or above its signal's
-// capacity would be met for as long as anything uses the resource, and
-// evict pod after pod: that is an error naming where the threshold was
-// set, its value and the capacity. A soft threshold at or below its hard
-// one in a different unit (a quantity and a percentage) is a warning, as
-// softBelowHard's are. Signals without an observation are not checked;
-// stall thresholds, a share of time, cannot exceed theirs.
-func CheckCapacity(ths []thresholds.Threshold, obs signals.Observations) (warnings []string, err error) {
-	var errs []error
-	for _, th := range ths {
+// SetAside is a threshold that cannot hold on this node, and why.
+type SetAside struct {
+	Threshold thresholds.Threshold
+	// Err names where the threshold was set, its value and the capacity.
+	Err error
+}
+
+// CheckCapacity compares the thresholds ths (a Config's Thresholds) and the
+// containerfs thresholds derived from them for layout with the capacities
+// of a first observation of the node's signals. A threshold at or above
+// its signal's capacity would be met for as long as anything uses the
+// resource, and evict pod after pod: it cannot hold on this node, and is
+// returned in setAside with an error naming where it was set, its value
+// and the capacity; so is a threshold whose derived containerfs threshold
+// is at or above containerfs's capacity. setAside is in the order of ths.
+// A soft threshold at or below its hard one in a different unit (a
+// quantity and a percentage) is a warning, as softBelowHard's are. Signals
+// without an observation are not checked; stall thresholds, a share of
+// time, cannot exceed theirs.
+func CheckCapacity(ths []thresholds.Threshold, obs signals.Observations, layout signals.FsLayout) (warnings []string, setAside []SetAside) {
+	all := thresholds.DeriveContainerFs(ths, layout)
+	beyond := map[thresholds.Key]error{}
+	for _, th := range all {
 		o, ok := obs[th.Signal]
 		if !ok || th.Operator == thresholds.GreaterThan || o.Capacity <= 0 {
 			continue
 		}
 		q := thresholds.Quantity(th.Value, o.Capacity)
 		if q >= o.Capacity {
-			errs = append(errs, fmt.Errorf("%s: threshold %s is %s, at or above the capacity of %s on this node (%s): it would always be met and evict pod after pod",
-				sourceName(th), thresholds.Format(th), amount(q, th.Signal), th.Signal, amount(o.Capacity, th.Signal)))
+			beyond[th.Key()] = fmt.Errorf("%s: threshold %s is %s, at or above the capacity of %s on this node (%s): it would always be met and evict pod after pod",
+				sourceName(th), thresholds.Format(th), amount(q, th.Signal), th.Signal, amount(o.Capacity, th.Signal))
 		}
 		if !th.Soft {
 			continue
 		}
-		hard, ok := hardOf(ths, th.Signal)
+		hard, ok := hardOf(all, th.Signal)
 		if !ok {
 			continue
 		}
@@ -130,7 +141,32 @@ func CheckCapacity(ths []thresholds.Threshold, obs signals.Observations) (warnin
 				fmt.Sprintf(" (%s against %s of %s)", amount(q, th.Signal), amount(hq, th.Signal), amount(o.Capacity, th.Signal)))
 		}
 	}
-	return warnings, errors.Join(errs...)
+	// Back to ths: a threshold, or the containerfs one derived from it
+	// (DeriveContainerFs of it alone), beyond its capacity.
+	for _, th := range ths {
+		for _, d := range thresholds.DeriveContainerFs([]thresholds.Threshold{th}, layout) {
+			if err, ok := beyond[d.Key()]; ok {
+				setAside = append(setAside, SetAside{Threshold: th, Err: err})
+				break
+			}
+		}
+	}
+	return warnings, setAside
+}
+
+// WithoutSetAside returns ths less the thresholds in setAside.
+func WithoutSetAside(ths []thresholds.Threshold, setAside []SetAside) []thresholds.Threshold {
+	aside := map[thresholds.Key]bool{}
+	for _, s := range setAside {
+		aside[s.Threshold.Key()] = true
+	}
+	var kept []thresholds.Threshold
+	for _, th := range ths {
+		if !aside[th.Key()] {
+			kept = append(kept, th)
+		}
+	}
+	return kept
 }
 
 // amount writes a signal's amount as a quantity: bytes in binary units,

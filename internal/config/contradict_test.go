@@ -1,8 +1,8 @@
 package config
 
 import (
+	"maps"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -100,35 +100,51 @@ func TestCheckCapacity(t *testing.T) {
 		signals.PIDAvailable:               {Signal: signals.PIDAvailable, Available: 4000, Capacity: 4194304, Time: time.Now()},
 		signals.MemoryPressureFullAvg10:    {Signal: signals.MemoryPressureFullAvg10, Available: 0, Capacity: signals.StallScale, Time: time.Now()},
 	}
+	// A node with a dedicated image filesystem of 50Gi, which holds the
+	// containers' writable layers (containerfs).
+	dedicated := maps.Clone(obs)
+	dedicated[signals.ImageFsAvailable] = signals.Observation{Signal: signals.ImageFsAvailable, Available: 10 * gi, Capacity: 50 * gi, Time: time.Now()}
+	dedicated[signals.ContainerFsAvailable] = signals.Observation{Signal: signals.ContainerFsAvailable, Available: 10 * gi, Capacity: 50 * gi, Time: time.Now()}
 	tests := []struct {
 		name         string
 		args         []string
 		obs          signals.Observations
-		wantErr      []string
+		layout       signals.FsLayout
+		wantSetAside []string // "threshold: error"
+		wantKept     []string
 		wantWarnings []string
 	}{
-		{name: "defaults fit", obs: obs},
+		{name: "defaults fit", obs: obs,
+			wantKept: []string{"memory.available<100Mi", "allocatableMemory.available<100Mi", "nodefs.available<10%", "nodefs.inodesFree<5%", "imagefs.available<15%", "imagefs.inodesFree<5%"}},
 		{name: "memory threshold above a 24Gi machine's memory",
-			args: []string{"--eviction-hard=memory.available<100Gi"}, obs: obs,
-			wantErr: []string{
-				"--eviction-hard: threshold memory.available<100Gi is 100Gi, at or above the capacity of memory.available on this node (24Gi): it would always be met and evict pod after pod",
-				"derived from memory.available (enforce-node-allocatable=pods): threshold allocatableMemory.available<100Gi is 100Gi, at or above the capacity of allocatableMemory.available on this node (24Gi): it would always be met and evict pod after pod",
-			}},
+			args: []string{"--eviction-hard=memory.available<100Gi,nodefs.available<10%"}, obs: obs,
+			wantSetAside: []string{
+				"memory.available<100Gi: --eviction-hard: threshold memory.available<100Gi is 100Gi, at or above the capacity of memory.available on this node (24Gi): it would always be met and evict pod after pod",
+				"allocatableMemory.available<100Gi: derived from memory.available (enforce-node-allocatable=pods): threshold allocatableMemory.available<100Gi is 100Gi, at or above the capacity of allocatableMemory.available on this node (24Gi): it would always be met and evict pod after pod",
+			},
+			wantKept: []string{"nodefs.available<10%"}},
 		{name: "equal to the capacity",
 			args: []string{"--eviction-hard=pid.available<4194304", "--enforce-node-allocatable=none"}, obs: obs,
-			wantErr: []string{"--eviction-hard: threshold pid.available<4194304 is 4194304, at or above the capacity of pid.available on this node (4194304): it would always be met and evict pod after pod"}},
-		{name: "a soft threshold too, named by its own source",
-			args: []string{"--eviction-soft=nodefs.available<200Gi", "--eviction-soft-grace-period=nodefs.available=1m"}, obs: obs,
-			wantErr: []string{"--eviction-soft: threshold nodefs.available<200Gi is 200Gi, at or above the capacity of nodefs.available on this node (100Gi): it would always be met and evict pod after pod"}},
+			wantSetAside: []string{"pid.available<4194304: --eviction-hard: threshold pid.available<4194304 is 4194304, at or above the capacity of pid.available on this node (4194304): it would always be met and evict pod after pod"}},
+		{name: "a soft threshold too, named by its own source; its hard one stays",
+			args: []string{"--eviction-soft=nodefs.available<200Gi", "--eviction-soft-grace-period=nodefs.available=1m", "--eviction-hard=nodefs.available<10%"}, obs: obs,
+			wantSetAside: []string{"nodefs.available<200Gi: --eviction-soft: threshold nodefs.available<200Gi is 200Gi, at or above the capacity of nodefs.available on this node (100Gi): it would always be met and evict pod after pod"},
+			wantKept:     []string{"nodefs.available<10%"}},
+		{name: "an imagefs threshold beyond a dedicated image filesystem, and its containerfs one: set aside once",
+			args: []string{"--eviction-hard=imagefs.available<60Gi,memory.available<1Gi", "--enforce-node-allocatable=none"}, obs: dedicated, layout: signals.DedicatedImageFs,
+			wantSetAside: []string{"imagefs.available<60Gi: --eviction-hard: threshold imagefs.available<60Gi is 60Gi, at or above the capacity of imagefs.available on this node (50Gi): it would always be met and evict pod after pod"},
+			wantKept:     []string{"memory.available<1Gi"}},
 		{name: "an unobserved signal is not checked",
-			args: []string{"--eviction-hard=imagefs.available<100Ti"}, obs: obs},
+			args: []string{"--eviction-hard=imagefs.available<100Ti"}, obs: obs, wantKept: []string{"imagefs.available<100Ti"}},
 		{name: "a stall threshold is a share of time",
-			args: []string{"--eviction-hard=memory.pressure.full.avg10>99"}, obs: obs},
+			args: []string{"--eviction-hard=memory.pressure.full.avg10>99"}, obs: obs, wantKept: []string{"memory.pressure.full.avg10>99%"}},
 		{name: "a soft quantity below a hard percentage, resolved with the capacity",
-			args: []string{"--eviction-soft=nodefs.available<5Gi", "--eviction-soft-grace-period=nodefs.available=1m"}, obs: obs,
-			wantWarnings: []string{"--eviction-soft: soft threshold nodefs.available<5Gi is not beyond the hard threshold nodefs.available<10% (default): it can never act before the hard one (5Gi against 10737418400 of 100Gi)"}},
+			args: []string{"--eviction-hard=nodefs.available<10%", "--eviction-soft=nodefs.available<5Gi", "--eviction-soft-grace-period=nodefs.available=1m"}, obs: obs,
+			wantKept:     []string{"nodefs.available<10%", "nodefs.available<5Gi"},
+			wantWarnings: []string{"--eviction-soft: soft threshold nodefs.available<5Gi is not beyond the hard threshold nodefs.available<10% (--eviction-hard): it can never act before the hard one (5Gi against 10737418400 of 100Gi)"}},
 		{name: "a soft quantity above a hard percentage is fine",
-			args: []string{"--eviction-soft=nodefs.available<20Gi", "--eviction-soft-grace-period=nodefs.available=1m"}, obs: obs},
+			args: []string{"--eviction-hard=nodefs.available<10%", "--eviction-soft=nodefs.available<20Gi", "--eviction-soft-grace-period=nodefs.available=1m"}, obs: obs,
+			wantKept: []string{"nodefs.available<10%", "nodefs.available<20Gi"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,13 +152,19 @@ func TestCheckCapacity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			warnings, err := CheckCapacity(c.Thresholds, tt.obs)
-			var gotErr []string
-			if err != nil {
-				gotErr = strings.Split(err.Error(), "\n")
+			warnings, setAside := CheckCapacity(c.Thresholds, tt.obs, tt.layout)
+			var gotAside, gotKept []string
+			for _, s := range setAside {
+				gotAside = append(gotAside, s.Threshold.String()+": "+s.Err.Error())
 			}
-			if !slices.Equal(gotErr, tt.wantErr) {
-				t.Errorf("got errors %q, want %q", gotErr, tt.wantErr)
+			for _, th := range WithoutSetAside(c.Thresholds, setAside) {
+				gotKept = append(gotKept, th.String())
+			}
+			if !slices.Equal(gotAside, tt.wantSetAside) {
+				t.Errorf("set aside:\ngot  %q\nwant %q", gotAside, tt.wantSetAside)
+			}
+			if !slices.Equal(gotKept, tt.wantKept) {
+				t.Errorf("kept: got %q, want %q", gotKept, tt.wantKept)
 			}
 			if !slices.Equal(warnings, tt.wantWarnings) {
 				t.Errorf("got warnings %q, want %q", warnings, tt.wantWarnings)

@@ -29,25 +29,64 @@ type kubeletConfigFile struct {
 	keys map[string]bool
 	// js is the file as JSON, for merging drop-ins over it.
 	js []byte
+	// lenient holds what strict decoding refused and lenient decoding
+	// let through, nil when the file decoded strictly.
+	lenient *LenientDecoding
 }
 
-// readKubeletConfig reads path strictly, as the kubelet's strict decoding
-// does: YAML or JSON, case-sensitive keys, no duplicate and no unknown keys,
-// apiVersion kubelet.config.k8s.io/v1beta1 and kind KubeletConfiguration.
+// The kinds of field lenient decoding lets through, the values of the
+// kind label of evictd_config_warnings.
+const (
+	WarnUnknownField   = "unknown-field"
+	WarnDuplicateField = "duplicate-field"
+)
+
+// ConfigWarningKinds returns every kind of field lenient decoding lets
+// through.
+func ConfigWarningKinds() []string { return []string{WarnUnknownField, WarnDuplicateField} }
+
+// LenientDecoding is a KubeletConfiguration file that strict decoding
+// refused for unknown or duplicate fields only, and that evictd then
+// decoded leniently, as the kubelet does.
+type LenientDecoding struct {
+	// Path is the file, Flag the flag that named it.
+	Path, Flag string
+	// Fields counts the fields let through by kind (WarnUnknownField,
+	// WarnDuplicateField).
+	Fields map[string]int
+	// Warning names the fields and says what was done with them.
+	Warning string
+}
+
+// readKubeletConfig reads path, the --config file, as readKubeletConfigFlag.
 func readKubeletConfig(path string) (*kubeletConfigFile, error) {
 	return readKubeletConfigFlag(path, "--config")
 }
 
-// readKubeletConfigFlag is readKubeletConfig for the file of flag.
+// readKubeletConfigFlag reads path, named by flag, as the kubelet reads its
+// configuration file: strictly first (YAML or JSON, case-sensitive keys,
+// no duplicate and no unknown keys, apiVersion kubelet.config.k8s.io/v1beta1
+// and kind KubeletConfiguration); when that fails for duplicate or unknown
+// fields only, leniently, the last of duplicate keys winning and unknown
+// ones ignored, with a warning naming them. A newer kubelet's file (a field
+// evictd's API types do not know yet) then still starts evictd. Anything
+// else (not YAML, another apiVersion or kind, a value of the wrong type)
+// stays an error, as it is for the kubelet.
 func readKubeletConfigFlag(path, flag string) (*kubeletConfigFile, error) {
 	data, err := readFile(path, flag)
 	if err != nil {
 		return nil, err
 	}
 	where := "KubeletConfiguration " + path
+	var strictErrs []string
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		// Duplicate keys, or not YAML: the lenient conversion tells.
+		var lerr error
+		if js, lerr = yaml.YAMLToJSON(data); lerr != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		strictErrs = append(strictErrs, err.Error())
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(js, &top); err != nil || top == nil {
@@ -65,19 +104,59 @@ func readKubeletConfigFlag(path, flag string) (*kubeletConfigFile, error) {
 	for k := range top {
 		f.keys[k] = true
 	}
+	// UnmarshalStrict decodes as the lenient decoding does and lists the
+	// strict failures besides: the value is the lenient one.
 	strict, err := sigsjson.UnmarshalStrict(js, &f.kc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, blameKey(top, err))
 	}
-	if len(strict) > 0 {
-		msgs := make([]string, len(strict))
-		for i, e := range strict {
-			msgs[i] = e.Error()
-		}
-		sort.Strings(msgs)
-		return nil, fmt.Errorf("%s: %s", where, strings.Join(msgs, "; "))
+	for _, e := range strict {
+		strictErrs = append(strictErrs, e.Error())
+	}
+	if len(strictErrs) > 0 {
+		f.lenient = lenientDecoding(path, flag, strictErrs)
 	}
 	return f, nil
+}
+
+// lenientDecoding counts and words what strict decoding of path refused:
+// sigs.k8s.io/json's `unknown field "a.b"` and `duplicate field "c"`, and
+// the YAML conversion's `key "d" already set in map` lines.
+func lenientDecoding(path, flag string, strictErrs []string) *LenientDecoding {
+	l := &LenientDecoding{Path: path, Flag: flag, Fields: map[string]int{}}
+	var unknown, dup []string
+	for _, e := range strictErrs {
+		switch {
+		case strings.HasPrefix(e, "unknown field "):
+			unknown = append(unknown, strings.TrimPrefix(e, "unknown field "))
+		case strings.HasPrefix(e, "duplicate field "):
+			dup = append(dup, strings.TrimPrefix(e, "duplicate field "))
+		default:
+			for _, line := range strings.Split(e, "\n") {
+				if k, ok := strings.CutSuffix(strings.TrimSpace(line), " already set in map"); ok {
+					if _, k, ok = strings.Cut(k, "key "); ok {
+						dup = append(dup, k)
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(unknown)
+	sort.Strings(dup)
+	l.Fields[WarnUnknownField], l.Fields[WarnDuplicateField] = len(unknown), len(dup)
+	var parts []string
+	if len(unknown) > 0 {
+		parts = append(parts, fmt.Sprintf("ignored unknown field(s) %s (from a newer kubelet, or misspelt: a misspelt setting keeps its default)", strings.Join(unknown, ", ")))
+	}
+	if len(dup) > 0 {
+		parts = append(parts, fmt.Sprintf("took the last of duplicate field(s) %s", strings.Join(dup, ", ")))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, strings.Join(strictErrs, "; "))
+	}
+	l.Warning = fmt.Sprintf("KubeletConfiguration %s (%s) is not valid strictly, so evictd decoded it leniently, as the kubelet does: %s.",
+		path, flag, strings.Join(parts, "; "))
+	return l
 }
 
 // maxFileSize bounds what evictd reads from a configuration file, so that a

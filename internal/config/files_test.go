@@ -77,10 +77,7 @@ func TestKubeletConfigGood(t *testing.T) {
 
 func TestKubeletConfigErrors(t *testing.T) {
 	tests := []struct{ file, wantErr string }{
-		{"kubelet-unknown-key.yaml", `KubeletConfiguration testdata/kubelet-unknown-key.yaml: unknown field "evictionHardd"`},
-		{"kubelet-nested-unknown-key.yaml", `KubeletConfiguration testdata/kubelet-nested-unknown-key.yaml: unknown field "authentication.x509.clientCAFil"`},
-		{"kubelet-wrong-case.yaml", `KubeletConfiguration testdata/kubelet-wrong-case.yaml: unknown field "EvictionHard"`},
-		{"kubelet-duplicate-key.yaml", `KubeletConfiguration testdata/kubelet-duplicate-key.yaml: yaml: unmarshal errors:` + "\n" + `  line 4: key "evictionPressureTransitionPeriod" already set in map`},
+		{"kubelet-not-yaml.yaml", `KubeletConfiguration testdata/kubelet-not-yaml.yaml: yaml: line 3: did not find expected ',' or ']'`},
 		{"kubelet-wrong-kind.yaml", `KubeletConfiguration testdata/kubelet-wrong-kind.yaml: apiVersion "kubeproxy.config.k8s.io/v1alpha1", kind "KubeProxyConfiguration": want apiVersion "kubelet.config.k8s.io/v1beta1", kind "KubeletConfiguration"`},
 		{"kubelet-wrong-apiversion.yaml", `KubeletConfiguration testdata/kubelet-wrong-apiversion.yaml: apiVersion "kubelet.config.k8s.io/v1", kind "KubeletConfiguration": want apiVersion "kubelet.config.k8s.io/v1beta1", kind "KubeletConfiguration"`},
 		{"kubelet-bad-duration.yaml", `KubeletConfiguration testdata/kubelet-bad-duration.yaml: evictionPressureTransitionPeriod: invalid value "5x": time: unknown unit "x" in duration "5x"`},
@@ -103,6 +100,71 @@ func TestKubeletConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKubeletConfigLenient: a file that strict decoding refuses for
+// unknown or duplicate fields only is decoded leniently, as the kubelet
+// decodes its own, with a warning naming the fields; its other settings
+// are taken as written.
+func TestKubeletConfigLenient(t *testing.T) {
+	for _, tt := range []struct {
+		file        string
+		wantWarning string
+		wantFields  map[string]int
+		wantHard    map[string]string
+		wantPTP     time.Duration
+	}{
+		{"kubelet-future-field.yaml",
+			`ignored unknown field(s) "authentication.x509.reloadInterval", "someFieldFromKubelet138" (from a newer kubelet, or misspelt: a misspelt setting keeps its default).`,
+			map[string]int{WarnUnknownField: 2, WarnDuplicateField: 0}, map[string]string{"memory.available": "500Mi"}, 5 * time.Minute},
+		{"kubelet-unknown-key.yaml", `ignored unknown field(s) "evictionHardd"`,
+			map[string]int{WarnUnknownField: 1, WarnDuplicateField: 0}, nil, 5 * time.Minute},
+		{"kubelet-nested-unknown-key.yaml", `ignored unknown field(s) "authentication.x509.clientCAFil"`,
+			map[string]int{WarnUnknownField: 1, WarnDuplicateField: 0}, nil, 5 * time.Minute},
+		// Keys are case-sensitive, as for the kubelet: EvictionHard is not
+		// evictionHard, so the default thresholds stay.
+		{"kubelet-wrong-case.yaml", `ignored unknown field(s) "EvictionHard"`,
+			map[string]int{WarnUnknownField: 1, WarnDuplicateField: 0}, nil, 5 * time.Minute},
+		{"kubelet-duplicate-key.yaml", `took the last of duplicate field(s) "evictionPressureTransitionPeriod".`,
+			map[string]int{WarnUnknownField: 0, WarnDuplicateField: 1}, nil, 2 * time.Minute},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			f := "testdata/" + tt.file
+			c, err := complete("--config=" + f)
+			if err != nil {
+				t.Fatalf("got error %v, want lenient decoding", err)
+			}
+			if len(c.Lenient) != 1 {
+				t.Fatalf("got lenient decodings %+v, want one", c.Lenient)
+			}
+			l := c.Lenient[0]
+			wantStart := "KubeletConfiguration " + f + " (--config) is not valid strictly, so evictd decoded it leniently, as the kubelet does: "
+			if !strings.HasPrefix(l.Warning, wantStart) || !strings.Contains(l.Warning, tt.wantWarning) {
+				t.Errorf("warning:\ngot  %q\nwant %q followed by %q", l.Warning, wantStart, tt.wantWarning)
+			}
+			if l.Path != f || l.Flag != "--config" || !reflect.DeepEqual(l.Fields, tt.wantFields) {
+				t.Errorf("got %s %s %v, want %s --config %v", l.Flag, l.Path, l.Fields, f, tt.wantFields)
+			}
+			if len(c.Warnings) == 0 || c.Warnings[0] != l.Warning {
+				t.Errorf("warnings %q do not start with the lenient decoding's", c.Warnings)
+			}
+			if tt.wantHard != nil && !reflect.DeepEqual(c.Settings.Hard, tt.wantHard) {
+				t.Errorf("evictionHard: got %v, want %v", c.Settings.Hard, tt.wantHard)
+			}
+			if c.PressureTransitionPeriod != tt.wantPTP {
+				t.Errorf("evictionPressureTransitionPeriod: got %s, want %s", c.PressureTransitionPeriod, tt.wantPTP)
+			}
+		})
+	}
+	t.Run("a strict file", func(t *testing.T) {
+		c, err := complete("--config=testdata/kubelet-good.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Lenient != nil {
+			t.Errorf("got lenient decodings %+v, want none", c.Lenient)
+		}
+	})
 }
 
 // TestKubeletConfigZeroValues: the kubelet's defaulting treats zero

@@ -164,6 +164,8 @@ type mergedKubeletConfig struct {
 	files []string
 	// skipped are the files in the drop-in directory without .conf.
 	skipped []string
+	// lenient are the drop-ins decoded leniently.
+	lenient []*LenientDecoding
 }
 
 // mergeKubeletDropins merges the *.conf files under dir (recursively, in
@@ -204,6 +206,9 @@ func mergeKubeletDropins(base *kubeletConfigFile, dir string) (*mergedKubeletCon
 		if err != nil {
 			return err
 		}
+		if f.lenient != nil {
+			m.lenient = append(m.lenient, f.lenient)
+		}
 		if js, err = jsonpatch.MergePatch(js, f.js); err != nil {
 			return fmt.Errorf("KubeletConfiguration %s: merge: %w", path, err)
 		}
@@ -223,34 +228,50 @@ func mergeKubeletDropins(base *kubeletConfigFile, dir string) (*mergedKubeletCon
 	return m, nil
 }
 
+// kubeletCheck is what checkKubelet finds.
+type kubeletCheck struct {
+	races   []KubeletRace
+	checked bool
+	notes   []string
+	// lenient are the files read only for this check (--kubelet-config
+	// when it is not --config, the drop-ins) that were decoded leniently.
+	lenient []*LenientDecoding
+}
+
 // checkKubelet reads the kubelet's configuration named by
 // --kubelet-config (or --config, kf, when not given) and
 // --kubelet-config-dir, and returns its races with evictd and notes,
 // among them one when the kubelet's featureGates set HugepageAwareEviction
 // otherwise than evictd's gate (hugepageAware, set in gateWhere or by
 // default). It returns nothing when neither names a file.
-func (o *Options) checkKubelet(kf *kubeletConfigFile, hugepageAware bool, gateWhere string) (races []KubeletRace, checked bool, notes []string, err error) {
+func (o *Options) checkKubelet(kf *kubeletConfigFile, hugepageAware bool, gateWhere string) (kubeletCheck, error) {
+	var k kubeletCheck
 	var base *kubeletConfigFile
 	switch {
 	case o.kubeletConfig != "" && o.kubeletConfig == o.configFile && kf != nil:
 		base = kf
 	case o.kubeletConfig != "":
+		var err error
 		if base, err = readKubeletConfigFlag(o.kubeletConfig, "--kubelet-config"); err != nil {
-			return nil, false, nil, err
+			return kubeletCheck{}, err
+		}
+		if base.lenient != nil {
+			k.lenient = append(k.lenient, base.lenient)
 		}
 	case kf != nil:
 		base = kf
-		notes = append(notes, fmt.Sprintf("--kubelet-config is not given: evictd checks the --config file %s as the kubelet's configuration.", kf.path))
+		k.notes = append(k.notes, fmt.Sprintf("--kubelet-config is not given: evictd checks the --config file %s as the kubelet's configuration.", kf.path))
 	}
 	if base == nil && o.kubeletConfigDir == "" {
-		return nil, false, nil, nil
+		return kubeletCheck{}, nil
 	}
 	m, err := mergeKubeletDropins(base, o.kubeletConfigDir)
 	if err != nil {
-		return nil, false, nil, err
+		return kubeletCheck{}, err
 	}
+	k.lenient = append(k.lenient, m.lenient...)
 	if len(m.skipped) > 0 {
-		notes = append(notes, fmt.Sprintf("--kubelet-config-dir %s: skipped %s, which do not end in .conf, as the kubelet does.", o.kubeletConfigDir, strings.Join(m.skipped, ", ")))
+		k.notes = append(k.notes, fmt.Sprintf("--kubelet-config-dir %s: skipped %s, which do not end in .conf, as the kubelet does.", o.kubeletConfigDir, strings.Join(m.skipped, ", ")))
 	}
 	where := strings.Join(m.files, " + ")
 	if where == "" {
@@ -260,9 +281,10 @@ func (o *Options) checkKubelet(kf *kubeletConfigFile, hugepageAware bool, gateWh
 		if gateWhere == "" {
 			gateWhere = "the default"
 		}
-		notes = append(notes, fmt.Sprintf("the kubelet's featureGates in %s set %s=%t but evictd's is %t (%s): on a node with hugepages the kubelet's memory.available and evictd's differ by the hugepage capacity; "+
+		k.notes = append(k.notes, fmt.Sprintf("the kubelet's featureGates in %s set %s=%t but evictd's is %t (%s): on a node with hugepages the kubelet's memory.available and evictd's differ by the hugepage capacity; "+
 			"give evictd --feature-gates=%s=%t to compute it as this kubelet does.",
 			where, HugepageAwareEvictionGate, kubelet, hugepageAware, gateWhere, HugepageAwareEvictionGate, kubelet))
 	}
-	return kubeletRaces(&m.kc, where), true, notes, nil
+	k.races, k.checked = kubeletRaces(&m.kc, where), true
+	return k, nil
 }

@@ -160,11 +160,13 @@ func TestMergeKubeletDropins(t *testing.T) {
 func TestCompleteKubeletConfig(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
-		"kubelet.yaml":    kubeletHeader + "imageGCHighThresholdPercent: 100\nlocalStorageCapacityIsolation: false\n",
-		"d/10-quiet.conf": kubeletHeader + "evictionHard: {memory.available: \"0%\", nodefs.available: \"0%\", nodefs.inodesFree: \"0%\", imagefs.available: \"0%\", imagefs.inodesFree: \"0%\"}\n",
-		"bad.yaml":        kubeletHeader + "evictionHardd: {}\n",
+		"kubelet.yaml":     kubeletHeader + "imageGCHighThresholdPercent: 100\nlocalStorageCapacityIsolation: false\n",
+		"d/10-quiet.conf":  kubeletHeader + "evictionHard: {memory.available: \"0%\", nodefs.available: \"0%\", nodefs.inodesFree: \"0%\", imagefs.available: \"0%\", imagefs.inodesFree: \"0%\"}\n",
+		"bad.yaml":         kubeletHeader + "evictionHard: 5\n",
+		"future.yaml":      kubeletHeader + "someFieldFromKubelet138: true\nimageGCHighThresholdPercent: 100\n",
+		"e/10-future.conf": kubeletHeader + "someFieldFromKubelet138: true\n",
 	})
-	kubelet, drop := filepath.Join(dir, "kubelet.yaml"), filepath.Join(dir, "d")
+	kubelet, drop, future := filepath.Join(dir, "kubelet.yaml"), filepath.Join(dir, "d"), filepath.Join(dir, "future.yaml")
 	for _, tc := range []struct {
 		name        string
 		args        []string
@@ -172,17 +174,25 @@ func TestCompleteKubeletConfig(t *testing.T) {
 		wantChecked bool
 		wantNote    string
 		wantErr     string
+		// wantLenient are the files decoded leniently, as flag:path.
+		wantLenient []string
 	}{
-		{"nothing given: no check", nil, nil, false, "", ""},
-		{"--kubelet-config alone: the default thresholds race", []string{"--kubelet-config", kubelet}, []string{RaceThreshold}, true, "", ""},
-		{"--config stands for the kubelet's", []string{"--config", kubelet}, []string{RaceThreshold}, true, "--kubelet-config is not given", ""},
-		{"with the drop-in nothing races", []string{"--kubelet-config", kubelet, "--kubelet-config-dir", drop}, nil, true, "", ""},
+		{"nothing given: no check", nil, nil, false, "", "", nil},
+		{"--kubelet-config alone: the default thresholds race", []string{"--kubelet-config", kubelet}, []string{RaceThreshold}, true, "", "", nil},
+		{"--config stands for the kubelet's", []string{"--config", kubelet}, []string{RaceThreshold}, true, "--kubelet-config is not given", "", nil},
+		{"with the drop-in nothing races", []string{"--kubelet-config", kubelet, "--kubelet-config-dir", drop}, nil, true, "", "", nil},
 		{"--config's ignored fields are noted", []string{"--config", kubelet, "--kubelet-config-dir", drop}, nil, true,
-			"sets imageGCHighThresholdPercent, localStorageCapacityIsolation, which bear on eviction but which evictd does not take from it", ""},
-		{"the drop-in directory alone", []string{"--kubelet-config-dir", drop}, []string{RaceLocalStorage, RaceImageGC}, true, "", ""},
-		{"bad file", []string{"--kubelet-config", filepath.Join(dir, "bad.yaml")}, nil, false, "", "bad.yaml"},
-		{"missing file", []string{"--kubelet-config", filepath.Join(dir, "none.yaml")}, nil, false, "", "read --kubelet-config file"},
-		{"missing directory", []string{"--kubelet-config-dir", filepath.Join(dir, "none")}, nil, false, "", "read --kubelet-config-dir"},
+			"sets imageGCHighThresholdPercent, localStorageCapacityIsolation, which bear on eviction but which evictd does not take from it", "", nil},
+		{"the drop-in directory alone", []string{"--kubelet-config-dir", drop}, []string{RaceLocalStorage, RaceImageGC}, true, "", "", nil},
+		{"bad file", []string{"--kubelet-config", filepath.Join(dir, "bad.yaml")}, nil, false, "", "bad.yaml: evictionHard: invalid value 5", nil},
+		{"a newer kubelet's file", []string{"--kubelet-config", future}, []string{RaceThreshold, RaceLocalStorage}, true, "", "",
+			[]string{"--kubelet-config:" + future}},
+		{"a newer kubelet's file as --config and --kubelet-config: one warning", []string{"--config", future, "--kubelet-config", future}, []string{RaceThreshold, RaceLocalStorage}, true, "", "",
+			[]string{"--config:" + future}},
+		{"a newer kubelet's drop-in", []string{"--kubelet-config", kubelet, "--kubelet-config-dir", filepath.Join(dir, "e")}, []string{RaceThreshold}, true, "", "",
+			[]string{"--kubelet-config-dir:" + filepath.Join(dir, "e", "10-future.conf")}},
+		{"missing file", []string{"--kubelet-config", filepath.Join(dir, "none.yaml")}, nil, false, "", "read --kubelet-config file", nil},
+		{"missing directory", []string{"--kubelet-config-dir", filepath.Join(dir, "none")}, nil, false, "", "read --kubelet-config-dir", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, o := NewFlagSet("evictd")
@@ -207,8 +217,15 @@ func TestCompleteKubeletConfig(t *testing.T) {
 			if !reflect.DeepEqual(kinds, tc.wantKinds) || c.KubeletChecked != tc.wantChecked {
 				t.Errorf("got races %v (checked %v), want %v (%v)", kinds, c.KubeletChecked, tc.wantKinds, tc.wantChecked)
 			}
-			if len(c.Warnings) != len(c.KubeletRaces) {
-				t.Errorf("got warnings %q, want one per race", c.Warnings)
+			var lenient []string
+			for _, l := range c.Lenient {
+				lenient = append(lenient, l.Flag+":"+l.Path)
+			}
+			if !reflect.DeepEqual(lenient, tc.wantLenient) {
+				t.Errorf("got lenient decodings %q, want %q", lenient, tc.wantLenient)
+			}
+			if len(c.Warnings) != len(c.KubeletRaces)+len(c.Lenient) {
+				t.Errorf("got warnings %q, want one per race and lenient decoding", c.Warnings)
 			}
 			if tc.wantNote != "" && !strings.Contains(strings.Join(c.Notes, "\n"), tc.wantNote) {
 				t.Errorf("notes %q lack %q", c.Notes, tc.wantNote)

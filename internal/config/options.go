@@ -61,6 +61,10 @@ const (
 	defaultHardEvictionStopWait = time.Second
 )
 
+// KubeconfigReminder is how often an agent started standalone because its
+// optional kubeconfig was not there (--kubeconfig-optional) says so again.
+const KubeconfigReminder = 5 * time.Minute
+
 // defaultEnforceNodeAllocatable returns a fresh copy of the kubelet's default.
 func defaultEnforceNodeAllocatable() []string { return []string{"pods"} }
 
@@ -85,6 +89,7 @@ type Options struct {
 	imageServiceEndpoint      string
 	minimumImageTTL           time.Duration
 	kubeconfig                string
+	kubeconfigOptional        bool
 	hostnameOverride          string
 	nodeStatusUpdateFrequency time.Duration
 	nodeStatusReportFrequency time.Duration
@@ -192,6 +197,9 @@ func (o *Options) addKubeletFlags(fs *pflag.FlagSet) {
 
 // addEvictdFlags registers the flags that are evictd's own.
 func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.kubeconfigOptional, "kubeconfig-optional", false,
+		"Start standalone, as without --kubeconfig, while the --kubeconfig file does not exist, instead of refusing to start: the package's environment file sets it, so that a node where the kubeconfig is not written yet runs evictd, warning at start and every "+KubeconfigReminder.String()+" that it has no API server (evictd_standalone 1), until the file is written and evictd restarted. "+
+			"A kubeconfig that exists but cannot be used is still refused. (default false)")
 	fs.StringVar(&o.configFile, "config", "",
 		"Path of a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to take the eviction settings from; flags given on the command line override it, and it overrides --node-config. (default none)")
 	fs.StringVar(&o.nodeConfigFile, "node-config", "",

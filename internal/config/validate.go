@@ -69,6 +69,9 @@ type Config struct {
 	ImageServiceEndpoint string
 	// Kubeconfig is evictd's own kubeconfig path; "" means in-cluster.
 	Kubeconfig string
+	// KubeconfigOptional (--kubeconfig-optional) makes a Kubeconfig that
+	// does not exist mean standalone rather than a refusal to start.
+	KubeconfigOptional bool
 	// LeaseNamespace is the namespace of evictd's Lease, a DNS label.
 	// --lease-namespace, default kube-system.
 	LeaseNamespace string
@@ -135,6 +138,11 @@ type Config struct {
 	// KubeletRaces what in it races evictd; each is also in Warnings.
 	KubeletChecked bool
 	KubeletRaces   []KubeletRace
+	// Lenient are the KubeletConfiguration files (--config, --kubelet-config,
+	// the --kubelet-config-dir drop-ins) that strict decoding refused for
+	// unknown or duplicate fields only and that were decoded leniently, as
+	// the kubelet does; each one's Warning is also in Warnings.
+	Lenient []LenientDecoding
 
 	// Sources names, by flag name, where each setting not left at its
 	// default came from: "--eviction-hard", "evictionHard in FILE",
@@ -170,6 +178,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		CgroupRoot:                o.cgroupRoot,
 		CgroupDriver:              o.cgroupDriver,
 		Kubeconfig:                o.kubeconfig,
+		KubeconfigOptional:        o.kubeconfigOptional,
 		LeaseNamespace:            o.leaseNamespace,
 		ImpersonateNode:           o.impersonateNode,
 		DryRun:                    o.dryRun,
@@ -189,6 +198,9 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	}
 	// Every duration is checked and derived in durations.go.
 	c.Durations = o.durations(bad)
+	if o.kubeconfigOptional && o.kubeconfig == "" {
+		c.Notes = append(c.Notes, "--kubeconfig-optional has no effect without --kubeconfig: evictd runs standalone.")
+	}
 
 	if o.maxEvictionsPerHour < 0 {
 		bad("max-evictions-per-hour", strconv.Itoa(o.maxEvictionsPerHour), "must not be negative (0 means no cap)")

@@ -28,3 +28,22 @@ func RegisterKubeletRaces(reg prometheus.Registerer, kinds []string, present map
 	}
 	return nil
 }
+
+// RegisterConfigWarnings registers evictd_config_warnings, one series per
+// kind in kinds: how many fields of that kind (counts) evictd let through
+// when it decoded a KubeletConfiguration file leniently, as the kubelet
+// does. The value is fixed at start: evictd reads its files once.
+func RegisterConfigWarnings(reg prometheus.Registerer, kinds []string, counts map[string]int) error {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "evictd_config_warnings",
+		Help: "Fields of kind that made a KubeletConfiguration file (--config, --kubelet-config, --kubelet-config-dir) fail strict decoding, which evictd then decoded leniently as the kubelet does: " +
+			"unknown-field (ignored: from a newer kubelet, or misspelt), duplicate-field (the last one taken). The log at start and check-config name them.",
+	}, []string{"kind"})
+	for _, k := range kinds {
+		g.WithLabelValues(k).Set(float64(counts[k]))
+	}
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("register configuration warning metric: %w", err)
+	}
+	return nil
+}

@@ -28,3 +28,20 @@ evictd_kubelet_eviction_races{kind="threshold"} 1
 		t.Error("second registration: got no error, want one")
 	}
 }
+
+func TestRegisterConfigWarnings(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	if err := RegisterConfigWarnings(reg, []string{"unknown-field", "duplicate-field"}, map[string]int{"unknown-field": 2}); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP evictd_config_warnings Fields of kind that made a KubeletConfiguration file (--config, --kubelet-config, --kubelet-config-dir) fail strict decoding, which evictd then decoded leniently as the kubelet does: unknown-field (ignored: from a newer kubelet, or misspelt), duplicate-field (the last one taken). The log at start and check-config name them.
+# TYPE evictd_config_warnings gauge
+evictd_config_warnings{kind="duplicate-field"} 0
+evictd_config_warnings{kind="unknown-field"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "evictd_config_warnings"); err != nil {
+		t.Error(err)
+	}
+	lint(t, reg)
+}
