@@ -72,13 +72,16 @@ func awaitGone(ctx context.Context, admin kubernetes.Interface, pod *v1.Pod, bou
 	return last, false
 }
 
-// loggedGrace is the grace period of evictd's log line of the eviction of
-// ns/name in its log (JSON or text), -1 when there is none.
+// loggedGrace is the grace period of evictd's last decision to evict
+// ns/name in its log (JSON or text), which the eviction carries; -1 when
+// there is none.
 func loggedGrace(log, ns, name string) int64 {
 	grace := regexp.MustCompile(`gracePeriodSeconds"?[=:](\d+)`)
 	ref := ns + "/" + name
-	for line := range strings.SplitSeq(log, "\n") {
-		if !strings.Contains(line, `"msg":"evicted"`) && !strings.Contains(line, "msg=evicted ") ||
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := lines[i]
+		if !strings.Contains(line, `"msg":"decision","outcome":"evict"`) && !strings.Contains(line, "msg=decision outcome=evict ") ||
 			!strings.Contains(line, `"pod":"`+ref+`"`) && !strings.Contains(line, "pod="+ref+" ") {
 			continue
 		}

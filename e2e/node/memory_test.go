@@ -142,10 +142,10 @@ func evictdTarget(p *v1.Pod) *v1.PodCondition {
 }
 
 // evictedGrace is the grace period evictd gave the eviction d saw of pod
-// ns/name: the deletion's, or, after evictd's terminal status, the one its
-// log line of the eviction names (the containers' stop through the
-// runtime, or the kubelet's, is bounded by it). log is evictd's log, text
-// or JSON.
+// ns/name: the deletion's, or, after evictd's terminal status, the one of
+// its decision to evict the pod, in its log (text or JSON), which the
+// eviction carries (the stop through the runtime, or the kubelet's, is
+// bounded by it).
 func evictedGrace(t *testing.T, d deletion, ns, name string, log func() string) int64 {
 	t.Helper()
 	if !d.terminal {
@@ -154,19 +154,15 @@ func evictedGrace(t *testing.T, d deletion, ns, name string, log func() string) 
 	grace := regexp.MustCompile(`gracePeriodSeconds"?[=:](\d+)`)
 	ref := ns + "/" + name
 	var g int64 = -1
-	// The last such line, logged once the eviction is over, after it was
-	// issued (d.issued, whole seconds): an earlier scenario on the node
-	// may have evicted a pod of the same name.
-	poll(t, "evictd's log line of the eviction of "+ref, 30*time.Second, func() (bool, string) {
+	// The last such line: an earlier scenario on the node may have
+	// evicted a pod of the same name.
+	poll(t, "evictd's decision to evict "+ref, 30*time.Second, func() (bool, string) {
 		lines := strings.Split(log(), "\n")
 		for i := len(lines) - 1; i >= 0; i-- {
 			line := lines[i]
-			if !strings.Contains(line, "msg=evicted ") && !strings.Contains(line, `"msg":"evicted"`) ||
+			if !strings.Contains(line, "msg=decision outcome=evict ") && !strings.Contains(line, `"msg":"decision","outcome":"evict"`) ||
 				!strings.Contains(line, "pod="+ref+" ") && !strings.Contains(line, `"pod":"`+ref+`"`) {
 				continue
-			}
-			if at, ok := logTime(line); ok && at.Before(d.issued) {
-				break // an earlier eviction's: this one's line is still to come
 			}
 			if m := grace.FindStringSubmatch(line); m != nil {
 				g, _ = strconv.ParseInt(m[1], 10, 64)
@@ -176,16 +172,6 @@ func evictedGrace(t *testing.T, d deletion, ns, name string, log func() string) 
 		return false, "no line"
 	})
 	return g
-}
-
-// logTime is the time of one of evictd's log lines, text or JSON.
-func logTime(line string) (time.Time, bool) {
-	m := regexp.MustCompile(`time"?[=:]"?([0-9T:.\-]+Z)`).FindStringSubmatch(line)
-	if m == nil {
-		return time.Time{}, false
-	}
-	at, err := time.Parse(time.RFC3339Nano, m[1])
-	return at, err == nil
 }
 
 // evictdLog is the log of the evictd the test started on n.
