@@ -73,15 +73,15 @@ func awaitGone(ctx context.Context, admin kubernetes.Interface, pod *v1.Pod, bou
 }
 
 // loggedGrace is the grace period of evictd's last decision to evict
-// ns/name in its log (JSON or text), which the eviction carries; -1 when
-// there is none.
+// ns/name, or line of its eviction, in its log (JSON or text), which the
+// eviction carries; -1 when there is none.
 func loggedGrace(log, ns, name string) int64 {
 	grace := regexp.MustCompile(`gracePeriodSeconds"?[=:](\d+)`)
 	ref := ns + "/" + name
 	lines := strings.Split(log, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		line := lines[i]
-		if !strings.Contains(line, `"msg":"decision","outcome":"evict"`) && !strings.Contains(line, "msg=decision outcome=evict ") ||
+		if !evictLine(line) ||
 			!strings.Contains(line, `"pod":"`+ref+`"`) && !strings.Contains(line, "pod="+ref+" ") {
 			continue
 		}
@@ -91,4 +91,17 @@ func loggedGrace(log, ns, name string) int64 {
 		}
 	}
 	return -1
+}
+
+// evictLine reports whether line, of evictd's log (text or JSON), is its
+// decision to evict a pod or its line of an eviction done: either names
+// the eviction's grace period (a pod tried after the first, a PodDisruption
+// Budget having refused that one, has only the second).
+func evictLine(line string) bool {
+	for _, s := range []string{"msg=decision outcome=evict ", `"msg":"decision","outcome":"evict"`, "msg=evicted ", `"msg":"evicted"`} {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -142,10 +142,10 @@ func evictdTarget(p *v1.Pod) *v1.PodCondition {
 }
 
 // evictedGrace is the grace period evictd gave the eviction d saw of pod
-// ns/name: the deletion's, or, after evictd's terminal status, the one of
-// its decision to evict the pod, in its log (text or JSON), which the
-// eviction carries (the stop through the runtime, or the kubelet's, is
-// bounded by it).
+// ns/name: the deletion's, or, after evictd's terminal status, the one its
+// last decision to evict the pod or line of the eviction names in its log
+// (text or JSON), which the eviction carries (the stop through the
+// runtime, or the kubelet's, is bounded by it).
 func evictedGrace(t *testing.T, d deletion, ns, name string, log func() string) int64 {
 	t.Helper()
 	if !d.terminal {
@@ -160,7 +160,7 @@ func evictedGrace(t *testing.T, d deletion, ns, name string, log func() string) 
 		lines := strings.Split(log(), "\n")
 		for i := len(lines) - 1; i >= 0; i-- {
 			line := lines[i]
-			if !strings.Contains(line, "msg=decision outcome=evict ") && !strings.Contains(line, `"msg":"decision","outcome":"evict"`) ||
+			if !evictLine(line) ||
 				!strings.Contains(line, "pod="+ref+" ") && !strings.Contains(line, `"pod":"`+ref+`"`) {
 				continue
 			}
@@ -440,4 +440,17 @@ func pids(t *testing.T, n *testnode.Node) {
 		t.Errorf("forker's Evicted events: %+v", evs)
 	}
 	alive(t, n, "default", "quiet")
+}
+
+// evictLine reports whether line, of evictd's log (text or JSON), is its
+// decision to evict a pod or its line of an eviction done: either names
+// the eviction's grace period (a pod tried after the first, a PodDisruption
+// Budget having refused that one, has only the second).
+func evictLine(line string) bool {
+	for _, s := range []string{"msg=decision outcome=evict ", `"msg":"decision","outcome":"evict"`, "msg=evicted ", `"msg":"evicted"`} {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
 }
