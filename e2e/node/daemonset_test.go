@@ -125,7 +125,7 @@ func evictHog(t *testing.T, n *testnode.Node, name string, evictd *v1.Pod) {
 	if len(evs) == 0 || evs[0].Source.Component != "evictd" || evs[0].Source.Host != n.Name() {
 		t.Errorf("%s: Evicted events %+v, want one from evictd on %s", name, evs, n.Name())
 	}
-	if line := localStop(func() string { return podLog(t, n, evictd) }); line == "" {
+	if line := localStop("default/"+name, func() string { return podLog(t, n, evictd) }); line == "" {
 		t.Errorf("evictd's pod did not stop %s's containers itself:\n%s", name, podLog(t, n, evictd))
 	} else {
 		t.Logf("%s: evictd's local stop: %s", name, line)

@@ -383,17 +383,19 @@ func lastDecision(t *testing.T, n *testnode.Node, pod string) time.Time {
 }
 
 // localStop waits, at most 15 s, for evictd's line of a hard eviction's
-// stop through the runtime in its log (log reads it, text or JSON) and
+// stop through the runtime of pod ref in its log (log reads it, text or
+// JSON) and
 // returns it, "" when it never came. The stop starts once the kubelet has
 // taken the evicted pod over, at the latest --hard-eviction-stop-wait
 // after the eviction began; the kubelet, syncing the pod at once, may have
 // stopped the containers first (the line then says containers=0), and
 // the pod can be gone before the line is written.
-func localStop(log func() string) string {
+func localStop(ref string, log func() string) string {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		for line := range strings.SplitSeq(log(), "\n") {
-			if strings.Contains(line, "stopped the evicted pod's containers through the runtime") {
+			if strings.Contains(line, "stopped the evicted pod's containers through the runtime") &&
+				(strings.Contains(line, "pod="+ref+" ") || strings.Contains(line, `"pod":"`+ref+`"`)) {
 				return line
 			}
 		}

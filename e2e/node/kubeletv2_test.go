@@ -301,7 +301,7 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 	case <-time.After(30 * time.Second):
 		t.Error("the watch never saw the hog deleted")
 	}
-	if line := localStop(evictdLog(n)); line == "" {
+	if line := localStop("default/hog", evictdLog(n)); line == "" {
 		t.Errorf("evictd did not stop the hog's containers itself")
 	} else {
 		t.Logf("evictd's local stop: %s", line)

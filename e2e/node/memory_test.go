@@ -401,7 +401,7 @@ func allocatable(t *testing.T, n *testnode.Node) {
 	// A hard eviction's containers are stopped through the runtime once
 	// the kubelet has taken the pod over, at the latest 1 s after, not
 	// when the kubelet gets to them.
-	if line := localStop(evictdLog(n)); line == "" {
+	if line := localStop("default/hog", evictdLog(n)); line == "" {
 		t.Errorf("evictd did not stop the hog's containers itself:\n%s", tail(n.LogPath("evictd"), 200))
 	} else {
 		t.Logf("evictd's local stop: %s", line)
