@@ -180,7 +180,7 @@ func pdbAndReplicaSet(t *testing.T, n *testnode.Node) {
 	if hasTaint(t, n, memoryTaint) {
 		t.Errorf("the new pod runs while the node still has %s", memoryTaint)
 	}
-	if k := evictions(t, n, "default", free.Name); k != 1 {
+	if k := evictionsOf(t, n, "default", free.Name); k != 1 {
 		t.Errorf("free pod: %d Evicted events, want 1", k)
 	}
 }

@@ -134,7 +134,9 @@ func gone(t *testing.T, n *testnode.Node, ns, name string) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	return p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded, podSummary(p)
+	// A pod evictd wrote Failed whose container still runs is still
+	// terminating.
+	return (p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded) && !stillRunning(p), podSummary(p)
 }
 
 // alive fails t unless the pod is still Running with no deletion requested.
@@ -201,6 +203,17 @@ func evictedEvents(t *testing.T, n *testnode.Node, ns, name string) []v1.Event {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// evictionsOf counts the Evicted events of a pod that has been evicted,
+// read until there is one (evictedEvents).
+func evictionsOf(t *testing.T, n *testnode.Node, ns, name string) int {
+	t.Helper()
+	total := 0
+	for _, e := range evictedEvents(t, n, ns, name) {
+		total += max(int(e.Count), 1)
+	}
+	return total
 }
 
 // evictions counts the Evicted events on a pod (their Count added up).
@@ -404,4 +417,14 @@ func localStop(ref string, log func() string) string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// stillRunning reports whether the kubelet reports a container of p running.
+func stillRunning(p *v1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -98,7 +98,7 @@ func TestMigrationNode(t *testing.T) {
 		by = append(by, e.Source.Component+": "+e.Message)
 	}
 	t.Logf("Evicted events: %q", by)
-	if k := evictions(t, n, "default", "over"); k != 1 {
+	if k := evictionsOf(t, n, "default", "over"); k != 1 {
 		t.Errorf("the pod over its emptyDir sizeLimit was evicted %d times, want once: %q", k, by)
 	}
 	// Both agents word it as the kubelet does.

@@ -521,13 +521,3 @@ func writeFile(t *testing.T, path string, mib int) {
 	}
 	t.Cleanup(func() { _ = os.Remove(path) })
 }
-
-// stillRunning reports whether the kubelet reports a container of p running.
-func stillRunning(p *v1.Pod) bool {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.State.Running != nil {
-			return true
-		}
-	}
-	return false
-}
