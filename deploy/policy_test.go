@@ -19,10 +19,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/evictd/evictd/internal/decide"
+	evictpkg "github.com/evictd/evictd/internal/evict"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 const (
+	evictedAnnotation = evictpkg.EvictedAnnotation
+
 	nodeA, nodeB = "node-a", "node-b"
 	ns           = "workloads"
 	policyName   = "evictd-own-node"
@@ -133,6 +137,18 @@ func (e *policyEnv) pod(t *testing.T, name, node string) *v1.Pod {
 	return p
 }
 
+// terminalPatch is the status evictd writes on a pod it evicts (phase,
+// reason, message) beside a DisruptionTarget condition with dtReason, with
+// the annotation of key annotation unless it is empty.
+func terminalPatch(phase, reason, dtReason, annotation string) []byte {
+	meta := ""
+	if annotation != "" {
+		meta = fmt.Sprintf(`"metadata":{"annotations":{%q:"2026-03-01T12:00:00Z"}},`, annotation)
+	}
+	return fmt.Appendf(nil, `{%s"status":{"phase":%q,"reason":%q,"message":"The node was low on resource: memory. ",`+
+		`"conditions":[{"type":"DisruptionTarget","status":"True","reason":%q,"message":"written by the test"}]}}`, meta, phase, reason, dtReason)
+}
+
 func disruptionPatch() []byte {
 	return []byte(`{"status":{"conditions":[{"type":"DisruptionTarget","status":"True","reason":"TerminationByKubelet","message":"written by the test"}]}}`)
 }
@@ -193,6 +209,16 @@ func TestPolicyOwnNodeOnly(t *testing.T) {
 	_, e := newPolicyEnv(t)
 	ctx := t.Context()
 	a1, a2, a3 := e.pod(t, "on-a-status", nodeA), e.pod(t, "on-a-delete", nodeA), e.pod(t, "on-a-evict", nodeA)
+	a4, a5, a6 := e.pod(t, "on-a-evicted", nodeA), e.pod(t, "on-a-succeeded", nodeA), e.pod(t, "on-a-failed", nodeA)
+	// Pods that have finished: their phase is the kubelet's last word.
+	for p, status := range map[*v1.Pod]string{
+		a5: `{"status":{"phase":"Succeeded"}}`,
+		a6: `{"status":{"phase":"Failed","reason":"Error","conditions":[{"type":"DisruptionTarget","status":"True","reason":"TerminationByKubelet"}]}}`,
+	} {
+		if _, err := e.admin.CoreV1().Pods(ns).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b1 := e.pod(t, "on-b", nodeB)
 	b2 := e.pod(t, "on-b-evict", nodeB)
 	pods := e.onA.CoreV1().Pods(ns)
@@ -269,6 +295,38 @@ func TestPolicyOwnNodeOnly(t *testing.T) {
 			_, err := pods.Patch(ctx, a1.Name, types.MergePatchType, []byte(`{"status":{"phase":"Failed","reason":"Evicted"}}`), metav1.PatchOptions{}, "status")
 			return err
 		}},
+		{"Failed/Evicted beside another writer's DisruptionTarget condition", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, terminalPatch("Failed", "Evicted", "TerminationByKubelet", evictedAnnotation), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"Succeeded beside evictd's DisruptionTarget condition", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, terminalPatch("Succeeded", "Evicted", decide.DisruptionTargetReason, evictedAnnotation), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"Failed with another reason beside evictd's DisruptionTarget condition", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, terminalPatch("Failed", "DeadlineExceeded", decide.DisruptionTargetReason, evictedAnnotation), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"Failed/Evicted over a pod that has succeeded", func() error {
+			_, err := pods.Patch(ctx, a5.Name, types.StrategicMergePatchType, terminalPatch("Failed", "Evicted", decide.DisruptionTargetReason, evictedAnnotation), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"Failed/Evicted over a pod another writer failed", func() error {
+			_, err := pods.Patch(ctx, a6.Name, types.StrategicMergePatchType, terminalPatch("Failed", "Evicted", decide.DisruptionTargetReason, ""), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"Failed/Evicted with another annotation", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, terminalPatch("Failed", "Evicted", decide.DisruptionTargetReason, "example.com/owner"), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"evictd's annotation without the terminal status", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+evictedAnnotation+`":"x"}}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"Failed/Evicted on a pod on node B", func() error {
+			_, err := pods.Patch(ctx, b1.Name, types.StrategicMergePatchType, terminalPatch("Failed", "Evicted", decide.DisruptionTargetReason, evictedAnnotation), metav1.PatchOptions{}, "status")
+			return err
+		}},
 	}
 	for _, tc := range refused {
 		t.Run("refused/"+tc.name, func(t *testing.T) {
@@ -335,6 +393,23 @@ func TestPolicyOwnNodeOnly(t *testing.T) {
 		{"taint on node A", func() error { return setTaint(ctx, e.onA, nodeA, "evictd.io/memory-pressure") }},
 		{"status patch of a pod on node A", func() error {
 			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, disruptionPatch(), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"terminal status of an eviction on a pod on node A", func() error {
+			got, err := pods.Patch(ctx, a4.Name, types.StrategicMergePatchType, terminalPatch("Failed", "Evicted", decide.DisruptionTargetReason, evictedAnnotation), metav1.PatchOptions{}, "status")
+			if err == nil && (got.Status.Phase != v1.PodFailed || got.Status.Reason != "Evicted" || got.Annotations[evictedAnnotation] == "") {
+				return fmt.Errorf("written, but the pod reads phase %s reason %q annotations %v", got.Status.Phase, got.Status.Reason, got.Annotations)
+			}
+			return err
+		}},
+		{"the terminal status again, after the kubelet cleared its reason", func() error {
+			if _, err := e.admin.CoreV1().Pods(ns).Patch(ctx, a4.Name, types.MergePatchType, []byte(`{"status":{"reason":null,"message":null}}`), metav1.PatchOptions{}, "status"); err != nil {
+				return fmt.Errorf("the kubelet's write: %w", err)
+			}
+			got, err := pods.Patch(ctx, a4.Name, types.StrategicMergePatchType, terminalPatch("Failed", "Evicted", decide.DisruptionTargetReason, ""), metav1.PatchOptions{}, "status")
+			if err == nil && got.Status.Reason != "Evicted" {
+				return fmt.Errorf("written, but the pod reads reason %q", got.Status.Reason)
+			}
 			return err
 		}},
 		{"delete of a pod on node A, as node A", func() error { return e.asA.CoreV1().Pods(ns).Delete(ctx, a2.Name, metav1.DeleteOptions{}) }},

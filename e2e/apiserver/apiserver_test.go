@@ -130,10 +130,14 @@ type e2e struct {
 
 // eviction is what the fake kubelet saw of a pod evictd made terminate.
 type eviction struct {
-	first    *v1.Pod   // the first version with a deletionTimestamp
-	final    *v1.Pod   // the last version read before removing it
-	seen     time.Time // when the deletionTimestamp was seen
+	first    *v1.Pod   // the first version with a deletionTimestamp, or evictd's terminal status
+	final    *v1.Pod   // the last version read before it went
+	seen     time.Time // when first was seen
 	released time.Time // when its allocators were killed (memory uncharged)
+	// terminal is true when first is evictd's terminal status (phase
+	// Failed, not deleted): evictd deletes the pod once the stand-in
+	// kubelet has reported its containers stopped.
+	terminal bool
 }
 
 // nodeObs is one version of the node as the test's informer saw it, or as
@@ -359,13 +363,14 @@ func (e *e2e) soft(t *testing.T) {
 		t.Errorf("condition True at %s and taint at %s, eviction seen at %s: the node must say it first", on.at, taint.at, ev.seen)
 	}
 	e.checkGrace(t, ev, maxPodGrace)
-	// deletionTimestamp = eviction + grace, in whole seconds (truncated):
-	// an eviction at or after metSince+3s gives a timestamp at or after
-	// the truncated metSince+3s+grace.
-	earliest := metSince.Add(softGrace).Truncate(time.Second).Add(maxPodGrace * time.Second)
-	if dt := ev.first.DeletionTimestamp.Time; dt.Before(earliest) {
-		t.Errorf("deletionTimestamp %s: the eviction was issued before the soft grace period ended (met since %s, grace %s)",
-			dt.Format(time.RFC3339Nano), metSince.Format(time.RFC3339Nano), softGrace)
+	// The eviction's time, in whole seconds (truncated): the terminal
+	// status's DisruptionTarget transition, or deletionTimestamp less the
+	// grace period. An eviction at or after metSince+3s is at or after
+	// the truncated metSince+3s.
+	earliest := metSince.Add(softGrace).Truncate(time.Second)
+	if at := issuedAt(ev, maxPodGrace); at.Before(earliest) {
+		t.Errorf("eviction issued at %s, before the soft grace period ended (met since %s, grace %s)",
+			at.Format(time.RFC3339Nano), metSince.Format(time.RFC3339Nano), softGrace)
 	}
 	msg := e.checkEvicted(t, ev, soft500Message)
 	if avail := availableIn(t, msg, soft500Message); avail >= 500<<20 || avail < 250<<20 {
@@ -731,7 +736,7 @@ func (e *e2e) stopContainers(uid types.UID) {
 // period evictd asked for is recorded from the first terminating version.
 func (e *e2e) onPod(obj any) {
 	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.DeletionTimestamp == nil {
+	if !ok || pod.DeletionTimestamp == nil && !evictedByStatus(pod) {
 		return
 	}
 	e.mu.Lock()
@@ -741,7 +746,7 @@ func (e *e2e) onPod(obj any) {
 	}
 	e.handled[pod.UID] = true
 	e.mu.Unlock()
-	ev := &eviction{first: pod.DeepCopy(), seen: time.Now()}
+	ev := &eviction{first: pod.DeepCopy(), seen: time.Now(), terminal: pod.DeletionTimestamp == nil}
 	e.wg.Go(func() { e.terminate(ev) })
 }
 
@@ -751,6 +756,22 @@ func (e *e2e) terminate(ev *eviction) {
 	e.stopContainers(pod.UID)
 	ev.released = time.Now()
 	ev.final = pod
+	if ev.terminal {
+		// evictd's terminal status: the containers stopped, the kubelet
+		// reports so, and evictd deletes the pod.
+		if err := reportStopped(e.ctx, e.admin, pod); err != nil && e.ctx.Err() == nil {
+			e.t.Errorf("fake kubelet: report the containers of %s stopped: %v", ref, err)
+		}
+		final, gone := awaitGone(e.ctx, e.admin, pod, time.Minute)
+		ev.final = final
+		if !gone && e.ctx.Err() == nil {
+			e.t.Errorf("%s: not deleted within a minute of its containers' reported stop (evictd deletes it)", ref)
+		}
+		e.mu.Lock()
+		e.evicted[ref] = ev
+		e.mu.Unlock()
+		return
+	}
 	until := pod.DeletionTimestamp.Time
 	for e.ctx.Err() == nil && time.Now().Before(until) {
 		cur, err := e.admin.CoreV1().Pods(pod.Namespace).Get(e.ctx, pod.Name, metav1.GetOptions{})
@@ -822,6 +843,18 @@ func (e *e2e) evictedNames() []string {
 // checkGrace checks the grace period evictd asked for.
 func (e *e2e) checkGrace(t *testing.T, ev *eviction, want int64) {
 	t.Helper()
+	if ev.terminal {
+		// The grace period of evictd's stop: its log line of the eviction.
+		var got int64 = -1
+		poll(t, deadline, "evictd's log line of the eviction of "+ev.first.Name, func() (bool, error) {
+			got = loggedGrace(e.logs.String(), ev.first.Namespace, ev.first.Name)
+			return got >= 0, nil
+		})
+		if got != want {
+			t.Errorf("pod %s/%s: evicted with grace period %d s, want %d", ev.first.Namespace, ev.first.Name, got, want)
+		}
+		return
+	}
 	if got := ev.first.DeletionGracePeriodSeconds; got == nil || *got != want {
 		t.Errorf("pod %s/%s: deletionGracePeriodSeconds %v, want %d", ev.first.Namespace, ev.first.Name, ptr.Deref(got, -1), want)
 	}
@@ -1335,4 +1368,17 @@ func waitAllowed(t *testing.T, client kubernetes.Interface, attr authorizationv1
 			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attr}}, metav1.CreateOptions{})
 		return err == nil && r.Status.Allowed, nil
 	})
+}
+
+// issuedAt is when the eviction ev saw was issued, in whole seconds
+// (truncated): its terminal status's DisruptionTarget transition, or its
+// deletionTimestamp less grace.
+func issuedAt(ev *eviction, grace int64) time.Time {
+	if ev.terminal {
+		if c := podCondition(ev.first, v1.DisruptionTarget); c != nil {
+			return c.LastTransitionTime.Time
+		}
+		return time.Time{}
+	}
+	return ev.first.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
 }

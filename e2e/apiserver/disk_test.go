@@ -119,6 +119,7 @@ type diskEnv struct {
 	kubeconfig string // evictd's ServiceAccount, token bound to the node
 	addr       string
 	agentStart time.Time
+	logs       *testagent.Log // the agent's log
 
 	mu      sync.Mutex
 	tiers   map[string]string     // pod uid → its QoS tier's cgroup below kubepods ("" or "/burstable" ...); besteffort if absent
@@ -140,9 +141,13 @@ type runtimeService interface {
 }
 
 type diskEvict struct {
-	first *v1.Pod // the first version with a deletionTimestamp
-	final *v1.Pod // the last version read before removing it
+	first *v1.Pod // the first version with a deletionTimestamp, or evictd's terminal status
+	final *v1.Pod // the last version read before it went
 	seen  time.Time
+	// terminal is true when first is evictd's terminal status (phase
+	// Failed, not deleted): evictd deletes the pod once the stand-in
+	// kubelet has reported its containers stopped.
+	terminal bool
 }
 
 // newEnv mounts the filesystems (one ext4 for both containerd's root and
@@ -250,7 +255,7 @@ func (e *diskEnv) startAgent(t *testing.T) {
 		t.Fatalf("check-config: exit %d\n%s%s", code, out, errOut)
 	}
 	e.agentStart = time.Now()
-	testagent.Start(e.t, nil, args...)
+	_, e.logs = testagent.Start(e.t, nil, args...)
 	testagent.WaitHTTP(t, "http://"+e.addr+"/readyz")
 }
 
@@ -379,7 +384,7 @@ func (e *diskEnv) runSandbox(t *testing.T, uid, name, ctr, image string, args []
 // with grace period 0 once evictd's DisruptionTarget condition is on it.
 func (e *diskEnv) onPod(obj any) {
 	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.DeletionTimestamp == nil {
+	if !ok || pod.DeletionTimestamp == nil && !evictedByStatus(pod) {
 		return
 	}
 	e.mu.Lock()
@@ -389,7 +394,7 @@ func (e *diskEnv) onPod(obj any) {
 	}
 	e.handled[pod.UID] = true
 	e.mu.Unlock()
-	ev := &diskEvict{first: pod.DeepCopy(), seen: time.Now()}
+	ev := &diskEvict{first: pod.DeepCopy(), seen: time.Now(), terminal: pod.DeletionTimestamp == nil}
 	e.wg.Go(func() { e.terminate(ev) })
 }
 
@@ -424,6 +429,22 @@ func (e *diskEnv) terminate(ev *diskEvict) {
 	_ = os.RemoveAll(filepath.Join(e.rootDir, "pods", string(pod.UID)))
 	_ = os.RemoveAll(filepath.Join(e.logsDir, diskNS+"_"+pod.Name+"_"+string(pod.UID)))
 	ev.final = pod
+	if ev.terminal {
+		// evictd's terminal status: the containers stopped, the kubelet
+		// reports so, and evictd deletes the pod.
+		if err := reportStopped(ctx, e.dc.admin, pod); err != nil && ctx.Err() == nil {
+			e.t.Errorf("kubelet: report the containers of %s stopped: %v", pod.Name, err)
+		}
+		final, gone := awaitGone(ctx, e.dc.admin, pod, time.Minute)
+		ev.final = final
+		if !gone && ctx.Err() == nil {
+			e.t.Errorf("%s: not deleted within a minute of its containers' reported stop (evictd deletes it)", pod.Name)
+		}
+		e.mu.Lock()
+		e.evicted[pod.Name] = ev
+		e.mu.Unlock()
+		return
+	}
 	// evictd sets its DisruptionTarget condition just after the Eviction
 	// API call (which sets the API server's own): wait for it, past the
 	// 1 s grace period if need be (stopping the sandbox takes a moment),
@@ -842,8 +863,8 @@ func (e *diskEnv) overLimits(t *testing.T) {
 			return ev != nil, "not yet"
 		})
 		t.Logf("%s: usage written → eviction seen: %s", c.name, ev.seen.Sub(written).Round(time.Millisecond))
-		if g := ev.first.DeletionGracePeriodSeconds; g == nil || *g != 1 {
-			t.Errorf("%s: deletionGracePeriodSeconds %v, want 1", c.name, ptr.Deref(g, -1))
+		if g := e.evictedGrace(t, ev); g != 1 {
+			t.Errorf("%s: evicted with grace period %d s, want 1", c.name, g)
 		}
 		if cond := podCondition(ev.final, v1.DisruptionTarget); cond == nil || cond.Status != v1.ConditionTrue || cond.Reason != evictdReason || cond.Message != c.msg {
 			t.Errorf("%s: DisruptionTarget condition %+v, want True, reason %s, message %q", c.name, cond, evictdReason, c.msg)
@@ -1049,4 +1070,19 @@ func makeFiles(t *testing.T, dir string, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// evictedGrace is the grace period evictd gave the eviction ev saw: the
+// deletion's, or, after its terminal status, its log line's.
+func (e *diskEnv) evictedGrace(t *testing.T, ev *diskEvict) int64 {
+	t.Helper()
+	if !ev.terminal {
+		return ptr.Deref(ev.first.DeletionGracePeriodSeconds, -1)
+	}
+	var got int64 = -1
+	diskPoll(t, "evictd's log line of the eviction of "+ev.first.Name, func() (bool, string) {
+		got = loggedGrace(e.logs.String(), ev.first.Namespace, ev.first.Name)
+		return got >= 0, "no line"
+	})
+	return got
 }

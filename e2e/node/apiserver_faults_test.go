@@ -14,7 +14,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/evictd/evictd/internal/decide"
-	"github.com/evictd/evictd/internal/evict"
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
@@ -150,7 +149,7 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 	release(t, n, "hog")
 	poll(t, "the hog to go", 60*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
 	poll(t, "the Evicted event", 30*time.Second, func() (bool, string) {
-		evs := events(t, n, "default", "Pod", "hog", evict.EventReason)
+		evs := evictedEvents(t, n, "default", "hog")
 		for _, e := range evs {
 			if e.Source.Component == "evictd" && strings.HasPrefix(e.Message, "The node was low on resource: memory.") {
 				return true, e.Message
@@ -208,8 +207,8 @@ func watchResumed(t *testing.T, n *testnode.Node) {
 			t.Fatal("the new hog was not evicted within 90 s of running")
 		}
 	}
-	if d.grace != 1 {
-		t.Errorf("hard threshold: deletion grace %d s, want 1", d.grace)
+	if g := evictedGrace(t, d, "default", "late", evictdLog(n)); g != 1 {
+		t.Errorf("hard threshold: deletion grace %d s, want 1", g)
 	}
 	poll(t, "the new hog to go", 60*time.Second, func() (bool, string) { return gone(t, n, "default", "late") })
 	if log := tail(n.LogPath("evictd"), 100); !strings.Contains(log, "default/late ranks first") {

@@ -147,8 +147,8 @@ func pdbAndReplicaSet(t *testing.T, n *testnode.Node) {
 	trigger(t, n)
 	select {
 	case d := <-deleted:
-		if d.grace != 5 {
-			t.Errorf("free pod deleted with grace %d, want min(5, 30) = 5", d.grace)
+		if g := evictedGrace(t, d, "default", free.Name, evictdLog(n)); g != 5 {
+			t.Errorf("free pod deleted with grace %d, want min(5, 30) = 5", g)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the free ReplicaSet pod was not evicted within 60 s")
@@ -180,7 +180,7 @@ func pdbAndReplicaSet(t *testing.T, n *testnode.Node) {
 	if hasTaint(t, n, memoryTaint) {
 		t.Errorf("the new pod runs while the node still has %s", memoryTaint)
 	}
-	if k := evictions(t, n, "default", free.Name); k != 1 {
+	if k := evictionsOf(t, n, "default", free.Name); k != 1 {
 		t.Errorf("free pod: %d Evicted events, want 1", k)
 	}
 }

@@ -117,16 +117,18 @@ func evictHog(t *testing.T, n *testnode.Node, name string, evictd *v1.Pod) {
 	case <-time.After(90 * time.Second):
 		t.Fatalf("%s not evicted within 90 s; %d OOM kills in kubepods; evictd's log:\n%s", name, oomKills(t, n)-before, podLog(t, n, evictd))
 	}
-	if d.grace != 1 {
-		t.Errorf("%s: deletion grace %d s, want the hard threshold's 1", name, d.grace)
+	if g := evictedGrace(t, d, "default", name, func() string { return podLog(t, n, evictd) }); g != 1 {
+		t.Errorf("%s: deletion grace %d s, want the hard threshold's 1", name, g)
 	}
 	poll(t, name+" to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", name) })
-	evs := events(t, n, "default", "Pod", name, "Evicted")
+	evs := evictedEvents(t, n, "default", name)
 	if len(evs) == 0 || evs[0].Source.Component != "evictd" || evs[0].Source.Host != n.Name() {
 		t.Errorf("%s: Evicted events %+v, want one from evictd on %s", name, evs, n.Name())
 	}
-	if log := podLog(t, n, evictd); !strings.Contains(log, "stopped the evicted pod's containers through the runtime") {
-		t.Errorf("evictd's pod did not stop %s's containers itself:\n%s", name, log)
+	if line := localStop("default/"+name, func() string { return podLog(t, n, evictd) }); line == "" {
+		t.Errorf("evictd's pod did not stop %s's containers itself:\n%s", name, podLog(t, n, evictd))
+	} else {
+		t.Logf("%s: evictd's local stop: %s", name, line)
 	}
 	if k := oomKills(t, n) - before; k != 0 {
 		t.Errorf("the kernel OOM-killed %d processes in kubepods before evictd's eviction took effect", k)

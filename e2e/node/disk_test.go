@@ -60,8 +60,8 @@ func TestDiskNode(t *testing.T) {
 	}
 	select {
 	case d := <-deleted:
-		if d.grace != 1 {
-			t.Errorf("hard disk eviction with grace %d, want 1", d.grace)
+		if g := evictedGrace(t, d, "default", "big", evictdLog(n)); g != 1 {
+			t.Errorf("hard disk eviction with grace %d, want 1", g)
 		}
 	case <-time.After(90 * time.Second):
 		t.Fatalf("big not evicted within 90 s (nodefs free %d MiB)", statfsFree(t, n.RootDir())>>20)
@@ -84,7 +84,7 @@ func TestDiskNode(t *testing.T) {
 		t.Errorf("evictd_reclaimed_bytes_total{kind=images} = %v, want > 0", v)
 	}
 	poll(t, "big to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "big") })
-	evs := events(t, n, "default", "Pod", "big", "Evicted")
+	evs := evictedEvents(t, n, "default", "big")
 	if len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Message, "The node was low on resource: ephemeral-storage.") {
 		t.Errorf("big's Evicted events: %+v", evs)
 	}
@@ -119,7 +119,7 @@ func TestDiskNode(t *testing.T) {
 		t.Fatalf("files not evicted within 90 s (inodes free %d)", statfsFiles(t, n.RootDir()))
 	}
 	poll(t, "files to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "files") })
-	evs = events(t, n, "default", "Pod", "files", "Evicted")
+	evs = evictedEvents(t, n, "default", "files")
 	if len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Message, "The node was low on resource: inodes.") {
 		t.Errorf("files' Evicted events: %+v", evs)
 	}

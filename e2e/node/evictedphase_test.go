@@ -15,21 +15,23 @@ import (
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
-// evictedPhase is the experiment behind evictd's choice not to leave an
+// evictedPhase is one of the experiments behind the way evictd leaves an
 // evicted pod Failed with reason Evicted, as the kubelet's own eviction
-// does (docs/ARCHITECTURE.md, "Evicted pods"): evictd cannot set a pod's
-// phase in the kubelet's place. The pod's status is written as an
-// outside evictor would have to (phase Failed, reason Evicted, evictd's
-// message and DisruptionTarget condition) and the real kubelet's answer
-// is watched. The kubelet v1.36.3 neither stops the container nor keeps
-// the status: at its next status reconciliation (within 10 s) it writes
-// phase Running back and drops the reason and the message. Had evictd
-// stopped the containers through the runtime too, the kubelet would have
-// restarted them (restartPolicy Always). So an evicted pod is deleted,
-// and what operators see is evictd's DisruptionTarget condition while it
-// terminates, its Evicted event, evictd_evictions_total and evictd
-// status. Should a kubelet keep the status, this test fails and the
-// choice is to be made again.
+// writes it (docs/ARCHITECTURE.md, "Evicted pods"): a status write alone
+// does not do it. The pod's status is written as an outside evictor could
+// write it (phase Failed, reason Evicted, evictd's message and
+// DisruptionTarget condition), and nothing else, and the real kubelet's
+// answer is watched. The kubelet v1.36.3 takes a change of a pod's status
+// alone as a reconciliation, not as an update of the pod: it neither stops
+// the container nor keeps the status, and at its next status
+// reconciliation (within 10 s) it writes phase Running back and drops the
+// reason and the message. So evictd writes the status with an annotation
+// of its own (evictd.io/evicted) in the same request, which the kubelet
+// takes as an update: it syncs the pod at once from that copy, finds it
+// terminal and stops its containers, reporting it Failed from then on;
+// evictd deletes the pod once they have stopped (TestTerminalStatusOrder,
+// TestWorkloadsNode). Should a kubelet keep a status written alone, this
+// test fails and the annotation is to be reconsidered.
 func evictedPhase(t *testing.T, n *testnode.Node) {
 	pod := n.Pod("marked", "sleep")
 	grace := int64(2)
@@ -75,7 +77,7 @@ func evictedPhase(t *testing.T, n *testnode.Node) {
 			prev = s
 		}
 		return got.Status.Phase != v1.PodFailed || got.Status.Reason != "Evicted" || got.Status.Message != msg,
-			"still " + s + ": the kubelet keeps what evictd would write; reconsider leaving evicted pods Failed/Evicted"
+			"still " + s + ": the kubelet keeps a Failed/Evicted status written alone; reconsider the annotation evictd writes with it"
 	})
 	t.Logf("the pod's status after the write:\n%s", strings.Join(seen, "\n"))
 }

@@ -134,7 +134,9 @@ func gone(t *testing.T, n *testnode.Node, ns, name string) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	return p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded, podSummary(p)
+	// A pod evictd wrote Failed whose container still runs is still
+	// terminating.
+	return (p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded) && !stillRunning(p), podSummary(p)
 }
 
 // alive fails t unless the pod is still Running with no deletion requested.
@@ -185,6 +187,33 @@ func events(t *testing.T, n *testnode.Node, ns, kind, name, reason string) []v1.
 		t.Fatalf("list events: %v", err)
 	}
 	return list.Items
+}
+
+// evictedEvents returns the Evicted events of a pod that has been evicted:
+// the recorder posts them asynchronously, and the pod, deleted once it
+// reads Failed, can be gone before its event is there; so they are read
+// until there is one, at most 10 s.
+func evictedEvents(t *testing.T, n *testnode.Node, ns, name string) []v1.Event {
+	t.Helper()
+	var evs []v1.Event
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if evs = events(t, n, ns, "Pod", name, "Evicted"); len(evs) > 0 || time.Now().After(deadline) {
+			return evs
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// evictionsOf counts the Evicted events of a pod that has been evicted,
+// read until there is one (evictedEvents).
+func evictionsOf(t *testing.T, n *testnode.Node, ns, name string) int {
+	t.Helper()
+	total := 0
+	for _, e := range evictedEvents(t, n, ns, name) {
+		total += max(int(e.Count), 1)
+	}
+	return total
 }
 
 // evictions counts the Evicted events on a pod (their Count added up).
@@ -364,4 +393,38 @@ func lastDecision(t *testing.T, n *testnode.Node, pod string) time.Time {
 		t.Fatalf("no decision to evict %s in evictd's log", pod)
 	}
 	return last
+}
+
+// localStop waits, at most 15 s, for evictd's line of a hard eviction's
+// stop through the runtime of pod ref in its log (log reads it, text or
+// JSON) and
+// returns it, "" when it never came. The stop starts once the kubelet has
+// taken the evicted pod over, at the latest --hard-eviction-stop-wait
+// after the eviction began; the kubelet, syncing the pod at once, may have
+// stopped the containers first (the line then says containers=0), and
+// the pod can be gone before the line is written.
+func localStop(ref string, log func() string) string {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for line := range strings.SplitSeq(log(), "\n") {
+			if strings.Contains(line, "stopped the evicted pod's containers through the runtime") &&
+				(strings.Contains(line, "pod="+ref+" ") || strings.Contains(line, `"pod":"`+ref+`"`)) {
+				return line
+			}
+		}
+		if time.Now().After(deadline) {
+			return ""
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stillRunning reports whether the kubelet reports a container of p running.
+func stillRunning(p *v1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			return true
+		}
+	}
+	return false
 }

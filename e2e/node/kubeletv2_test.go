@@ -285,8 +285,8 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 		t.Fatalf("hog not evicted within 4 minutes; %d OOM kills in kubepods", oomKills(t, n)-before)
 	}
 	t.Logf("hog created → deletion seen %s; deletion grace %d s", d.at.Sub(created).Round(time.Millisecond), d.grace)
-	if d.grace != 1 {
-		t.Errorf("hard threshold: deletion grace %d s, want 1", d.grace)
+	if g := evictedGrace(t, d, "default", "hog", evictdLog(n)); g != 1 {
+		t.Errorf("hard threshold: deletion grace %d s, want 1", g)
 	}
 	// The node says so while the pressure lasts (the transition period
 	// is 5 s), and the taint keeps new pods off it.
@@ -301,10 +301,12 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 	case <-time.After(30 * time.Second):
 		t.Error("the watch never saw the hog deleted")
 	}
-	log = tail(n.LogPath("evictd"), 400)
-	if !strings.Contains(log, "stopped the evicted pod's containers through the runtime") {
+	if line := localStop("default/hog", evictdLog(n)); line == "" {
 		t.Errorf("evictd did not stop the hog's containers itself")
+	} else {
+		t.Logf("evictd's local stop: %s", line)
 	}
+	log = tail(n.LogPath("evictd"), 400)
 	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(line, "default/hog") && strings.Contains(line, "observedAt=") {
 			t.Logf("evictd's decision: %s", line)

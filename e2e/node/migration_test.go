@@ -92,13 +92,13 @@ func TestMigrationNode(t *testing.T) {
 	// The kubelet's eviction manager looks every 10 s: give it two looks
 	// at a pod it could still see.
 	time.Sleep(20 * time.Second)
-	evs := events(t, n, "default", "Pod", "over", "Evicted")
+	evs := evictedEvents(t, n, "default", "over")
 	var by []string
 	for _, e := range evs {
 		by = append(by, e.Source.Component+": "+e.Message)
 	}
 	t.Logf("Evicted events: %q", by)
-	if k := evictions(t, n, "default", "over"); k != 1 {
+	if k := evictionsOf(t, n, "default", "over"); k != 1 {
 		t.Errorf("the pod over its emptyDir sizeLimit was evicted %d times, want once: %q", k, by)
 	}
 	// Both agents word it as the kubelet does.

@@ -81,8 +81,8 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 	run(t, n, slow)
 	select {
 	case d := <-deleted:
-		if d.grace != grace {
-			t.Errorf("slow deleted with grace %d s, want its own %d", d.grace, grace)
+		if g := evictedGrace(t, d, "default", "slow", evictdLog(n)); g != grace {
+			t.Errorf("slow evicted with grace %d s, want its own %d", g, grace)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("slow not evicted within 60 s")
@@ -123,8 +123,10 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 		v := passes(t, n)
 		return v >= 3, fmt.Sprintf("%v passes", v)
 	})
+	// Terminating: deleted, or Failed (evictd's terminal status) with its
+	// container still running its preStop hook.
 	p, err := n.Admin().CoreV1().Pods("default").Get(t.Context(), "slow", metav1.GetOptions{})
-	if err != nil || p.DeletionTimestamp == nil {
+	if err != nil || p.DeletionTimestamp == nil && !(p.Status.Phase == v1.PodFailed && stillRunning(p)) {
 		t.Fatalf("slow should still be terminating: %v %s", err, podSummary(p))
 	}
 	if k := evictions(t, n, "default", "slow"); k != 1 {
@@ -461,7 +463,7 @@ func containerdDown(t *testing.T, n *testnode.Node, fs string) {
 		k := evictions(t, n, "default", "hog")
 		return k == 1, fmt.Sprintf("%d events", k)
 	})
-	evs := events(t, n, "default", "Pod", "hog", "Evicted")
+	evs := evictedEvents(t, n, "default", "hog")
 	if !strings.Contains(evs[0].Message, "The node was low on resource: memory.") {
 		t.Errorf("hog's Evicted event: %q", evs[0].Message)
 	}

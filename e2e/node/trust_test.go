@@ -89,7 +89,7 @@ func TestTrustNode(t *testing.T) {
 		t.Fatalf("the pod with forged static annotations was not evicted within 90 s; evictd's log:\n%s", tail(n.LogPath("evictd"), 30))
 	}
 	poll(t, "the forged pod to go", 60*time.Second, func() (bool, string) { return gone(t, n, "default", "forged") })
-	if got := evictions(t, n, "default", "forged"); got != 1 {
+	if got := evictionsOf(t, n, "default", "forged"); got != 1 {
 		t.Errorf("Evicted events on the forged pod: %d, want 1", got)
 	}
 	alive(t, n, "default", mirrorName)

@@ -222,7 +222,7 @@ func young(t *testing.T, n *testnode.Node, pod *v1.Pod, history <-chan podHistor
 // <starved>." with that usage. It returns the usage.
 func verifyEvictionEvent(t *testing.T, n *testnode.Node, pod *v1.Pod, starved v1.ResourceName) resource.Quantity {
 	t.Helper()
-	evs := events(t, n, pod.Namespace, "Pod", pod.Name, "Evicted")
+	evs := evictedEvents(t, n, pod.Namespace, pod.Name)
 	if len(evs) != 1 {
 		t.Fatalf("%s: %d Evicted events, want 1: %+v", pod.Name, len(evs), evs)
 	}

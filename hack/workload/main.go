@@ -2,7 +2,8 @@
 // (internal/testing/testruntime): by its first argument it idles (the pause image and
 // idle pods), allocates memory at a rate, writes a volume of data, creates
 // files, or spawns sleeping processes, and then holds what it took until
-// SIGTERM or SIGINT, on which it exits 0 at once. Build it with CGO_ENABLED=0.
+// SIGTERM or SIGINT, on which it exits 0 at once (or as --on-term says).
+// Build it with CGO_ENABLED=0.
 //
 //	workload sleep
 //	workload alloc --mib 200 --rate 50
@@ -11,11 +12,17 @@
 //	workload files --dir /data --count 5000
 //	workload procs --count 200
 //	workload stubborn
+//	workload --on-term=exit:3 alloc --mib 1000
+//	workload --on-term=ignore alloc --mib 1000
 //
 // It prints one line when it holds what it was asked for ("workload: ready
 // ...") so tests can wait for it in the container's log. stubborn idles
 // and ignores SIGTERM and SIGINT, printing a line for each, until SIGKILL:
-// a container that needs its grace period's end.
+// a container that needs its grace period's end. --on-term, before the
+// command, says what SIGTERM and SIGINT do to any command: exit:N exits
+// with status N, ignore ignores them (a line for each) until SIGKILL, as
+// batch programs that report a cut-off run as an error, or that do not
+// handle the signal at all, do.
 package main
 
 import (
@@ -27,11 +34,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
-const usage = `usage:
+const usage = `usage: workload [--on-term=exit:N|ignore] command [flags]
   workload sleep
   workload alloc --mib N [--rate R] [--base B]
                                             allocate N MiB in all, the first B MiB at once and
@@ -41,40 +49,84 @@ const usage = `usage:
   workload procs --count N                  spawn N sleeping processes
   workload stubborn                         idle, ignoring SIGTERM and SIGINT (a line for each)
 Every command but stubborn then holds what it took until SIGTERM or SIGINT (exit 0).
+--on-term: on SIGTERM or SIGINT, exit with status N (default exit:0), or ignore them.
 `
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
 	// Catch the signals first, so a SIGTERM during the work ends it too.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	if os.Args[1] == "stubborn" {
+	args, onTerm, err := parseOnTerm(os.Args[1:])
+	if err != nil || len(args) == 0 {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "workload: %v\n", err)
+		}
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if args[0] == "stubborn" {
+		onTerm = ignoreTerm
+	}
+	terminated := func(sig os.Signal) {
+		if onTerm == ignoreTerm {
+			fmt.Printf("workload: %s, ignored\n", sig)
+			return
+		}
+		fmt.Printf("workload: %s, exiting with status %d\n", sig, onTerm)
+		os.Exit(onTerm)
+	}
+	if args[0] == "stubborn" {
 		fmt.Println("workload: ready (stubborn)")
 		for sig := range stop {
-			fmt.Printf("workload: %s, ignored\n", sig)
+			terminated(sig)
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- run(os.Args[1], os.Args[2:]) }()
+	go func() { done <- run(args[0], args[1:]) }()
 
-	select {
-	case sig := <-stop:
-		fmt.Printf("workload: %s, exiting\n", sig)
-		os.Exit(0)
-	case err := <-done:
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "workload %s: %v\n", os.Args[1], err)
-			if errors.Is(err, errUsage) {
-				os.Exit(2)
+	for finished := false; !finished; {
+		select {
+		case sig := <-stop:
+			terminated(sig)
+		case err := <-done:
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "workload %s: %v\n", args[0], err)
+				if errors.Is(err, errUsage) {
+					os.Exit(2)
+				}
+				os.Exit(1)
 			}
-			os.Exit(1)
+			finished = true
 		}
 	}
-	sig := <-stop
-	fmt.Printf("workload: %s, exiting\n", sig)
+	for sig := range stop {
+		terminated(sig)
+	}
+}
+
+// ignoreTerm is the --on-term of a program that ignores SIGTERM and SIGINT.
+const ignoreTerm = -1
+
+// parseOnTerm takes a leading --on-term=exit:N or --on-term=ignore off
+// args and returns the rest with the exit status SIGTERM and SIGINT cause
+// (ignoreTerm: none). Without the option the status is 0.
+func parseOnTerm(args []string) ([]string, int, error) {
+	if len(args) == 0 {
+		return args, 0, nil
+	}
+	v, ok := strings.CutPrefix(args[0], "--on-term=")
+	if !ok {
+		return args, 0, nil
+	}
+	if v == "ignore" {
+		return args[1:], ignoreTerm, nil
+	}
+	code, ok := strings.CutPrefix(v, "exit:")
+	n, err := strconv.Atoi(code)
+	if !ok || err != nil || n < 0 || n > 255 {
+		return nil, 0, fmt.Errorf("%w: --on-term=%s: want exit:N (N from 0 to 255) or ignore", errUsage, v)
+	}
+	return args[1:], n, nil
 }
 
 // run does the work of one command and returns once it holds what it took

@@ -180,14 +180,14 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
 	}
 	if cfg.Kubeconfig != "" {
-		var stopLocally func(context.Context, *signals.Pod, int64) error
+		var rt *runtimeConn
 		if !cfg.DryRun {
-			stopLocally = a.runtime.stopPodContainers
+			rt = a.runtime
 		}
 		// client-go's own lines (klog) through the same handler: in
 		// --log-format, with the journal's priorities.
 		klog.SetSlogLogger(log.With("component", "client-go"))
-		if a.kube, err = newKube(cfg, kubeRC, opts.Version, met, log, stopLocally); err != nil {
+		if a.kube, err = newKube(cfg, kubeRC, opts.Version, met, log, rt); err != nil {
 			return fmt.Errorf("cannot connect to the API server: %w", err)
 		}
 		if err := metrics.RegisterInformer(a.reg, "pods", a.kube.pods, nil); err != nil {

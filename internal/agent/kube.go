@@ -94,10 +94,19 @@ func RestConfig(path string) (*rest.Config, error) {
 }
 
 // newKube connects to the API server with rc, from RestConfig of
-// cfg.Kubeconfig, for evictd at version. stopLocally, when not nil, stops a hard eviction's
-// containers on the node (evict.Config.StopLocally), as
-// cfg.HardEvictionLocalStop and cfg.LocalKillAfter say.
-func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.Metrics, log *slog.Logger, stopLocally func(context.Context, *signals.Pod, int64) error) (*kube, error) {
+// cfg.Kubeconfig, for evictd at version. The runtime rt, when not nil,
+// stops a hard eviction's containers on the node
+// (evict.Config.StopLocally), as cfg.HardEvictionLocalStop and
+// cfg.LocalKillAfter say, and tells whether an evicted pod's sandbox is
+// stopped (evict.Config.SandboxReady).
+func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.Metrics, log *slog.Logger, rt *runtimeConn) (*kube, error) {
+	var (
+		stopLocally  func(context.Context, *signals.Pod, int64) error
+		sandboxReady func(context.Context, string) (bool, error)
+	)
+	if rt != nil {
+		stopLocally, sandboxReady = rt.stopPodContainers, rt.podSandboxReady
+	}
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "evictd/" + version
 	// Every client made from rc, the node's impersonating one too, counts
@@ -180,6 +189,7 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 			},
 			CleanupTimeout: cfg.CleanupTimeout,
 			StopLocally:    stopLocally,
+			SandboxReady:   sandboxReady,
 			StopWhenIssued: cfg.HardEvictionLocalStop,
 			LocalKillAfter: cfg.LocalKillAfter,
 			OnOwed:         met.SetOwed,

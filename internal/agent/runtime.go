@@ -192,3 +192,14 @@ func (r *runtimeConn) stopPodContainers(ctx context.Context, pod *signals.Pod, g
 		"containers", n, "gracePeriodSeconds", gracePeriodSeconds)
 	return nil
 }
+
+// podSandboxReady reports whether the runtime still has a ready sandbox of
+// the pod with uid (cri.Client.PodSandboxReady); an error while it is not
+// connected.
+func (r *runtimeConn) podSandboxReady(ctx context.Context, uid string) (bool, error) {
+	p := r.parts.Load()
+	if p == nil {
+		return false, r.notConnected()
+	}
+	return p.client.PodSandboxReady(ctx, uid)
+}

@@ -256,6 +256,12 @@ func TestFlagSyntax(t *testing.T) {
 		{"impersonate-node off", []string{"--impersonate-node=false"}, func(c *Config) any { return c.ImpersonateNode }, false, ""},
 		{"impersonate-node garbled", []string{"--impersonate-node=maybe"}, nil, nil,
 			`invalid argument "maybe" for "--impersonate-node" flag: strconv.ParseBool: parsing "maybe": invalid syntax`},
+		{"hard-eviction-stop-wait default", nil, func(c *Config) any { return c.HardEvictionStopWait }, time.Second, ""},
+		{"hard-eviction-stop-wait", []string{"--hard-eviction-stop-wait=250ms"}, func(c *Config) any { return c.HardEvictionStopWait }, 250 * time.Millisecond, ""},
+		{"hard-eviction-stop-wait zero", []string{"--hard-eviction-stop-wait=0"}, nil, nil,
+			`--hard-eviction-stop-wait: invalid value "0s": must be positive`},
+		{"hard-eviction-stop-wait negative", []string{"--hard-eviction-stop-wait=-1s"}, nil, nil,
+			`--hard-eviction-stop-wait: invalid value "-1s": must not be negative`},
 		{"local-kill-after default", nil, func(c *Config) any { return c.LocalKillAfter }, 5 * time.Second, ""},
 		{"local-kill-after", []string{"--local-kill-after=2s"}, func(c *Config) any { return c.LocalKillAfter }, 2 * time.Second, ""},
 		{"local-kill-after zero disables", []string{"--local-kill-after=0"}, func(c *Config) any { return c.LocalKillAfter }, time.Duration(0), ""},
@@ -325,8 +331,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 52 {
-		t.Errorf("got %d flags, want 52", n)
+	if n != 53 {
+		t.Errorf("got %d flags, want 53", n)
 	}
 }
 

@@ -100,6 +100,11 @@ type Durations struct {
 	// the CRI and owes the eviction (evict.Config.LocalKillAfter).
 	// --local-kill-after, not negative; 0 disables. Default 5s.
 	LocalKillAfter time.Duration
+	// HardEvictionStopWait is how long a hard eviction's stop through the
+	// CRI waits for the kubelet to take the evicted pod over
+	// (evict.Config.StopWait). --hard-eviction-stop-wait, positive.
+	// Default 1s.
+	HardEvictionStopWait time.Duration
 	// CleanupTimeout bounds the wait for an evicted pod to go, after its
 	// grace period: the Evicter's wait (evict.Config.CleanupTimeout) and
 	// the loop's before it evicts again (manager.Config.CleanupTimeout).
@@ -124,6 +129,7 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 		{"volume-stats-agg-period", o.volumeStatsAgg, false},
 		{"fast-poll-interval", o.fastPollInterval, false},
 		{"local-kill-after", o.localKillAfter, false},
+		{"hard-eviction-stop-wait", o.stopWait, true},
 	} {
 		switch {
 		case d.v < 0:
@@ -162,6 +168,7 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 		LeaseDuration:             o.leaseDuration,
 		FastPollInterval:          o.fastPollInterval,
 		LocalKillAfter:            o.localKillAfter,
+		HardEvictionStopWait:      o.stopWait,
 		CleanupTimeout:            podCleanupTimeout,
 	}
 }

@@ -22,6 +22,7 @@ var defaultDurations = Durations{
 	LeaseDuration:             2 * time.Minute,
 	FastPollInterval:          250 * time.Millisecond,
 	LocalKillAfter:            5 * time.Second,
+	HardEvictionStopWait:      time.Second,
 	CleanupTimeout:            30 * time.Second,
 }
 

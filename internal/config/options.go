@@ -54,6 +54,11 @@ const (
 	// seconds a fast allocator needs to go from a hard threshold to the
 	// OOM killer; the pod stopped was to be evicted anyway.
 	defaultLocalKillAfter = 5 * time.Second
+	// defaultHardEvictionStopWait: the kubelet takes the evicted pod over
+	// (its pod worker starts terminating it) within a relist or two of
+	// its PLEG, one second each; containers stopped before it has may be
+	// reported Succeeded.
+	defaultHardEvictionStopWait = time.Second
 )
 
 // KubeconfigReminder is how often an agent started standalone because its
@@ -102,6 +107,7 @@ type Options struct {
 	dryRun               bool
 	localStop            bool
 	localKillAfter       time.Duration
+	stopWait             time.Duration
 	metricsBindAddress   string
 	metricsTLSCert       string
 	metricsTLSKey        string
@@ -217,8 +223,11 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.dryRun, "dry-run", false,
 		"Decide and report everything but evict, reclaim, taint and post nothing. (default false)")
 	fs.BoolVar(&o.localStop, "hard-eviction-local-stop", true,
-		"For a hard eviction, also stop the pod's containers through the container runtime with the same grace period, at once and in parallel with the Eviction API call, "+
-			"instead of waiting for the API server and then the kubelet to see the deletion; their preStop hooks may then not run.")
+		"For a hard eviction, also stop the pod's containers through the container runtime with the same grace period, as soon as the kubelet has taken the evicted pod over "+
+			"(at most --hard-eviction-stop-wait after the eviction began), instead of waiting for the kubelet to stop them; their preStop hooks may then not run.")
+	fs.DurationVar(&o.stopWait, "hard-eviction-stop-wait", defaultHardEvictionStopWait,
+		"How long, as a Go duration, a hard eviction's stop through the container runtime (--hard-eviction-local-stop) waits for the kubelet to take the evicted pod over before it stops the containers anyway; must be positive. "+
+			"Containers that exit 0 before the kubelet has taken the pod over may be reported Succeeded, as a completion, rather than Failed and Evicted.")
 	fs.DurationVar(&o.localKillAfter, "local-kill-after", defaultLocalKillAfter,
 		"How long, as a Go duration, a hard eviction keeps retrying an API server that does not answer (connection refused, timeout, 5xx) before it owes the eviction, completed once the API server answers again, "+
 			"and stops the pod's containers through the container runtime if --hard-eviction-local-stop has not already; until then the kubelet may restart them, and their preStop hooks do not run. 0 disables: the eviction fails and the next pass decides again.")

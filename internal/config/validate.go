@@ -87,7 +87,8 @@ type Config struct {
 	// DryRun decides and reports but acts on nothing.
 	DryRun bool
 	// HardEvictionLocalStop also stops a hard eviction's pod's containers
-	// through the CRI once the API server accepted it. Default true.
+	// through the CRI once the kubelet has taken the pod over, at most
+	// HardEvictionStopWait after the eviction began. Default true.
 	HardEvictionLocalStop bool
 	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
 	MetricsBindAddress string

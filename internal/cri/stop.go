@@ -140,3 +140,21 @@ func (r *runningContainers) of(uid string) []knownContainer {
 	defer r.mu.Unlock()
 	return r.byPod[uid]
 }
+
+// PodSandboxReady reports whether the runtime still has a ready sandbox of
+// the pod with uid: the kubelet stops it once it is done with the pod,
+// and only then may the pod's exited containers, and their writable
+// layers, be removed.
+func (c *Client) PodSandboxReady(ctx context.Context, uid string) (bool, error) {
+	if uid == "" {
+		return false, errors.New("pod sandbox ready: empty pod UID")
+	}
+	sbs, err := c.listPodSandboxesWith(ctx, &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: map[string]string{labelPodUID: uid},
+	})
+	if err != nil {
+		return false, err
+	}
+	return len(sbs) > 0, nil
+}

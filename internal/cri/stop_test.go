@@ -61,6 +61,24 @@ func TestStopPodContainers(t *testing.T) {
 	if got := states[bystander.UID]; got != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("bystander's container %s, want running", got)
 	}
+	for _, c2 := range []struct {
+		p    signals.Pod
+		want bool
+	}{{victim, true}, {bystander, true}, {signals.Pod{UID: "no-such-pod"}, false}} {
+		if ready, err := c.PodSandboxReady(ctx, c2.p.UID); err != nil || ready != c2.want {
+			t.Errorf("PodSandboxReady(%s) = %v, %v; want %v (its containers stopped, not its sandbox)", c2.p.UID, ready, err, c2.want)
+		}
+	}
+	sbs, err := c.listPodSandboxesWith(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{labelPodUID: victim.UID}})
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("the victim's sandboxes: %v, %v", sbs, err)
+	}
+	if err := c.rs.StopPodSandbox(ctx, sbs[0].GetId()); err != nil {
+		t.Fatal(err)
+	}
+	if ready, err := c.PodSandboxReady(ctx, victim.UID); err != nil || ready {
+		t.Errorf("PodSandboxReady(victim) after its sandbox's stop = %v, %v; want false", ready, err)
+	}
 	if n, err := c.StopPodContainers(ctx, victim.UID, 1); err != nil || n != 0 {
 		t.Errorf("second StopPodContainers: stopped %d, %v; want 0, nil", n, err)
 	}

@@ -137,7 +137,9 @@ func (e *Evicter) stopAway(ctx context.Context, log *slog.Logger, r decide.Reque
 	why := fmt.Sprintf("the API server did not answer for %s (%d tries; last: %v)", away.Round(time.Millisecond), tries, last)
 	var err error
 	if stop != nil {
-		// Already stopping since the eviction began: wait for that stop.
+		// Prepared since the eviction began, and started after
+		// Config.StopWait at the latest: start it now and wait for it.
+		stop.release(true)
 		select {
 		case <-stop.done:
 			err = stop.err
@@ -302,14 +304,20 @@ func (e *Evicter) Owed() int {
 // with a jittered exponential backoff (backoff) up to waits of 15 to 30s
 // while the API server still does not answer, never sooner than the
 // API server asked (Retry-After; see retryDelay).
-// Each is completed the usual way: the Eviction API with the pod's UID as
-// precondition (the delete for a hard threshold if a PodDisruptionBudget
-// refuses), evictd's DisruptionTarget condition and the Evicted event
-// with the request's message (a pod already terminating, perhaps by an
-// earlier try whose answer was lost, gets the condition and event only).
+// Each is completed as a hard eviction is: the pod's terminal status, the
+// Evicted event with the request's message, the containers stopped again
+// and the delete (a pod already terminating, perhaps by an earlier try
+// whose answer was lost, gets the DisruptionTarget condition and event
+// only).
 // It is dropped when the pod is gone or was replaced, or when the API
 // server has refused it maxOwedRefusals times (logged).
+//
+// Beside that, with a Config.Pods that can list and notify (PodLister,
+// ChangeNotifier), Run deletes the pods an eviction left Failed once
+// their containers have stopped (sweep), and waits for that to end
+// before it returns.
 func (e *Evicter) Run(ctx context.Context) error {
+	defer func(done <-chan struct{}) { <-done }(e.startSweep(ctx, e.log))
 	b := backoff(owedFirstRetry, owedMaxRetry)
 	delay := b.Step()
 	for {
@@ -417,7 +425,7 @@ func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 	if e.recorder != nil {
 		e.recorder.AnnotatedEventf(pod, o.r.Annotations, v1.EventTypeWarning, EventReason, "%s", o.r.Message)
 	}
-	e.marked.Delete(pod.UID) // no wait follows to read it
+	defer e.marked.Delete(pod.UID) // no wait follows to read it
 	o.log.Debug("owed eviction issued", "by", how, "phase", pod.Status.Phase)
 	if e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
 		// The kubelet may have restarted the containers meanwhile, and
@@ -426,6 +434,10 @@ func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 		if err := e.cfg.StopLocally(ctx, o.r.Pod, o.r.GracePeriod); err != nil {
 			o.log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", err)
 		}
+	}
+	if how == "status" {
+		// The containers are stopped: the delete follows at once.
+		return e.finalDelete(ctx, o.log, o.r, pod)
 	}
 	return nil
 }

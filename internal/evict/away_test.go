@@ -234,6 +234,8 @@ func TestOwedEvictions(t *testing.T) {
 		if len(st.got()) != 1 || ev.Owed() != 1 {
 			t.Fatalf("StopLocally calls %v, owed %d; want one call, one owed", st.got(), ev.Owed())
 		}
+		up(t)
+		seen := e.fakeKubelet(t, ns, "hog")
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- ev.Run(ctx) }()
@@ -243,9 +245,6 @@ func TestOwedEvictions(t *testing.T) {
 				t.Errorf("Run: %v", err)
 			}
 		}()
-		up(t)
-		// The pod stays until this kubelet's part removes it.
-		seen := e.fakeKubelet(t, ns, "hog")
 		e.checkEvicted(t, seen, r)
 		waitOwed(t, ev, 0)
 	})
@@ -412,12 +411,12 @@ func (f *fakeAPI) client(t *testing.T) *kubeclient.Client {
 }
 
 // TestThrottlingIsNoBudgetRefusal: a 429 of API Priority and Fairness on
-// the eviction is the API server's throttling, not a PodDisruptionBudget's
-// refusal: a soft eviction does not move on to the next pod as if the
-// budget had refused. A hard eviction (a patch, then a delete) makes one
-// request of each and returns the throttling with its Retry-After for its
-// caller's retries: client-go's own retries would hold the delete behind
-// the patch for Retry-After ten times over.
+// the eviction (its dry run) is the API server's throttling, not a
+// PodDisruptionBudget's refusal: a soft eviction does not move on to the
+// next pod as if the budget had refused. A hard eviction (the terminal
+// status's patch first) makes that one request and returns the throttling
+// with its Retry-After for its caller's retries: client-go's own retries
+// would hold the eviction for Retry-After ten times over.
 func TestThrottlingIsNoBudgetRefusal(t *testing.T) {
 	for _, hard := range []bool{false, true} {
 		t.Run(fmt.Sprintf("hard %v", hard), func(t *testing.T) {
@@ -434,7 +433,7 @@ func TestThrottlingIsNoBudgetRefusal(t *testing.T) {
 			}
 			wantDeletes, wantPatches, wantPosts := 0, 0, 1
 			if hard {
-				wantDeletes, wantPatches, wantPosts = 1, 1, 0
+				wantDeletes, wantPatches, wantPosts = 0, 1, 0
 			}
 			if n := api.count(http.MethodDelete); n != wantDeletes {
 				t.Errorf("%d DELETE requests, want %d; requests: %q", n, wantDeletes, api.requests())

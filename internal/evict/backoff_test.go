@@ -224,11 +224,12 @@ func TestRunSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatalf("owed evictions %d after the pod went, want 0", ev.Owed())
 	}
-	// An owed eviction is a hard one: the pod is marked, then deleted.
-	want := map[string]int{http.MethodGet: 5, http.MethodPost: 0, http.MethodDelete: 1, http.MethodPatch: 1}
+	// An owed eviction is a hard one: the pod's terminal status is
+	// written first (then, once it is, the delete).
+	want := map[string]int{http.MethodGet: 5, http.MethodPost: 0, http.MethodDelete: 0, http.MethodPatch: 1}
 	for method, n := range want {
 		if got := api.count(method); got != n {
-			t.Errorf("%d %s requests, want %d (one GET per try, one patch and one delete the API server throttled, no eviction); requests: %q",
+			t.Errorf("%d %s requests, want %d (one GET per try, one status patch the API server throttled, no eviction); requests: %q",
 				got, method, n, api.requests())
 		}
 	}
@@ -240,7 +241,7 @@ func TestRunSchedule(t *testing.T) {
 }
 
 // TestEvictWaitsRetryAfter: inside Evict too, a throttled hard eviction (its
-// delete)
+// terminal status's patch)
 // is retried no sooner than the API server asked, within LocalKillAfter:
 // here, asked for 40s with 5s left, the retry comes at the local stop.
 func TestEvictWaitsRetryAfter(t *testing.T) {
@@ -273,7 +274,7 @@ func TestEvictWaitsRetryAfter(t *testing.T) {
 	if want := []time.Duration{5 * sec, 5 * sec, minAttempt}; !slices.Equal(timers, want) {
 		t.Errorf("timers %v, want %v", timers, want)
 	}
-	if n := api.count(http.MethodDelete); n != 2 {
-		t.Errorf("%d delete requests, want 2; requests: %q", n, api.requests())
+	if n := api.count(http.MethodPatch); n != 2 {
+		t.Errorf("%d status patches, want 2; requests: %q", n, api.requests())
 	}
 }

@@ -3,6 +3,7 @@ package evict
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -213,45 +215,136 @@ func (e *env) getPod(t *testing.T, ns, name string) *v1.Pod {
 	return pod
 }
 
-// fakeKubelet plays the kubelet's part for one pod: once the pod is
-// terminating it waits out the grace period (until its deletionTimestamp),
-// as a kubelet stopping the containers would, records the pod as it then
-// is and removes it with grace period 0. The recorded pod is sent on the
-// returned channel.
+// fakeKubelet plays the kubelet v1.36's part for one pod, as
+// fakeKubeletAfter with containers that stop 200 ms after evictd's
+// terminal status.
 func (e *env) fakeKubelet(t *testing.T, ns, name string) <-chan *v1.Pod {
+	return e.fakeKubeletAfter(t, ns, name, 200*time.Millisecond)
+}
+
+// fakeKubeletAfter plays the kubelet v1.36's part for one pod:
+//   - a pod that reads Failed while a container still runs, not being
+//     deleted (evictd's terminal status, which the real kubelet syncs at
+//     once for evictd's annotation, stopping the containers with the pod's
+//     grace period): at once its reason and message are cleared, as the
+//     kubelet's first status write for it does, and stopAfter later
+//     (never when negative) its container is reported stopped with exit
+//     code 0;
+//   - a pod being deleted in a phase not terminal (an eviction without
+//     the terminal status): once its deletionTimestamp has passed, as a
+//     kubelet stopping the containers would, it is removed with grace
+//     period 0.
+//
+// The pod's last state, as the API server removed it, is sent on the
+// returned channel.
+func (e *env) fakeKubeletAfter(t *testing.T, ns, name string, stopAfter time.Duration) <-chan *v1.Pod {
 	t.Helper()
 	out := make(chan *v1.Pod, 1)
 	ctx := t.Context()
+	start, err := e.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("fake kubelet for %s/%s: %v", ns, name, err)
+	}
+	watchFrom := func(rv string) (watch.Interface, error) {
+		return e.admin.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: rv})
+	}
+	// From the most recent version: just after the API server started,
+	// its watch cache may not serve the version the read gave.
+	w, err := watchFrom("")
+	if err != nil {
+		t.Fatalf("fake kubelet for %s/%s: %v", ns, name, err)
+	}
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { w.Stop() })
 	wg.Go(func() {
 		defer close(out)
-		var seen *v1.Pod
-		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			pod, err := e.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
+		stopping, removing := false, false
+		rv := start.ResourceVersion
+		events := w.ResultChan()
+		for {
+			ev, open := <-events
+			if !open {
+				// The API server ends watches when it restarts: watch
+				// again from the last version seen.
+				if ctx.Err() != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+				nw, err := watchFrom(rv)
+				if err != nil {
+					continue
+				}
+				w.Stop()
+				w, events = nw, nw.ResultChan()
+				continue
 			}
-			if pod.DeletionTimestamp == nil || time.Now().Before(pod.DeletionTimestamp.Time) {
-				return false, nil
+			pod, ok := ev.Object.(*v1.Pod)
+			if !ok || pod.UID != start.UID {
+				continue
 			}
-			seen = pod
-			return true, nil
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				t.Errorf("fake kubelet for %s/%s: %v", ns, name, err)
+			rv = pod.ResourceVersion
+			switch {
+			case ev.Type == watch.Deleted:
+				out <- pod
+				return
+			case pod.DeletionTimestamp == nil && pod.Status.Phase == v1.PodFailed && running(pod) && !stopping:
+				stopping = true
+				wg.Go(func() { e.stopContainers(t, ctx, pod, stopAfter) })
+			case pod.DeletionTimestamp != nil && !terminal(pod) && !removing:
+				removing = true
+				wg.Go(func() {
+					select {
+					case <-time.After(time.Until(pod.DeletionTimestamp.Time)):
+					case <-ctx.Done():
+						return
+					}
+					err := e.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
+						GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+					if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+						t.Errorf("fake kubelet: remove %s/%s: %v", ns, name, err)
+					}
+				})
 			}
-			return
 		}
-		err = e.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
-			GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &seen.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("fake kubelet: remove %s/%s: %v", ns, name, err)
-		}
-		out <- seen
 	})
 	return out
+}
+
+// stopContainers clears the pod's reason and message, as the kubelet
+// v1.36's first status write for a pod that reads Failed does, and, after
+// delay (never when negative), reports its containers stopped with exit
+// code 0.
+func (e *env) stopContainers(t *testing.T, ctx context.Context, pod *v1.Pod, delay time.Duration) {
+	_, err := e.admin.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType,
+		[]byte(`{"status":{"reason":null,"message":null}}`), metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		t.Errorf("fake kubelet: clear the reason of %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	if delay < 0 {
+		return
+	}
+	select {
+	case <-time.After(delay):
+	case <-ctx.Done():
+		return
+	}
+	now := metav1.Now()
+	var statuses []v1.ContainerStatus
+	for _, cs := range pod.Status.ContainerStatuses {
+		cs.Ready = false
+		cs.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}
+		statuses = append(statuses, cs)
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"reason": nil, "message": nil, "containerStatuses": statuses}})
+	if err != nil {
+		t.Errorf("fake kubelet: %v", err)
+		return
+	}
+	_, err = e.admin.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		t.Errorf("fake kubelet: report the containers of %s/%s stopped: %v", pod.Namespace, pod.Name, err)
+	}
 }
 
 // evictedEvents waits until the Evicted events of the pod with uid include

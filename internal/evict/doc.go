@@ -1,6 +1,8 @@
 // Package evict carries out evictd's evictions through the API server: the
-// policy/v1 Eviction subresource (a delete with the same grace period when a
-// hard threshold meets a PodDisruptionBudget), a DisruptionTarget condition
-// and a Warning Evicted event on the pod, then a bounded wait, on the
-// node's pod cache rather than the API server, until the pod is gone.
+// pod's terminal status as the kubelet's eviction leaves it (phase Failed,
+// reason Evicted) with evictd's DisruptionTarget condition, after a dry run
+// of the policy/v1 Eviction subresource for a soft threshold; a Warning
+// Evicted event; then, reading the node's pod cache rather than the API
+// server, a bounded wait until the kubelet has stopped the pod's
+// containers, and its delete.
 package evict

@@ -32,6 +32,10 @@ const (
 	// loop's default bound on its wait for an eviction in flight.
 	DefaultCleanupTimeout = decide.DefaultCleanupTimeout
 	DefaultPollInterval   = 100 * time.Millisecond
+	// DefaultStopWait is the default of Config.StopWait: far more than
+	// the two API requests it waits for take on a healthy API server,
+	// far less than the kubelet's own eviction takes to act.
+	DefaultStopWait = time.Second
 )
 
 // EventReason is the reason of the Warning event on an evicted pod, the
@@ -74,7 +78,8 @@ type Config struct {
 	// refusal), for evictd_api_errors_total{verb}.
 	OnAPIError func(verb metrics.APIVerb)
 	// OnIssued, when set, is called once the eviction is issued (the
-	// Eviction API accepted it, or a hard eviction's delete returned) with
+	// pod's terminal status written, or, when it could not be, the
+	// Eviction API accepted it or the delete returned) with
 	// the request and the time from r.Decided (by Clock), for
 	// evictd_eviction_issue_latency_seconds. Not called when r.Decided is
 	// zero.
@@ -84,12 +89,33 @@ type Config struct {
 	// stopped. It is used for a hard eviction when StopWhenIssued is set
 	// and after LocalKillAfter.
 	StopLocally func(ctx context.Context, pod *signals.Pod, gracePeriodSeconds int64) error
+	// SandboxReady, when set, reports whether the runtime still has a
+	// ready sandbox of the pod with uid. An eviction whose pod evictd
+	// deleted itself (its terminal status written) waits, after the pod
+	// has gone, until it has none (see tornDown): the API server removes
+	// a Failed pod at once, before the kubelet has torn it down, and the
+	// pod's exited containers, whose writable layers hold what a disk
+	// eviction is to free, can be removed only then.
+	SandboxReady func(ctx context.Context, uid string) (bool, error)
 	// StopWhenIssued stops a hard eviction's containers through
-	// StopLocally once the eviction is issued, rather than when the
-	// kubelet sees the deletion: under fast-growing memory that hop can
-	// outlast the headroom. It runs beside the wait for the pod to go;
-	// its error is logged (--hard-eviction-local-stop).
+	// StopLocally with the eviction's grace period once the eviction is
+	// issued (its terminal status written, and taken over by the
+	// kubelet, as Pods shows), rather
+	// than when the kubelet sees it: under fast-growing memory that hop
+	// can outlast the headroom. It runs beside the wait for the pod to
+	// go; its error is logged (--hard-eviction-local-stop). Whatever it
+	// says, StopLocally also stops, with a grace period of 1 s, the
+	// containers of an evicted pod still running when the eviction's
+	// grace period is over (the kubelet gives the pod its own, which may
+	// be longer; see finish).
 	StopWhenIssued bool
+	// StopWait bounds how long that stop waits for the eviction to be
+	// issued and the kubelet to take the pod over before it starts
+	// anyway (default DefaultStopWait; cmd/evictd gives
+	// config.Durations.HardEvictionStopWait, --hard-eviction-stop-wait):
+	// the kubelet may report a pod whose containers exited 0 before it
+	// took the pod over as Succeeded (see stopBeside).
+	StopWait time.Duration
 	// LocalKillAfter, when positive, is how long a hard eviction retries
 	// an API server that does not answer before it stops the pod's
 	// containers through StopLocally and owes the eviction, which Run
@@ -117,11 +143,26 @@ type Evicter struct {
 	recorder record.EventRecorder
 	log      *slog.Logger
 	owed     *owedSet
-	// marked holds, by pod UID, the resourceVersion the API server gave
-	// the pod with evictd's DisruptionTarget condition, for the wait to
-	// tell a condition written over from a cache that has not yet caught
-	// up with evictd's own write (see waitGone).
+	// marked holds, by pod UID, evictd's last write of the pod's status
+	// (a mark), for the wait to tell a status written over from a cache
+	// that has not yet caught up with evictd's own write (see waitGone).
 	marked sync.Map
+}
+
+// mark is evictd's last write of an evicted pod's status.
+type mark struct {
+	// rv is the resourceVersion the API server gave the pod.
+	rv string
+	// terminal is true once evictd has written the pod's terminal status
+	// (markEvicted), not only its DisruptionTarget condition.
+	terminal bool
+}
+
+// ownTerminal reports whether evictd has written the terminal status of
+// the pod with uid during its eviction.
+func (e *Evicter) ownTerminal(uid types.UID) bool {
+	m, ok := e.marked.Load(uid)
+	return ok && m.(mark).terminal
 }
 
 // New returns an Evicter that acts with client (evictd's own identity) and
@@ -133,6 +174,9 @@ func New(cfg Config, client *kubeclient.Client, recorder record.EventRecorder, l
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.StopWait <= 0 {
+		cfg.StopWait = DefaultStopWait
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -157,40 +201,51 @@ func (e *Evicter) pods() *kubeclient.Client {
 //
 //  1. a critical pod is refused (ErrCriticalPod);
 //  2. the pod is read back: one that is not found, has another UID, has
-//     finished or is already terminating is not evicted again (decide.ErrPodGone);
-//  3. for a soft threshold, the policy/v1 Eviction subresource is asked
-//     to evict it with r.GracePeriod and a UID precondition; a
+//     finished, already reads as evictd's terminal status left it, or is
+//     already terminating is not evicted again (decide.ErrPodGone);
+//  3. for a soft threshold, the policy/v1 Eviction subresource is asked in
+//     a dry run with r.GracePeriod and a UID precondition; a
 //     PodDisruptionBudget refusal returns an error wrapping
 //     decide.ErrDisruptionBudget. For a hard threshold the node comes
-//     first: the pod is marked (step 4) and deleted with the same grace
-//     period and precondition, no budget consulted (see issue). For a hard
-//     threshold, an API server that does not answer is retried for
+//     first: no budget is consulted (see issue). For a hard threshold, an
+//     API server that does not answer is retried for
 //     Config.LocalKillAfter, then the pod's containers are stopped through
 //     Config.StopLocally and the error wraps decide.ErrStoppedLocally:
 //     the eviction is owed, and Run completes it later (away.go);
-//  4. the pod gets a DisruptionTarget condition (reason decide.DisruptionTargetReason,
-//     message r.Message): after the Eviction API accepted, replacing the
-//     generic one the API server sets itself, or before a hard eviction's
-//     delete, which sets none; failing to write it is logged and counted and
-//     does not stop the eviction. Then a Warning Evicted event with
-//     r.Message and r.Annotations. Neither is written when the eviction is
-//     refused, so a pod that stays is never marked or reported evicted;
-//  5. for a hard threshold, Config.StopLocally (with StopWhenIssued) stops the pod's
-//     containers on the node from the start, in parallel with steps 2–4
-//     (the node comes first: the SIGTERM does not wait for the API
-//     server), bounded by the grace period and Config.CleanupTimeout but
-//     not by the wait below. A pod found gone in step 2 had nothing left
-//     to stop, or was going anyway; one the API server refuses to evict
-//     (a 403, say) keeps its stopped containers until the kubelet
-//     restarts them, and a warning says so. Meanwhile
-//  6. Evict looks at the pod in Config.Pods, the informer's cache, until
+//  4. the pod's terminal status is written as the kubelet's eviction
+//     writes it, phase Failed, reason Evicted, message r.Message, with
+//     evictd's DisruptionTarget condition (reason
+//     decide.DisruptionTargetReason, message r.Message): the kubelet stops
+//     the pod's containers at once, and the pod reads Failed whatever its
+//     program's exit code (terminal.go). When the API server refuses that
+//     write, the pod gets the condition alone and the delete or the
+//     Eviction API, as before. Then a Warning Evicted event with r.Message
+//     and r.Annotations. Neither is written when the eviction is refused,
+//     so a pod that stays is never marked or reported evicted;
+//  5. for a hard threshold, Config.StopLocally (with StopWhenIssued) stops
+//     the pod's containers with the grace period as soon as evictd's pod
+//     cache holds the kubelet's first write after that status, or after
+//     Config.StopWait without it (the node comes first), bounded by the grace period and
+//     Config.CleanupTimeout but not by the waits below. A pod found gone
+//     in step 2 has nothing left to stop; one the API server refuses to
+//     evict (a 403, say) keeps its stopped containers until the kubelet
+//     restarts them, and a warning says so;
+//  6. once the kubelet reports the containers stopped, or the local stop
+//     has returned, the status is written again and the pod deleted
+//     (finish, finalDelete): the API server removes a pod in phase Failed
+//     at once. Containers still running when the grace period is over are
+//     stopped through Config.StopLocally; past the grace period and 2 s,
+//     or Config.CleanupTimeout, Evict returns an error wrapping
+//     decide.ErrNotGoneInTime and Run deletes the pod once they have
+//     stopped (sweep);
+//  7. Evict looks at the pod in Config.Pods, the informer's cache, until
 //     it is gone (no longer there, replaced, or finished; see podWatch) and,
 //     once the stop has returned too, returns nil; or an error wrapping
 //     decide.ErrNotGoneInTime.
 //
-// The API requests of one eviction are the read of step 2, the eviction
-// (the delete, for a hard threshold), the condition's patch and the event;
-// the wait makes none.
+// The API requests of one eviction are the read of step 2, the dry run of
+// step 3, the status writes of steps 4 and 6, the delete and the event;
+// the waits make none.
 func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	if r.Pod == nil {
 		return errors.New("evict: the request names no pod")
@@ -205,14 +260,20 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	defer e.marked.Delete(watch.uid)
 	var stop *localStop
 	if r.Hard && e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
-		// The node comes first: the containers get their SIGTERM now,
-		// not an API round trip later.
+		// The node comes first: the containers get their SIGTERM as soon
+		// as the kubelet has taken the pod over, or after
+		// Config.StopWait without it.
 		stop = e.stopBeside(ctx, log, r)
 	}
 	pod, how, err := e.reach(ctx, log, r, stop)
 	if err != nil {
-		if stop != nil && !errors.Is(err, decide.ErrPodGone) && !errors.Is(err, decide.ErrStoppedLocally) {
-			log.Warn("the pod's containers were stopped through the runtime, but the API server did not take the eviction; the kubelet may start them again", "err", err)
+		switch {
+		case stop == nil || errors.Is(err, decide.ErrStoppedLocally):
+		case errors.Is(err, decide.ErrPodGone):
+			stop.release(false)
+		default:
+			stop.release(true)
+			log.Warn("the pod's containers are stopped through the runtime, but the API server did not take the eviction; the kubelet may start them again", "err", err)
 		}
 		return fmt.Errorf("evict %s: %w", ref, err)
 	}
@@ -222,9 +283,28 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	if e.recorder != nil {
 		e.recorder.AnnotatedEventf(pod, r.Annotations, v1.EventTypeWarning, EventReason, "%s", r.Message)
 	}
-	log.Debug("eviction issued; waiting for the pod to go", "by", how, "cleanupTimeout", e.cfg.CleanupTimeout)
-	if err := e.waitGone(ctx, log, watch, r); err != nil {
-		return fmt.Errorf("evict %s (%s issued): %w", ref, how, err)
+	var late error
+	if how == "status" {
+		log.Debug("terminal status written; waiting for the pod's containers to stop")
+		late = e.finish(ctx, log, watch, r, &stop, pod)
+		if late != nil && !errors.Is(late, decide.ErrNotGoneInTime) {
+			if stop != nil {
+				stop.release(true)
+			}
+			return fmt.Errorf("evict %s (terminal status written): %w", ref, late)
+		}
+	}
+	if stop != nil {
+		stop.release(true)
+	}
+	if late == nil {
+		log.Debug("eviction issued; waiting for the pod to go", "by", how, "cleanupTimeout", e.cfg.CleanupTimeout)
+		if err := e.waitGone(ctx, log, watch, r); err != nil {
+			return fmt.Errorf("evict %s (%s issued): %w", ref, how, err)
+		}
+		if how == "status" {
+			e.tornDown(ctx, log, r)
+		}
 	}
 	if stop != nil {
 		// The API server may drop the pod before the runtime has
@@ -235,32 +315,77 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 		case <-ctx.Done():
 		}
 	}
+	if late != nil {
+		return fmt.Errorf("evict %s: %w", ref, late)
+	}
 	return nil
 }
 
 // localStop is a stop of a pod's containers through Config.StopLocally
-// running beside the eviction: done is closed when it has returned, and
-// err is then its error.
+// beside the eviction's API calls: done is closed when it has returned (or
+// was called off), and err is then its error.
 type localStop struct {
 	done chan struct{}
 	err  error
+	// ran is true once StopLocally was called (not called off).
+	ran bool
+	// start is sent whether to stop now (true) or not at all (false).
+	start chan bool
 }
 
-// stopBeside starts stopping r's pod's containers through
-// Config.StopLocally at once, beside the eviction's API calls and the wait
-// for the pod to go. The stop is not cut short when the wait ends first
-// (the kubelet then raced it, and a cancelled CRI call would only leave a
-// container half-stopped and a misleading error) nor when ctx is cancelled
-// (evictd shutting down mid-eviction): it is bounded by the grace period
-// and Config.CleanupTimeout instead. Its error is logged here.
+// release starts the stop now (run) or calls it off; only the first call,
+// and only before Config.StopWait has passed, counts.
+func (s *localStop) release(run bool) {
+	select {
+	case s.start <- run:
+	default:
+	}
+}
+
+// stopBeside prepares the stop of r's pod's containers through
+// Config.StopLocally beside the eviction's API calls: it starts when
+// released (once the kubelet has taken the pod over, see finish, or the
+// eviction failed other than by the pod's absence), or once
+// Config.StopWait has passed by the injected clock, whichever comes
+// first; a release with false (the pod was gone) calls it off.
+//
+// The stop waits for the status because the kubelet computes the phase of
+// a pod whose containers exited 0 as Succeeded unless the pod it syncs
+// already reads Failed (terminal.go): containers that exit before the
+// kubelet has the terminal status make the pod a success. StopWait bounds
+// that wait: an API server slower than that does not hold the node's
+// memory, at the price of that phase.
+//
+// The stop is not cut short when the wait ends first (the kubelet then
+// raced it, and a cancelled CRI call would only leave a container
+// half-stopped and a misleading error) nor when ctx is cancelled (evictd
+// shutting down mid-eviction): it is bounded by the grace period and
+// Config.CleanupTimeout instead. Its error is logged here.
 func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r decide.Request) *localStop {
-	s := &localStop{done: make(chan struct{})}
-	bound := time.Duration(r.GracePeriod)*time.Second + e.cfg.CleanupTimeout
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	return e.stopWithin(ctx, log, r.Pod, r.GracePeriod)
+}
+
+// stopWithin is stopBeside for pod's containers with grace seconds.
+func (e *Evicter) stopWithin(ctx context.Context, log *slog.Logger, pod *signals.Pod, grace int64) *localStop {
+	s := &localStop{done: make(chan struct{}), start: make(chan bool, 1)}
+	bound := time.Duration(grace)*time.Second + e.cfg.CleanupTimeout
+	t := e.cfg.Clock.NewTimer(e.cfg.StopWait)
 	go func() {
 		defer close(s.done)
+		select {
+		case run := <-s.start:
+			t.Stop()
+			if !run {
+				return
+			}
+		case <-t.C():
+			s.release(true) // later releases count for nothing
+			log.Debug("the API server has not taken the eviction yet; stopping the pod's containers anyway", "stopWait", e.cfg.StopWait)
+		}
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 		defer cancel()
-		if s.err = e.cfg.StopLocally(stopCtx, r.Pod, r.GracePeriod); s.err != nil {
+		s.ran = true
+		if s.err = e.cfg.StopLocally(stopCtx, pod, grace); s.err != nil {
 			log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", s.err)
 		}
 	}()
@@ -329,67 +454,49 @@ func (e *Evicter) current(ctx context.Context, want *signals.Pod) (*v1.Pod, erro
 	case pod.DeletionTimestamp != nil:
 		return nil, fmt.Errorf("%w: already terminating since %s (grace period %ds)", decide.ErrPodGone,
 			pod.DeletionTimestamp.UTC().Format(time.RFC3339), ptr.Deref(pod.DeletionGracePeriodSeconds, 0))
+	case evictedByEvictd(pod):
+		return nil, fmt.Errorf("%w: already evicted by evictd (phase Failed; deleted once its containers have stopped)", decide.ErrPodGone)
 	case terminal(pod):
 		return nil, fmt.Errorf("%w: already finished (phase %s)", decide.ErrPodGone, pod.Status.Phase)
 	}
 	return pod, nil
 }
 
-// issue makes the pod go and returns how ("eviction" or "delete").
+// issue issues the pod's eviction and returns how: "status" when its
+// terminal status is written (finish then stops and deletes it), or, when
+// the status could not be written, "delete" or "eviction" (markTerminal).
 //
-// A soft eviction goes through the policy/v1 Eviction API, which
-// enforces PodDisruptionBudgets: a refusal returns an error wrapping
-// decide.ErrDisruptionBudget. The API server sets a DisruptionTarget
-// condition of its own (reason EvictionByEvictionAPI, a generic message)
-// and evictd's replaces it once the eviction is accepted.
+// A soft eviction respects PodDisruptionBudgets: the Eviction API is asked
+// first in a dry run, which evicts nothing; a refusal returns an error
+// wrapping decide.ErrDisruptionBudget and nothing is written. The dry run
+// must come first: the Eviction API no longer consults the budgets of a
+// pod that reads Failed. A budget that changes between the dry run and the
+// status write, a few milliseconds, is not seen.
 //
 // A hard eviction puts the node first, as the kubelet's does: no budget
-// holds it back. evictd marks the pod with its DisruptionTarget condition
-// and then deletes it with the grace period, without the Eviction API.
-// Through the Eviction API the API server's own condition would come
-// first, in the same request as the deletion, and the kubelet, which
-// starts terminating the pod from the copy the deletion brought, would
-// write that condition back with the pod's final status, over evictd's:
-// on a real node it did in most evictions with a grace period of 1 s. Marked
-// first, the pod the kubelet sees deleted carries evictd's condition.
+// holds it back.
 func (e *Evicter) issue(ctx context.Context, log *slog.Logger, r decide.Request, pod *v1.Pod) (string, error) {
-	if r.Hard {
-		return e.deleteMarked(ctx, log, r, pod)
+	if !r.Hard {
+		if err := e.postEviction(ctx, pod, r.GracePeriod, true); err != nil {
+			return "", e.evictionRefused(ctx, pod, err)
+		}
 	}
-	err := e.postEviction(ctx, pod, r.GracePeriod)
-	if err == nil {
-		e.markDisruptionTarget(ctx, log, pod, r.Message, false)
-		return "eviction", nil
-	}
+	return e.markTerminal(ctx, log, r, pod)
+}
+
+// evictionRefused is the error of an Eviction API request that failed
+// with err: decide.ErrPodGone, decide.ErrDisruptionBudget or the API
+// server's error.
+func (e *Evicter) evictionRefused(ctx context.Context, pod *v1.Pod, err error) error {
 	if gone := e.goneAfter(ctx, pod, err); gone != nil {
-		return "", gone
+		return gone
 	}
 	refusal, ok := budgetRefusal(err)
 	if !ok {
 		e.apiError(metrics.APIPodEvict)
-		return "", fmt.Errorf("eviction API: %w", err)
+		return fmt.Errorf("eviction API: %w", err)
 	}
-	return "", fmt.Errorf("%w: %s", decide.ErrDisruptionBudget, refusal)
-}
-
-// deleteMarked sets evictd's DisruptionTarget condition on the pod, then
-// deletes it with the request's grace period and the pod's UID as a
-// precondition.
-func (e *Evicter) deleteMarked(ctx context.Context, log *slog.Logger, r decide.Request, pod *v1.Pod) (string, error) {
-	e.markDisruptionTarget(ctx, log, pod, r.Message, !hasDisruptionTarget(pod))
-	opts := deleteOptions(pod.UID, r.GracePeriod)
-	// Without client-go's retries, as postEviction: a throttled delete is
-	// retried by reach, which honours Retry-After within its own bound.
-	err := e.pods().Core().Delete().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
-		MaxRetries(0).Body(&opts).Do(ctx).Error()
-	if err == nil {
-		return "delete", nil
-	}
-	if gone := e.goneAfter(ctx, pod, err); gone != nil {
-		return "", gone
-	}
-	e.apiError(metrics.APIPodDelete)
-	return "", fmt.Errorf("delete: %w", err)
+	return fmt.Errorf("%w: %s", decide.ErrDisruptionBudget, refusal)
 }
 
 // postEviction creates the policy/v1 Eviction of pod. It is the request
@@ -400,10 +507,17 @@ func (e *Evicter) deleteMarked(ctx context.Context, log *slog.Logger, r decide.R
 // of the API server's own throttling (a 429 of API Priority and Fairness)
 // is honoured by evictd's retries instead: Evict's for a hard threshold
 // and Run's (retryDelay).
-func (e *Evicter) postEviction(ctx context.Context, pod *v1.Pod, grace int64) error {
+//
+// With dryRun the API server makes every check, PodDisruptionBudgets
+// included, and evicts nothing.
+func (e *Evicter) postEviction(ctx context.Context, pod *v1.Pod, grace int64, dryRun bool) error {
+	opts := deleteOptions(pod.UID, grace)
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
 	ev := &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: ptr.To(deleteOptions(pod.UID, grace)),
+		DeleteOptions: &opts,
 	}
 	return e.pods().Core().Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
 		SubResource("eviction").MaxRetries(0).Body(ev).Do(ctx).Error()
@@ -438,18 +552,7 @@ func (e *Evicter) goneAfter(ctx context.Context, pod *v1.Pod, err error) error {
 // when transition is true and left as it is otherwise. The node comes
 // first: a failure is logged and counted, never returned.
 func (e *Evicter) markDisruptionTarget(ctx context.Context, log *slog.Logger, pod *v1.Pod, message string, transition bool) {
-	cond := map[string]any{
-		"type":    string(v1.DisruptionTarget),
-		"status":  string(v1.ConditionTrue),
-		"reason":  decide.DisruptionTargetReason,
-		"message": message,
-	}
-	if transition {
-		cond["lastTransitionTime"] = metav1.NewTime(e.cfg.Clock.Now())
-	}
-	if pod.Generation > 0 {
-		cond["observedGeneration"] = pod.Generation
-	}
+	cond := e.disruptionTarget(pod, message, transition)
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID}, // a precondition: never another pod's status
 		"status":   map[string]any{"conditions": []any{cond}},
@@ -469,7 +572,7 @@ func (e *Evicter) markDisruptionTarget(ctx context.Context, log *slog.Logger, po
 		// The pod as written, for its resourceVersion; an answer without
 		// one leaves the wait to re-mark as it did before.
 		if res.Into(&marked) == nil && marked.UID == pod.UID && marked.ResourceVersion != "" {
-			e.marked.Store(pod.UID, marked.ResourceVersion)
+			e.marked.Store(pod.UID, mark{rv: marked.ResourceVersion, terminal: e.ownTerminal(pod.UID)})
 		}
 	case apierrors.IsNotFound(err):
 		log.Debug("pod gone before its DisruptionTarget condition was set")

@@ -16,7 +16,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -27,18 +29,23 @@ import (
 	"github.com/evictd/evictd/signals"
 )
 
-// checkEvicted checks the pod as the fake kubelet saw it when it removed it:
-// terminating with the request's grace period and carrying evictd's
-// DisruptionTarget condition; and the Warning Evicted event with the
-// request's message and annotations.
+// checkEvicted checks the pod's last state as the API server removed it:
+// in phase Failed with reason Evicted and the request's message (the
+// kubelet's eviction's status, which the fake kubelet clears as the real
+// one does for a program that exits 0), with evictd's annotation, and
+// carrying evictd's DisruptionTarget condition; and the Warning Evicted
+// event with the request's message and annotations.
 func (e *env) checkEvicted(t *testing.T, seen <-chan *v1.Pod, r decide.Request) {
 	t.Helper()
 	pod, ok := <-seen
 	if !ok {
-		t.Fatal("the fake kubelet never saw the pod terminating")
+		t.Fatal("the fake kubelet never saw the pod removed")
 	}
-	if got := ptr.Deref(pod.DeletionGracePeriodSeconds, -1); got != r.GracePeriod {
-		t.Errorf("deletionGracePeriodSeconds = %d, want %d", got, r.GracePeriod)
+	if pod.Status.Phase != v1.PodFailed || pod.Status.Reason != EvictedReason || pod.Status.Message != r.Message {
+		t.Errorf("status phase %s, reason %q, message %q; want Failed, %s, %q", pod.Status.Phase, pod.Status.Reason, pod.Status.Message, EvictedReason, r.Message)
+	}
+	if pod.Annotations[EvictedAnnotation] == "" {
+		t.Errorf("annotations %v, want %s", pod.Annotations, EvictedAnnotation)
 	}
 	var cond *v1.PodCondition
 	for i := range pod.Status.Conditions {
@@ -82,6 +89,8 @@ func (e *env) checkUntouched(t *testing.T, want *v1.Pod) {
 		t.Fatalf("pod %s/%s has UID %s, want %s", want.Namespace, want.Name, pod.UID, want.UID)
 	case pod.DeletionTimestamp != nil:
 		t.Errorf("pod %s/%s is terminating (grace period %d)", pod.Namespace, pod.Name, ptr.Deref(pod.DeletionGracePeriodSeconds, -1))
+	case pod.Status.Phase != want.Status.Phase || pod.Status.Reason != want.Status.Reason:
+		t.Errorf("pod %s/%s is in phase %s (reason %q), want %s as before", pod.Namespace, pod.Name, pod.Status.Phase, pod.Status.Reason, want.Status.Phase)
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == v1.DisruptionTarget {
@@ -168,7 +177,8 @@ func TestEvict(t *testing.T) {
 		}
 		errs := &apiErrors{}
 		ev := New(Config{NodeName: nodeName, Pods: e.pods, PollInterval: 50 * time.Millisecond, OnAPIError: errs.inc, AsNode: asNode}, client, e.rec, testLog(t))
-		seen := e.fakeKubelet(t, ns, "web")
+		const stopIn = 1500 * time.Millisecond
+		seen := e.fakeKubeletAfter(t, ns, "web", stopIn)
 		r := request(pod, false, 2, message("cached"))
 		start := time.Now()
 		if err := ev.Evict(t.Context(), r); err != nil {
@@ -179,17 +189,21 @@ func TestEvict(t *testing.T) {
 			t.Errorf("Evict returned while the pod cache still holds the pod (UID %s, deletionTimestamp %v)", cached.UID, cached.DeletionTimestamp)
 		}
 		path := "/api/v1/namespaces/" + ns + "/pods"
-		want := []string{"GET " + path, "POST " + path + "/web/eviction", "PATCH " + path + "/web/status"}
+		// The budgets' word by a dry run, the terminal status; once the
+		// kubelet reports the containers stopped, the status again and
+		// the delete.
+		want := []string{"GET " + path, "POST " + path + "/web/eviction", "PATCH " + path + "/web/status",
+			"PATCH " + path + "/web/status", "DELETE " + path + "/web"}
 		got := reqs.get()
-		t.Logf("the pod went in %s (grace period %ds, a look every 50ms); the Evicter's requests: %q", took.Round(time.Millisecond), r.GracePeriod, got)
+		t.Logf("the pod went in %s (grace period %ds, containers stopped after %s, a look every 50ms); the Evicter's requests: %q",
+			took.Round(time.Millisecond), r.GracePeriod, stopIn, got)
 		if !slices.Equal(got, want) {
 			t.Errorf("the Evicter's requests = %q, want %q and none while waiting", got, want)
 		}
-		// The fake kubelet waits until the deletionTimestamp, in whole
-		// seconds: the pod terminated for more than a second, twenty
-		// looks.
-		if took < time.Duration(r.GracePeriod-1)*time.Second {
-			t.Errorf("Evict returned after %s, within a second of the grace period of %ds: the wait proved nothing", took, r.GracePeriod)
+		// The fake kubelet reports the containers stopped 1.5 s after
+		// the status: thirty looks.
+		if took < stopIn {
+			t.Errorf("Evict returned after %s, before the kubelet reported the containers stopped (%s): the wait proved nothing", took, stopIn)
 		}
 		e.checkEvicted(t, seen, r)
 		checkNoAPIErrors(t, errs)
@@ -234,50 +248,112 @@ func TestEvict(t *testing.T) {
 		checkNoAPIErrors(t, errs)
 	})
 
-	// A hard eviction stops the containers first: the runtime's stop is
-	// asked for before the Eviction API is, and does not wait for its
-	// answer. The eviction's request is held here until the stop has
-	// begun; an Evicter that stopped only once the eviction was issued
-	// would never get there. A soft eviction never stops them.
-	t.Run("hard: the local stop does not wait for the API server", func(t *testing.T) {
-		ns := e.namespace(t, "stop-first")
-		pod := e.runningPod(t, ns, "hog", nil, 30)
-		stopping := make(chan struct{})
-		var stopOnce sync.Once
+	// A hard eviction stops the containers once evictd's pod cache holds
+	// the pod's terminal status, not before: containers that exit 0 before
+	// the kubelet has that status make the pod Succeeded. With an API
+	// server that does not answer the status write within
+	// Config.StopWait, the stop goes ahead without it: here the write's
+	// answer is held until the stop has begun, which must come StopWait
+	// after the eviction began. A soft eviction never stops them.
+	t.Run("hard: the local stop waits for the terminal status, at most StopWait", func(t *testing.T) {
+		ns := e.namespace(t, "stop-after")
+		var (
+			mu       sync.Mutex
+			order    []string
+			holdStop bool // hold the status write until the stop begins
+			stopping = make(chan struct{}, 1)
+		)
+		note := func(what string) {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, what)
+		}
 		cfg := rest.CopyConfig(e.agentConfig)
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				if r.Method == http.MethodDelete || r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/eviction") {
+				if r.Method != http.MethodPatch || !strings.HasSuffix(r.URL.Path, "/status") {
+					return rt.RoundTrip(r)
+				}
+				mu.Lock()
+				hold := holdStop
+				holdStop = false // the first write only
+				mu.Unlock()
+				if hold {
 					select {
 					case <-stopping:
 					case <-time.After(10 * time.Second):
-						return nil, errors.New("test: the local stop had not begun 10s after the eviction was asked for")
+						return nil, errors.New("test: the local stop had not begun 10s after the status write was sent")
 					}
 				}
-				return rt.RoundTrip(r)
+				resp, err := rt.RoundTrip(r)
+				note("status answered")
+				return resp, err
 			})
 		})
-		asNode, err := kubeclient.NewForConfigAsNode(cfg, nodeName)
+		client, err := kubeclient.NewForConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var stops atomic.Int32
-		ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond, StopWhenIssued: true, AsNode: asNode,
+		var stopAt atomic.Int64
+		errs := &apiErrors{}
+		const stopWait = 300 * time.Millisecond
+		ev := New(Config{NodeName: nodeName, Pods: e.pods, PollInterval: 50 * time.Millisecond, OnAPIError: errs.inc, AsNode: e.agentNode,
+			StopWhenIssued: true, StopWait: stopWait,
 			StopLocally: func(ctx context.Context, p *signals.Pod, grace int64) error {
 				stops.Add(1)
-				stopOnce.Do(func() { close(stopping) })
+				stopAt.Store(time.Now().UnixNano())
+				note("stop")
+				select {
+				case stopping <- struct{}{}:
+				default:
+				}
 				return nil
-			}})
-		seen := e.fakeKubelet(t, ns, "hog")
-		r := request(pod, true, 1, message("stop first"))
+			}}, client, e.rec, testLog(t))
+
+		pod := e.runningPod(t, ns, "hog", nil, 30)
+		seen := e.fakeKubeletAfter(t, ns, "hog", -1) // only evictd stops it
+		r := request(pod, true, 1, message("stop after"))
 		if err := ev.Evict(t.Context(), r); err != nil {
 			t.Fatalf("Evict: %v", err)
 		}
 		e.checkEvicted(t, seen, r)
-		if n := stops.Load(); n != 1 {
-			t.Errorf("the runtime was asked to stop the pod %d times, want once", n)
+		mu.Lock()
+		got := slices.Clone(order)
+		mu.Unlock()
+		// The status, the stop, then the status again before the delete
+		// (again after that when the fake kubelet wrote in between and
+		// the delete's precondition failed).
+		if !statusThenAgain(got, []string{"status answered", "stop"}) || stops.Load() != 1 {
+			t.Errorf("order %q with %d stops, want the status answered, one stop, the status again", got, stops.Load())
 		}
-		checkNoAPIErrors(t, errs)
+
+		// The API server holds the status write: the stop goes ahead after StopWait.
+		select {
+		case <-stopping: // the first eviction's
+		default:
+		}
+		mu.Lock()
+		order, holdStop = nil, true
+		mu.Unlock()
+		stops.Store(0)
+		slow := e.runningPod(t, ns, "slow-api", nil, 30)
+		seen = e.fakeKubeletAfter(t, ns, "slow-api", -1)
+		r = request(slow, true, 1, message("slow API server"))
+		start := time.Now()
+		if err := ev.Evict(t.Context(), r); err != nil {
+			t.Fatalf("Evict: %v", err)
+		}
+		e.checkEvicted(t, seen, r)
+		after := time.Unix(0, stopAt.Load()).Sub(start)
+		mu.Lock()
+		got = slices.Clone(order)
+		mu.Unlock()
+		t.Logf("with the status write held, the stop began %s after the eviction (StopWait %s)", after.Round(time.Millisecond), stopWait)
+		if !statusThenAgain(got, []string{"stop", "status answered"}) || stops.Load() != 1 || after < stopWait {
+			t.Errorf("order %q with %d stops, the stop %s after the eviction began; want one stop, no sooner than StopWait %s, before the status's answer",
+				got, stops.Load(), after, stopWait)
+		}
 
 		soft := e.runningPod(t, ns, "soft", nil, 30)
 		stops.Store(0)
@@ -290,6 +366,109 @@ func TestEvict(t *testing.T) {
 		if n := stops.Load(); n != 0 {
 			t.Errorf("a soft eviction asked the runtime to stop the pod %d times, want never", n)
 		}
+		checkNoAPIErrors(t, errs)
+	})
+
+	// The kubelet's periodic status reconciliation can write the phase
+	// it cached (Running) back over evictd's terminal status before it
+	// takes that status in: the wait writes it again, and the pod the
+	// kubelet finally terminates reads Failed.
+	t.Run("the wait writes the terminal status again over the kubelet's", func(t *testing.T) {
+		ns := e.namespace(t, "rewrite")
+		pod := e.runningPod(t, ns, "web", nil, 30)
+		ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond})
+		seen := e.fakeKubelet(t, ns, "web")
+		reverted := make(chan error, 1)
+		go func() {
+			reverted <- wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				p, err := e.admin.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{})
+				if err != nil || p.Status.Phase != v1.PodFailed {
+					return false, nil
+				}
+				_, err = e.admin.CoreV1().Pods(ns).Patch(ctx, "web", types.MergePatchType,
+					[]byte(`{"status":{"phase":"Running","reason":null,"message":null}}`), metav1.PatchOptions{}, "status")
+				return err == nil, err
+			})
+		}()
+		// The fake kubelet reports the containers stopped 200 ms after the
+		// status, in whatever phase the pod reads then: unless evictd has
+		// written Failed again, the wait runs to its bound, the grace
+		// period and a second.
+		r := request(pod, false, 3, message("rewrite"))
+		start := time.Now()
+		if err := ev.Evict(t.Context(), r); err != nil {
+			t.Fatalf("Evict: %v", err)
+		}
+		took := time.Since(start)
+		if err := <-reverted; err != nil {
+			t.Fatalf("the test's write of phase Running: %v", err)
+		}
+		e.checkEvicted(t, seen, r)
+		if took >= time.Duration(r.GracePeriod)*time.Second {
+			t.Errorf("Evict took %s, not less than the grace period of %ds: the status was not written again", took, r.GracePeriod)
+		}
+		checkNoAPIErrors(t, errs)
+	})
+
+	// A pod another controller's finalizer holds (a Job's, until it has
+	// counted the pod) is deleted once that finalizer has gone, not
+	// before: held, it would get the kubelet's last status write, which
+	// clears the reason of containers that exited 0.
+	t.Run("the delete waits for other finalizers", func(t *testing.T) {
+		ns := e.namespace(t, "finalizers")
+		pod := e.runningPod(t, ns, "job-pod", nil, 30)
+		const hold = "example.com/count-me"
+		pod.Finalizers = []string{hold}
+		pod, err := e.admin.CoreV1().Pods(ns).Update(t.Context(), pod, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := e.admin.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=job-pod", ResourceVersion: pod.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		heldWhileDeleting := make(chan bool, 1)
+		go func() {
+			held := false
+			for ev := range w.ResultChan() {
+				p, ok := ev.Object.(*v1.Pod)
+				if !ok {
+					continue
+				}
+				if p.DeletionTimestamp != nil && len(p.Finalizers) > 0 {
+					held = true
+				}
+				if p.Status.Phase == v1.PodFailed && len(p.Finalizers) > 0 && p.DeletionTimestamp == nil {
+					// The controller counts the Failed pod, then lets it go.
+					go func() {
+						time.Sleep(500 * time.Millisecond)
+						_, _ = e.admin.CoreV1().Pods(ns).Patch(t.Context(), "job-pod", types.JSONPatchType,
+							[]byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
+					}()
+				}
+				if ev.Type == watch.Deleted {
+					heldWhileDeleting <- held
+					return
+				}
+			}
+		}()
+		ev, errs := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond})
+		seen := e.fakeKubelet(t, ns, "job-pod")
+		r := request(pod, true, 1, message("finalizers"))
+		if err := ev.Evict(t.Context(), r); err != nil {
+			t.Fatalf("Evict: %v", err)
+		}
+		e.checkEvicted(t, seen, r)
+		select {
+		case held := <-heldWhileDeleting:
+			if held {
+				t.Error("the pod was deleted while another finalizer held it")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watch never saw the pod deleted")
+		}
+		checkNoAPIErrors(t, errs)
 	})
 
 	// A request for a pod the API server has bound to another node, as a
@@ -471,18 +650,23 @@ func TestEvict(t *testing.T) {
 	t.Run("cleanup wait", func(t *testing.T) {
 		ns := e.namespace(t, "cleanup")
 
+		// No kubelet reports the containers stopped: past the bound (the
+		// grace period and 2 s, and the cleanup timeout) Evict says the
+		// pod has not gone in time and leaves it Failed, stopping, for
+		// Run to delete (TestSweep).
 		t.Run("times out", func(t *testing.T) {
 			pod := e.runningPod(t, ns, "slow", nil, 30)
 			ev, errs := e.newEvicter(t, Config{CleanupTimeout: 500 * time.Millisecond, PollInterval: 100 * time.Millisecond})
 			r := request(pod, false, 30, message("slow"))
+			start := time.Now()
 			err := ev.Evict(t.Context(), r)
-			if !errors.Is(err, decide.ErrNotGoneInTime) {
-				t.Fatalf("Evict = %v, want an error wrapping decide.ErrNotGoneInTime", err)
+			took := time.Since(start)
+			if !errors.Is(err, decide.ErrNotGoneInTime) || took < 500*time.Millisecond {
+				t.Fatalf("Evict = %v after %s, want an error wrapping decide.ErrNotGoneInTime after the cleanup timeout of 500ms", err, took)
 			}
 			t.Logf("Evict: %v", err)
-			got := e.getPod(t, ns, "slow")
-			if got == nil || got.DeletionTimestamp == nil || ptr.Deref(got.DeletionGracePeriodSeconds, -1) != 30 {
-				t.Fatalf("pod after a timed-out eviction = %+v, want terminating with grace period 30", got)
+			if got := e.getPod(t, ns, "slow"); got == nil || got.DeletionTimestamp != nil || got.Status.Phase != v1.PodFailed {
+				t.Fatalf("pod after a timed-out eviction = %+v; want it Failed, not deleted", got)
 			}
 			// The next pass must not evict it again.
 			if err := ev.Evict(t.Context(), r); !errors.Is(err, decide.ErrPodGone) {
@@ -496,24 +680,35 @@ func TestEvict(t *testing.T) {
 			fc := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			ev, _ := e.newEvicter(t, Config{CleanupTimeout: time.Hour, PollInterval: 10 * time.Minute, Clock: fc})
 			done := make(chan error, 1)
+			start := time.Now()
 			go func() { done <- ev.Evict(context.Background(), request(pod, false, 30, message("fake clock"))) }()
-			polls := 0
+			steps := 0
 			for {
 				select {
 				case err := <-done:
-					if !errors.Is(err, decide.ErrNotGoneInTime) || polls != 6 {
-						t.Fatalf("Evict = %v after %d steps of 10m, want decide.ErrNotGoneInTime after 6", err, polls)
+					// The bound, 32 s by the injected clock, passed at its
+					// first step of 10m, far sooner than by the real one.
+					if !errors.Is(err, decide.ErrNotGoneInTime) || steps < 1 || time.Since(start) > 20*time.Second {
+						t.Fatalf("Evict = %v after %d steps of 10m and %s, want decide.ErrNotGoneInTime after the first step", err, steps, time.Since(start))
 					}
 					return
 				case <-time.After(5 * time.Millisecond):
 				}
 				if fc.HasWaiters() {
+					if steps == 0 {
+						// Until the clock moves, the pod stays.
+						if got := e.getPod(t, ns, "fake-clock"); got == nil || got.DeletionTimestamp != nil || got.Status.Phase != v1.PodFailed {
+							t.Fatalf("before the first step, pod %+v; want it Failed, not deleted", got)
+						}
+					}
 					fc.Step(10 * time.Minute)
-					polls++
+					steps++
 				}
 			}
 		})
 
+		// Stopping evictd mid-eviction: the pod is deleted rather than
+		// left Failed.
 		t.Run("stops with the context", func(t *testing.T) {
 			pod := e.runningPod(t, ns, "cancelled", nil, 30)
 			ev, _ := e.newEvicter(t, Config{CleanupTimeout: time.Minute, PollInterval: 50 * time.Millisecond})
@@ -521,12 +716,15 @@ func TestEvict(t *testing.T) {
 			go func() {
 				_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 					p, err := e.admin.CoreV1().Pods(ns).Get(ctx, "cancelled", metav1.GetOptions{})
-					return err == nil && p.DeletionTimestamp != nil, nil
+					return err == nil && p.Status.Phase == v1.PodFailed, nil
 				})
 				cancel()
 			}()
 			if err := ev.Evict(ctx, request(pod, false, 30, message("cancelled"))); !errors.Is(err, context.Canceled) {
 				t.Fatalf("Evict = %v, want an error wrapping context.Canceled", err)
+			}
+			if got := e.getPod(t, ns, "cancelled"); got != nil {
+				t.Errorf("pod after a cancelled eviction = %s, deletion %v; want it deleted", got.Status.Phase, got.DeletionTimestamp)
 			}
 		})
 
@@ -616,4 +814,19 @@ func (e *env) forceDelete(t *testing.T, pod *v1.Pod) {
 	if err != nil {
 		t.Fatalf("delete pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
+}
+
+// statusThenAgain reports whether order is first, then one or more status
+// writes answered: the rewrite before the delete, once more for each
+// delete whose resourceVersion precondition a write in between failed.
+func statusThenAgain(order, first []string) bool {
+	if len(order) <= len(first) || !slices.Equal(order[:len(first)], first) {
+		return false
+	}
+	for _, o := range order[len(first):] {
+		if o != "status answered" {
+			return false
+		}
+	}
+	return true
 }

@@ -7,11 +7,13 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -54,9 +56,15 @@ type podWatch struct {
 	// last is the pod as the last look found it in the cache, nil when
 	// the cache did not hold it (this UID).
 	last *v1.Pod
-	// remarks counts the times evictd's DisruptionTarget condition was
-	// set again during the wait (see waitGone).
+	// remarks counts the times evictd's DisruptionTarget condition or
+	// terminal status was written again during the wait (see waitGone).
 	remarks int
+	// ownTerminal is true when evictd wrote the pod's terminal status
+	// itself: its phase Failed then says nothing of its containers.
+	ownTerminal bool
+	// succeeded is true once the wait has seen the kubelet report the
+	// pod Succeeded despite that status.
+	succeeded bool
 }
 
 // watch starts following p, noting whether the cache holds it now.
@@ -68,7 +76,10 @@ func (e *Evicter) watch(p *signals.Pod) *podWatch {
 
 // look reads the pod from the cache once and tells whether it is gone
 // (not in the cache or replaced there after the cache held it, or
-// finished) and, if not, in what state it is, for the timeout message.
+// finished) and, if not, in what state it is, for the timeout message. A
+// pod whose terminal status evictd wrote itself (ownTerminal) has
+// finished only once the kubelet has removed it: its phase was Failed
+// before its containers stopped.
 func (w *podWatch) look() (bool, string) {
 	pod, ok := w.pods.CachedPod(w.namespace, w.name)
 	w.last = nil
@@ -86,8 +97,14 @@ func (w *podWatch) look() (bool, string) {
 		return false, fmt.Sprintf("not in evictd's pod cache, which holds another pod of the same name (UID %s) and has not held this one yet (it lags the API server)", pod.UID)
 	}
 	switch {
-	case terminal(pod):
+	case terminal(pod) && !w.ownTerminal:
 		return true, "finished"
+	case terminal(pod) && removedByKubelet(pod) && len(pod.Finalizers) > 0:
+		// Deleted with grace 0, once its containers stopped (evictd's
+		// delete of a pod in phase Failed, or the kubelet's last act for
+		// a pod), and held by a finalizer (a Job's) that is not the
+		// node's to remove. Without one, the object is about to go.
+		return true, "finished and removed, held by finalizers"
 	case pod.DeletionTimestamp == nil:
 		return false, "not terminating"
 	}
@@ -95,9 +112,9 @@ func (w *podWatch) look() (bool, string) {
 		pod.DeletionTimestamp.UTC().Format(time.RFC3339), ptr.Deref(pod.DeletionGracePeriodSeconds, 0))
 }
 
-// maxRemarks bounds how many times one eviction's wait sets evictd's
-// DisruptionTarget condition again, so that evictd never keeps up a
-// write fight with another writer of the condition.
+// maxRemarks bounds how many times one eviction's wait writes evictd's
+// DisruptionTarget condition or terminal status again, so that evictd
+// never keeps up a write fight with another writer.
 const maxRemarks = 3
 
 // waitGone looks at the pod in Config.Pods, the informer's cache of the
@@ -107,10 +124,10 @@ const maxRemarks = 3
 // error wrapping decide.ErrNotGoneInTime with what the last look saw when
 // it is not, and ctx's error when ctx ends first.
 //
-// A look that finds the pod with another DisruptionTarget reason than
-// evictd's, in a version newer than evictd's own write of the condition
-// (writtenOver), sets evictd's condition again (at most maxRemarks times). After
-// an eviction through the Eviction API the kubelet does that: it started
+// A look that finds what evictd wrote written over writes it again
+// (rewrite). After an eviction through the Eviction API (when the
+// terminal status could not be written) the kubelet does that to
+// evictd's DisruptionTarget condition: it started
 // terminating the pod from the copy the deletion brought, which carried
 // the API server's own condition (evictd's came a moment later), and
 // writes that condition back with the pod's final phase; once the phase
@@ -122,18 +139,14 @@ const maxRemarks = 3
 func (e *Evicter) waitGone(ctx context.Context, log *slog.Logger, w *podWatch, r decide.Request) error {
 	deadline := e.cfg.Clock.Now().Add(e.cfg.CleanupTimeout)
 	notifier, _ := w.pods.(ChangeNotifier)
+	w.ownTerminal = e.ownTerminal(w.uid)
 	for {
 		var changed <-chan struct{}
 		if notifier != nil {
 			changed = notifier.Changed() // before the look: no change missed between them
 		}
 		gone, state := w.look()
-		if p := w.last; p != nil && foreignDisruptionTarget(p) && w.remarks < maxRemarks && e.writtenOver(p) {
-			w.remarks++
-			log.Debug("the pod's DisruptionTarget condition was written over; setting evictd's again",
-				"phase", p.Status.Phase, "remark", w.remarks)
-			e.markDisruptionTarget(ctx, log, p, r.Message, false)
-		}
+		e.rewrite(ctx, log, w, r)
 		if gone {
 			return nil
 		}
@@ -153,6 +166,59 @@ func (e *Evicter) waitGone(ctx context.Context, log *slog.Logger, w *podWatch, r
 	}
 }
 
+// lastOr is the pod as the last look found it, or pod when the cache did
+// not hold it.
+func (w *podWatch) lastOr(pod *v1.Pod) *v1.Pod {
+	if w.last != nil {
+		return w.last
+	}
+	return pod
+}
+
+// rewrite writes again what another writer wrote over, as the last look
+// found the pod (at most maxRemarks times in all):
+//   - evictd's terminal status, when the pod reads a phase not yet
+//     terminal in a version newer than evictd's write: the kubelet's
+//     periodic status reconciliation wrote the status it had cached back
+//     before it took in evictd's. The kubelet keeps Failed only if the
+//     pod it syncs reads Failed when its containers have stopped
+//     (terminal.go);
+//   - evictd's DisruptionTarget condition, when another reason replaced
+//     it (after the Eviction API, when the terminal status could not be
+//     written).
+//
+// A pod the kubelet reports Succeeded despite evictd's status is not
+// written over (deploy/policy.yaml would refuse it, and a Job may have
+// counted it already): a warning says so, once.
+func (e *Evicter) rewrite(ctx context.Context, log *slog.Logger, w *podWatch, r decide.Request) {
+	p := w.last
+	if p == nil {
+		return
+	}
+	if w.ownTerminal && p.Status.Phase == v1.PodSucceeded && !w.succeeded {
+		w.succeeded = true
+		log.Warn("the kubelet reported the evicted pod Succeeded: its containers exited 0 before the kubelet saw evictd's terminal status (a Job counts the pod as a success)")
+		return
+	}
+	if w.remarks >= maxRemarks || !e.writtenOver(p) {
+		return
+	}
+	switch {
+	case w.ownTerminal && !terminal(p):
+		w.remarks++
+		log.Debug("the pod's terminal status was written over; writing evictd's again", "phase", p.Status.Phase, "remark", w.remarks)
+		if _, err := e.markEvicted(ctx, p, r.Message, false); err != nil && !apierrors.IsNotFound(err) {
+			e.apiError(metrics.APIPodPatchStatus)
+			log.Warn("could not write the pod's terminal status again", "err", err)
+		}
+	case foreignDisruptionTarget(p):
+		w.remarks++
+		log.Debug("the pod's DisruptionTarget condition was written over; setting evictd's again",
+			"phase", p.Status.Phase, "remark", w.remarks)
+		e.markDisruptionTarget(ctx, log, p, r.Message, false)
+	}
+}
+
 // writtenOver reports whether pod, as the cache holds it, is newer than
 // the version evictd's own condition write returned: only then was a
 // foreign condition written over evictd's. An older one is the cache not
@@ -162,11 +228,11 @@ func (e *Evicter) waitGone(ctx context.Context, log *slog.Logger, w *podWatch, r
 // integers Kubernetes now promises), it says yes, and the wait sets the
 // condition again as it would anyway.
 func (e *Evicter) writtenOver(pod *v1.Pod) bool {
-	rv, ok := e.marked.Load(pod.UID)
+	m, ok := e.marked.Load(pod.UID)
 	if !ok {
 		return true
 	}
-	cmp, err := resourceversion.CompareResourceVersion(pod.ResourceVersion, rv.(string))
+	cmp, err := resourceversion.CompareResourceVersion(pod.ResourceVersion, m.(mark).rv)
 	return err != nil || cmp > 0
 }
 
@@ -179,4 +245,40 @@ func foreignDisruptionTarget(pod *v1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// tornDown waits, after evictd has deleted the pod of r itself, until
+// Config.SandboxReady reports no ready sandbox of it (the kubelet has
+// torn the pod down), looking every PollInterval and at most
+// CleanupTimeout by the injected clock. The kubelet removes a pod it
+// deletes only once it has torn it down; a Failed pod the API server
+// removes at once, and the next pass would find the space of its exited
+// containers still held. An error of the runtime or the bound ends the
+// wait with a line in the log: the pass that follows then sees what is
+// still held, as it would have.
+func (e *Evicter) tornDown(ctx context.Context, log *slog.Logger, r decide.Request) {
+	if e.cfg.SandboxReady == nil {
+		return
+	}
+	deadline := e.cfg.Clock.Now().Add(e.cfg.CleanupTimeout)
+	for {
+		ready, err := e.cfg.SandboxReady(ctx, r.Pod.UID)
+		switch {
+		case err != nil:
+			log.Info("could not ask the runtime whether the evicted pod's sandbox is stopped; not waiting for it", "err", err)
+			return
+		case !ready:
+			return
+		case !e.cfg.Clock.Now().Before(deadline):
+			log.Warn("the evicted pod is gone but the kubelet has not stopped its sandbox yet; deciding again without waiting for it", "waited", e.cfg.CleanupTimeout)
+			return
+		}
+		t := e.cfg.Clock.NewTimer(e.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
 }

@@ -111,6 +111,42 @@ func TestPodWatchLook(t *testing.T) {
 	}
 }
 
+// TestPodWatchLookOwnTerminal: a pod whose terminal status evictd wrote
+// itself read Failed before its containers stopped; it has finished only
+// once the kubelet removed it (its delete with grace period 0, which a
+// finalizer may outlive) or it is gone.
+func TestPodWatchLookOwnTerminal(t *testing.T) {
+	failed := func(p *v1.Pod) { p.Status.Phase = v1.PodFailed }
+	removed := func(p *v1.Pod) { p.DeletionGracePeriodSeconds = ptr.To[int64](0) }
+	held := func(p *v1.Pod) { p.Finalizers = []string{"batch.kubernetes.io/job-tracking"} }
+	for _, tc := range []struct {
+		name      string
+		now       *v1.Pod
+		wantGone  bool
+		wantState string
+	}{
+		{"Failed, not yet deleted", cachedPod("mine", failed), false, "not terminating"},
+		{"Failed, terminating", cachedPod("mine", failed, terminating), false, "terminating since"},
+		{"Failed, removed (grace 0), held by a finalizer", cachedPod("mine", failed, terminating, removed, held), true, "finished and removed, held by finalizers"},
+		{"Failed, removed (grace 0), about to go", cachedPod("mine", failed, terminating, removed), false, "terminating since"},
+		{"running again, removed", cachedPod("mine", terminating, removed), false, "terminating since"},
+		{"gone", nil, true, "gone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &fakeCache{}
+			c.set(cachedPod("mine"))
+			e := New(Config{Pods: c}, nil, nil, nil)
+			w := e.watch(&signals.Pod{Namespace: "shop", Name: "web", UID: "mine"})
+			w.ownTerminal = true
+			c.set(tc.now)
+			gone, state := w.look()
+			if gone != tc.wantGone || !strings.Contains(state, tc.wantState) {
+				t.Errorf("look = %v, %q; want %v, %q", gone, state, tc.wantGone, tc.wantState)
+			}
+		})
+	}
+}
+
 // TestWaitGoneByTheClock: the wait looks at the cache every PollInterval
 // of the injected clock, returns at the first look that finds the pod
 // gone, and times out after CleanupTimeout with what the last look saw.
@@ -223,7 +259,7 @@ func TestWaitGoneLooksOnChange(t *testing.T) {
 // an older one is a cache that has not caught up.
 func TestWrittenOver(t *testing.T) {
 	e := New(Config{}, nil, nil, nil)
-	e.marked.Store(types.UID("mine"), "1042")
+	e.marked.Store(types.UID("mine"), mark{rv: "1042"})
 	for _, tc := range []struct {
 		name, uid, rv string
 		want          bool
@@ -239,6 +275,55 @@ func TestWrittenOver(t *testing.T) {
 			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(tc.uid), ResourceVersion: tc.rv}}
 			if got := e.writtenOver(p); got != tc.want {
 				t.Errorf("writtenOver(rv %s) = %t, want %t", tc.rv, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTornDown: after deleting the pod itself, the eviction waits until
+// the runtime has no ready sandbox of it, asking every PollInterval; an
+// error of the runtime ends the wait at once, and so does CleanupTimeout
+// by the injected clock.
+func TestTornDown(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	r := decide.Request{Eviction: decide.Eviction{Pod: &signals.Pod{Namespace: "default", Name: "big", UID: "uid-big"}}}
+	for _, tc := range []struct {
+		name    string
+		answers []bool // ready, in order; the last one repeats
+		err     error
+		asks    int
+		waited  time.Duration
+	}{
+		{"stopped at the first look", []bool{false}, nil, 1, 0},
+		{"stopped at the third", []bool{true, true, false}, nil, 3, 2 * time.Second},
+		{"the runtime does not answer", []bool{true}, errors.New("CRI ListPodSandbox: unavailable"), 1, 0},
+		{"never stopped: the bound", []bool{true}, nil, 11, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := clocktesting.NewFakeClock(start)
+			asks := 0
+			ev := New(Config{NodeName: nodeName, Pods: &fakeCache{}, Clock: fc, PollInterval: time.Second, CleanupTimeout: 10 * time.Second,
+				SandboxReady: func(_ context.Context, uid string) (bool, error) {
+					if uid != r.Pod.UID {
+						t.Errorf("asked about %q, want %q", uid, r.Pod.UID)
+					}
+					asks++
+					return tc.answers[min(asks, len(tc.answers))-1], tc.err
+				}}, nil, nil, testLog(t))
+			done := make(chan struct{})
+			go func() { ev.tornDown(t.Context(), testLog(t), r); close(done) }()
+			for {
+				select {
+				case <-done:
+					if asks != tc.asks || fc.Since(start) != tc.waited {
+						t.Errorf("asked %d times over %s, want %d over %s", asks, fc.Since(start), tc.asks, tc.waited)
+					}
+					return
+				case <-time.After(time.Millisecond):
+				}
+				if fc.HasWaiters() {
+					fc.Step(time.Second)
+				}
 			}
 		})
 	}

@@ -102,7 +102,7 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 	checkPods(t, ctx, admin, pods)
 	checkDefaultsAsAPIServer(t, ctx, admin, submitted)
 	inFlight := src.InFlight()
-	checkInFlight(t, ctx, admin, inFlight, "shop/evicted")
+	checkInFlight(t, ctx, admin, inFlight, "shop/evicted", "shop/evicted-failing")
 	checkInFlightByWatch(t, ctx, admin, src)
 
 	// The API server goes away: the cache still answers.
@@ -317,6 +317,27 @@ func createTerminating(t *testing.T, ctx context.Context, admin kubernetes.Inter
 		pod := create(t, ctx, admin, newPod("shop", tc.name, tc.node, func(p *v1.Pod) { p.Finalizers = []string{holdFinalizer} }))
 		markAndDelete(t, ctx, admin, pod, tc.cond, tc.phase)
 	}
+	// evictd writes an evicted pod Failed as the kubelet starts stopping
+	// its containers, and deletes it once they have stopped: in flight
+	// while the kubelet reports one running.
+	for _, tc := range []struct {
+		name    string
+		running bool
+	}{{"evicted-failing", true}, {"evicted-failed", false}} {
+		pod := create(t, ctx, admin, newPod("shop", tc.name, thisNode))
+		c := evictd
+		c.LastTransitionTime = metav1.Now()
+		pod.Status.Phase = v1.PodFailed
+		pod.Status.Conditions = append(pod.Status.Conditions, c)
+		state := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}
+		if tc.running {
+			state = v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+		}
+		pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app", Image: "registry.k8s.io/pause:3.10", ImageID: "sha256:1", State: state}}
+		if _, err := admin.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("status of %s/%s: %v", pod.Namespace, pod.Name, err)
+		}
+	}
 }
 
 // markAndDelete sets cond (if not nil) and phase (if set) on pod through
@@ -356,6 +377,19 @@ func checkInFlight(t *testing.T, ctx context.Context, admin kubernetes.Interface
 		if err != nil {
 			t.Fatalf("get %s: %v", ref, err)
 		}
+		if p.DeletionTimestamp == nil {
+			// Written Failed by evictd, not yet deleted: the kubelet gives
+			// it its own grace period from evictd's condition.
+			grace := time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
+			var since time.Time
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.DisruptionTarget {
+					since = c.LastTransitionTime.Time
+				}
+			}
+			want = append(want, decide.InFlight{Namespace: ns, Name: name, UID: string(p.UID), DeletionTimestamp: since.Add(grace), DeletionGracePeriod: grace})
+			continue
+		}
 		if p.DeletionGracePeriodSeconds == nil {
 			t.Fatalf("pod %s/%s is terminating without a deletionGracePeriodSeconds", ns, name)
 		}
@@ -379,8 +413,8 @@ func checkInFlightByWatch(t *testing.T, ctx context.Context, admin kubernetes.In
 	t.Helper()
 	pod := create(t, ctx, admin, newPod("shop", "evicted-late", thisNode, func(p *v1.Pod) { p.Finalizers = []string{holdFinalizer} }))
 	markAndDelete(t, ctx, admin, pod, &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: decide.DisruptionTargetReason}, "")
-	waitInFlight(t, ctx, src, "shop/evicted", "shop/evicted-late")
-	checkInFlight(t, ctx, admin, src.InFlight(), "shop/evicted", "shop/evicted-late")
+	waitInFlight(t, ctx, src, "shop/evicted", "shop/evicted-failing", "shop/evicted-late")
+	checkInFlight(t, ctx, admin, src.InFlight(), "shop/evicted", "shop/evicted-failing", "shop/evicted-late")
 
 	// The kubelet reports the pod's containers stopped: a terminal phase.
 	p, err := admin.CoreV1().Pods("shop").Get(ctx, "evicted-late", metav1.GetOptions{})
@@ -391,7 +425,7 @@ func checkInFlightByWatch(t *testing.T, ctx context.Context, admin kubernetes.In
 	if _, err := admin.CoreV1().Pods("shop").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("status of shop/evicted-late: %v", err)
 	}
-	waitInFlight(t, ctx, src, "shop/evicted")
+	waitInFlight(t, ctx, src, "shop/evicted", "shop/evicted-failing")
 }
 
 // waitInFlight waits until InFlight names the pods refs, in that order.

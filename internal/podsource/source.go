@@ -357,9 +357,10 @@ func (s *Source) Pods(_ context.Context) ([]signals.Pod, error) {
 
 // InFlight returns evictd's evictions still under way on the node, sorted
 // by namespace and name: the pods that carry a True DisruptionTarget
-// condition of reason decide.DisruptionTargetReason, are being deleted
-// (deletionTimestamp set) and have not finished (phase neither Succeeded
-// nor Failed). They are what Pods leaves out and what a restarted evictd
+// condition of reason decide.DisruptionTargetReason and have not finished:
+// being deleted (deletionTimestamp set) in a phase neither Succeeded nor
+// Failed, or in phase Failed with a container the kubelet still reports
+// running (see inFlight). They are what Pods leaves out and what a restarted evictd
 // must wait for: their containers may still hold what their eviction is to
 // free. It answers from the cache, nil before the first list of the node's
 // pods.
@@ -375,10 +376,7 @@ func (s *Source) InFlight() []decide.InFlight {
 	var out []decide.InFlight
 	for _, pod := range all {
 		if inFlight(pod) && s.onNode(pod) {
-			out = append(out, decide.InFlight{
-				Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), DeletionTimestamp: pod.DeletionTimestamp.Time,
-				DeletionGracePeriod: time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second,
-			})
+			out = append(out, inFlightOf(pod))
 		}
 	}
 	slices.SortFunc(out, func(a, b decide.InFlight) int {
@@ -404,6 +402,28 @@ func (s *Source) CachedPod(namespace, name string) (*v1.Pod, bool) {
 	return pod, true
 }
 
+// CachedPods returns the node's pods as the cache holds them, without a
+// request to the API server; none before the first list of the node's
+// pods. The pods are the cache's, slimmed (see slim), and must not be
+// modified. It implements internal/evict's PodLister.
+func (s *Source) CachedPods() []*v1.Pod {
+	if !s.HasSynced() {
+		return nil
+	}
+	all, err := s.cur.Load().lister.List(labels.Everything())
+	if err != nil {
+		s.log.Debug("list cached pods", "err", err)
+		return nil
+	}
+	out := all[:0:0]
+	for _, pod := range all {
+		if s.onNode(pod) {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
 // active reports a pod that still holds its resources: not terminal, not
 // being deleted.
 func active(pod *v1.Pod) bool {
@@ -416,10 +436,19 @@ func active(pod *v1.Pod) bool {
 	return true
 }
 
-// inFlight reports a pod evictd evicted that is still terminating: being
-// deleted, not terminal, with evictd's DisruptionTarget condition.
+// inFlight reports a pod evictd evicted that is still terminating, with
+// evictd's DisruptionTarget condition: being deleted and not terminal, or
+// terminal with a container still running. evictd writes an evicted pod's
+// phase Failed as the kubelet starts stopping its containers, and deletes
+// it once they have stopped (internal/evict); before that, the pod reads
+// Failed while its containers may still hold what the eviction is to
+// free.
 func inFlight(pod *v1.Pod) bool {
-	if pod.DeletionTimestamp == nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+	terminal := pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+	switch {
+	case pod.DeletionTimestamp != nil && !terminal:
+	case terminal && running(pod) && ptr.Deref(pod.DeletionGracePeriodSeconds, -1) != 0:
+	default:
 		return false
 	}
 	return evictedByEvictd(pod)
@@ -489,11 +518,12 @@ func (s *Source) watchFailed(resource string, err error) {
 // cache small: managedFields (often the largest part of an object), the
 // last-applied-configuration kubectl keeps in an annotation and, of a pod,
 // everything Convert, active, inFlight and internal/evict's wait for an
-// evicted pod (UID, deletion timestamp and grace period, phase) do not
-// look at: a container keeps only its name, resources and restart policy,
-// the status only its phase, QoS class, the name and containerID of each
-// container's and init container's status and whether it runs, and the
-// type, status and reason of its DisruptionTarget condition.
+// evicted pod (UID, deletion timestamp and grace period, phase, running
+// containers) do not look at: a container keeps only its name, resources
+// and restart policy, the status only its phase, QoS class, the type,
+// status, reason and transition time of its DisruptionTarget condition,
+// and the name and containerID of each container's, init container's and
+// ephemeral container's status and whether it runs.
 func slim(obj any) (any, error) {
 	m, ok := obj.(metav1.Object)
 	if !ok {
@@ -511,15 +541,39 @@ func slim(obj any) (any, error) {
 		var conds []v1.PodCondition
 		for _, c := range pod.Status.Conditions {
 			if c.Type == v1.DisruptionTarget {
-				conds = []v1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason}}
+				conds = []v1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime}}
 				break
 			}
 		}
-		pod.Status = v1.PodStatus{Phase: pod.Status.Phase, QOSClass: pod.Status.QOSClass, Conditions: conds,
-			ContainerStatuses:     slimStatuses(pod.Status.ContainerStatuses),
-			InitContainerStatuses: slimStatuses(pod.Status.InitContainerStatuses)}
+		pod.Status = v1.PodStatus{
+			Phase: pod.Status.Phase, QOSClass: pod.Status.QOSClass, Conditions: conds,
+			InitContainerStatuses:      slimStatuses(pod.Status.InitContainerStatuses),
+			ContainerStatuses:          slimStatuses(pod.Status.ContainerStatuses),
+			EphemeralContainerStatuses: slimStatuses(pod.Status.EphemeralContainerStatuses),
+		}
 	}
 	return obj, nil
+}
+
+// inFlightOf is the eviction in flight of pod (inFlight). A pod being
+// deleted has its deletion's timestamp and grace period. One evictd wrote
+// Failed and has not deleted yet is being stopped by the kubelet, which
+// gives it its terminationGracePeriodSeconds from the time evictd wrote
+// its DisruptionTarget condition.
+func inFlightOf(pod *v1.Pod) decide.InFlight {
+	f := decide.InFlight{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)}
+	if pod.DeletionTimestamp != nil {
+		f.DeletionTimestamp = pod.DeletionTimestamp.Time
+		f.DeletionGracePeriod = time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
+		return f
+	}
+	f.DeletionGracePeriod = time.Duration(ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, v1.DefaultTerminationGracePeriodSeconds)) * time.Second
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			f.DeletionTimestamp = c.LastTransitionTime.Add(f.DeletionGracePeriod)
+		}
+	}
+	return f
 }
 
 // slimStatuses keeps the name and containerID of each container status,
@@ -536,6 +590,19 @@ func slimStatuses(in []v1.ContainerStatus) []v1.ContainerStatus {
 		}
 	}
 	return out
+}
+
+// running reports whether the pod's status names a container still
+// running: the kubelet writes a container's stop once it has seen it.
+func running(pod *v1.Pod) bool {
+	for _, list := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Running != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func podVersion(obj any) string {

@@ -255,9 +255,30 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 	if f, w := inFlight(slimmed), inFlight(whole); f != w || !w {
 		t.Errorf("inFlight(slim(pod)) = %v, want %v (true)", f, w)
 	}
-	wantConds := []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: decide.DisruptionTargetReason}}
+	wantConds := []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: decide.DisruptionTargetReason, LastTransitionTime: now}}
 	if got := slimmed.Status.Conditions; !reflect.DeepEqual(got, wantConds) {
-		t.Errorf("conditions after slim = %+v, want only DisruptionTarget's type, status and reason %+v", got, wantConds)
+		t.Errorf("conditions after slim = %+v, want only DisruptionTarget's type, status, reason and transition time %+v", got, wantConds)
+	}
+	// Written Failed by evictd before its containers stop (internal/evict):
+	// in flight until the kubelet reports them stopped.
+	failed := whole.DeepCopy()
+	failed.DeletionTimestamp = nil
+	failed.Status.Phase = v1.PodFailed
+	failedSlim, err := slim(failed.DeepCopy())
+	if err != nil {
+		t.Fatalf("slim: %v", err)
+	}
+	if f, w := inFlight(failedSlim.(*v1.Pod)), inFlight(failed); f != w || !w {
+		t.Errorf("inFlight(slim(Failed pod with a running container)) = %v, want %v (true)", f, w)
+	}
+	f := inFlightOf(failedSlim.(*v1.Pod))
+	if want := now.Add(45 * time.Second); !f.DeletionTimestamp.Equal(want) || f.DeletionGracePeriod != 45*time.Second {
+		t.Errorf("in flight as %+v, want until %s (the condition's transition plus the pod's grace period of 45s)", f, want)
+	}
+	failed.Status.ContainerStatuses = nil
+	failed.Status.InitContainerStatuses = failed.Status.InitContainerStatuses[1:]
+	if inFlight(failed) {
+		t.Errorf("inFlight(Failed pod with no running container) = true, want false")
 	}
 	if slimmed.ResourceVersion != "7" {
 		t.Errorf("resourceVersion = %q, want 7", slimmed.ResourceVersion)
@@ -281,6 +302,7 @@ func TestSlimKeepsWhatEvictdReads(t *testing.T) {
 		"last-applied annotation":  slimmed.Annotations[lastAppliedAnnotation] == "",
 		"container images":         slimmed.Spec.Containers[0].Image == "" && slimmed.Spec.InitContainers[1].Image == "",
 		"container env and probes": slimmed.Spec.Containers[1].Env == nil && slimmed.Spec.Containers[1].LivenessProbe == nil,
+		"container status details": slimmed.Status.ContainerStatuses[0].ImageID == "" && !slimmed.Status.ContainerStatuses[0].Ready,
 		"pod IP":                   slimmed.Status.PodIP == "",
 	} {
 		if !gone {
