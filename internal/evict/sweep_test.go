@@ -12,6 +12,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/testing/testcluster"
+	"github.com/evictd/evictd/signals"
 )
 
 // TestSweep: an eviction whose containers the kubelet has not reported
@@ -76,4 +77,84 @@ func TestSweep(t *testing.T) {
 		t.Error("Run deleted a pod another writer failed")
 	}
 	checkNoAPIErrors(t, errs)
+}
+
+// TestParseEvicted: the annotation's value is the eviction's time and
+// grace period; another form (an older evictd's time alone, a tenant's
+// word) is none.
+func TestParseEvicted(t *testing.T) {
+	at := time.Date(2026, 11, 27, 13, 22, 8, 900_000_000, time.UTC)
+	for _, tc := range []struct {
+		v     string
+		ok    bool
+		grace time.Duration
+	}{
+		{evictedValue(at, 1), true, time.Second},
+		{evictedValue(at, 30), true, 30 * time.Second},
+		{at.Format(time.RFC3339Nano), false, 0},
+		{"2026-11-27T13:22:08Z grace=-5s", false, 0},
+		{"soon grace=1s", false, 0},
+		{"", false, 0},
+	} {
+		got, grace, ok := parseEvicted(tc.v)
+		if ok != tc.ok || ok && (!got.Equal(at) || grace != tc.grace) {
+			t.Errorf("parseEvicted(%q) = %s, %s, %v; want %s, %s, %v", tc.v, got, grace, ok, at, tc.grace, tc.ok)
+		}
+	}
+}
+
+// TestSweepStopsOverdue: a pod an earlier evictd wrote Failed whose
+// container still runs past its eviction's grace period has its
+// containers stopped through the runtime by Run, once, with a grace
+// period of 1 s; one whose eviction's time has not passed is left alone.
+func TestSweepStopsOverdue(t *testing.T) {
+	e := newEnv(t, testcluster.Options{})
+	ns := e.namespace(t, "overdue")
+	stops := make(chan string, 4)
+	ev, _ := e.newEvicter(t, Config{PollInterval: 50 * time.Millisecond,
+		StopLocally: func(_ context.Context, p *signals.Pod, grace int64) error {
+			if grace != 1 {
+				t.Errorf("stop of %s with grace %d, want 1", p.Name, grace)
+			}
+			stops <- p.Name
+			return nil
+		}})
+	// Written Failed by an evictd that was then killed: the annotation
+	// says a hard eviction (grace 1 s) 1 s ago, and one a minute ahead.
+	for name, at := range map[string]time.Time{"overdue": time.Now().Add(-time.Second), "later": time.Now().Add(time.Minute)} {
+		pod := e.runningPod(t, ns, name, nil, 30)
+		pod.Annotations = map[string]string{EvictedAnnotation: evictedValue(at, 1)}
+		pod, err := e.admin.CoreV1().Pods(ns).Update(t.Context(), pod, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.Phase = v1.PodFailed
+		pod.Status.Conditions = append(pod.Status.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+			Reason: decide.DisruptionTargetReason, LastTransitionTime: metav1.NewTime(at)})
+		if _, err := e.admin.CoreV1().Pods(ns).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- ev.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case name := <-stops:
+		if name != "overdue" {
+			t.Errorf("stopped %s, want overdue", name)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop the overdue pod's containers")
+	}
+	select {
+	case name := <-stops:
+		t.Errorf("a second stop, of %s", name)
+	case <-time.After(3 * time.Second):
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,11 +22,38 @@ import (
 const EvictedReason = "Evicted"
 
 // EvictedAnnotation is the annotation evictd sets, to the time of the
-// eviction, in the same write as an evicted pod's terminal status. Nothing
-// reads it: it makes the kubelet take the write as an update of the pod,
-// which it syncs at once, rather than as a status change, which it would
-// write over at its next status reconciliation (see the comment below).
+// eviction and its grace period ("2026-11-27T13:22:08.9Z grace=1s"), in
+// the same write as an evicted pod's terminal status. It makes the kubelet
+// take the write as an update of the pod, which it syncs at once, rather
+// than as a status change, which it would write over at its next status
+// reconciliation (see the comment below). An evictd restarted mid-eviction
+// reads it (sweep): past the time and grace period, it stops the pod's
+// containers through the runtime, as the evictd it replaced would have.
 const EvictedAnnotation = "evictd.io/evicted"
+
+// evictedValue is EvictedAnnotation's value for an eviction at at with a
+// grace period of grace seconds.
+func evictedValue(at time.Time, grace int64) string {
+	return fmt.Sprintf("%s grace=%ds", at.UTC().Format(time.RFC3339Nano), grace)
+}
+
+// parseEvicted reads EvictedAnnotation's value: the eviction's time and
+// grace period, false for any other value (an older evictd's time alone).
+func parseEvicted(v string) (time.Time, time.Duration, bool) {
+	at, rest, ok := strings.Cut(v, " grace=")
+	if !ok {
+		return time.Time{}, 0, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return time.Time{}, 0, false
+	}
+	d, err := time.ParseDuration(rest)
+	if err != nil || d < 0 {
+		return time.Time{}, 0, false
+	}
+	return t, d, true
+}
 
 // maxStatusTries bounds how many times one eviction writes the pod's
 // terminal status and deletes it when the pod changed between the two
@@ -72,16 +100,17 @@ const maxStatusTries = 3
 
 // markEvicted writes the pod's terminal status as the kubelet's eviction
 // does (phase Failed, reason Evicted, message), with evictd's
-// DisruptionTarget condition and, when annotate, EvictedAnnotation, by a
+// DisruptionTarget condition and, when annotate, EvictedAnnotation (with
+// the eviction's grace period of grace seconds), by a
 // strategic-merge patch of pods/status with the pod's UID as a
 // precondition, and returns the resourceVersion the API server gave the
 // pod. deploy/policy.yaml lets evictd's identity write that phase only
 // from Pending or Running, or again over its own, and only beside its own
 // condition.
-func (e *Evicter) markEvicted(ctx context.Context, pod *v1.Pod, message string, annotate bool) (string, error) {
+func (e *Evicter) markEvicted(ctx context.Context, pod *v1.Pod, message string, annotate bool, grace int64) (string, error) {
 	meta := map[string]any{"uid": pod.UID} // a precondition: never another pod's status
 	if annotate {
-		meta["annotations"] = map[string]string{EvictedAnnotation: e.cfg.Clock.Now().UTC().Format(time.RFC3339Nano)}
+		meta["annotations"] = map[string]string{EvictedAnnotation: evictedValue(e.cfg.Clock.Now(), grace)}
 	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": meta,
@@ -154,7 +183,7 @@ func (e *Evicter) markTerminal(ctx context.Context, log *slog.Logger, r decide.R
 		log.Warn("the kubelet reported the pod finished before evictd could write its terminal status; deleting it as it is", "phase", pod.Status.Phase)
 		return e.deleteMarked(ctx, log, r, pod)
 	}
-	_, err := e.markEvicted(ctx, pod, r.Message, true)
+	_, err := e.markEvicted(ctx, pod, r.Message, true, r.GracePeriod)
 	switch {
 	case err == nil:
 		return "status", nil
@@ -347,7 +376,7 @@ func (e *Evicter) finalDelete(ctx context.Context, log *slog.Logger, r decide.Re
 		rv := ""
 		if try <= maxStatusTries {
 			var err error
-			rv, err = e.markEvicted(ctx, pod, r.Message, false)
+			rv, err = e.markEvicted(ctx, pod, r.Message, false, 0)
 			switch {
 			case apierrors.IsNotFound(err):
 				return nil

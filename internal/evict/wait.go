@@ -207,7 +207,7 @@ func (e *Evicter) rewrite(ctx context.Context, log *slog.Logger, w *podWatch, r 
 	case w.ownTerminal && !terminal(p):
 		w.remarks++
 		log.Debug("the pod's terminal status was written over; writing evictd's again", "phase", p.Status.Phase, "remark", w.remarks)
-		if _, err := e.markEvicted(ctx, p, r.Message, false); err != nil && !apierrors.IsNotFound(err) {
+		if _, err := e.markEvicted(ctx, p, r.Message, false, 0); err != nil && !apierrors.IsNotFound(err) {
 			e.apiError(metrics.APIPodPatchStatus)
 			log.Warn("could not write the pod's terminal status again", "err", err)
 		}
