@@ -60,6 +60,17 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 		"--eviction-pressure-transition-period=5s",
 	}
 	startEvictd(t, n, args...)
+	// slow runs before the pressure begins: a pod still being created is
+	// evictable too, and on a loaded machine the pass after the pressure
+	// can come before it runs.
+	slow := labelled(n.Pod("slow", "alloc", "--mib", "50"))
+	grace := int64(60)
+	slow.Spec.TerminationGracePeriodSeconds = &grace
+	slow.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
+		PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"/workload", "sleep"}}},
+	}
+	deleted := watchDeletion(t, n, "default", "slow")
+	run(t, n, slow)
 	// A critical pod holds the node under pressure that no eviction can
 	// relieve, so the condition stays True across the restart.
 	crit := labelled(n.Pod("critical", "alloc", "--mib", "1000"))
@@ -71,14 +82,6 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 	})
 	since := condition(t, n, memoryCondition).LastTransitionTime
 
-	slow := labelled(n.Pod("slow", "alloc", "--mib", "50"))
-	grace := int64(60)
-	slow.Spec.TerminationGracePeriodSeconds = &grace
-	slow.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
-		PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"/workload", "sleep"}}},
-	}
-	deleted := watchDeletion(t, n, "default", "slow")
-	run(t, n, slow)
 	select {
 	case d := <-deleted:
 		if g := evictedGrace(t, d, "default", "slow", evictdLog(n)); g != grace {

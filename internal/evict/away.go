@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
@@ -398,6 +399,8 @@ func (e *Evicter) settle(ctx context.Context) (bool, error) {
 // would have.
 func (e *Evicter) complete(ctx context.Context, o owedEviction) error {
 	want := o.r.Pod
+	e.evicting.Store(types.UID(want.UID), struct{}{})
+	defer e.evicting.Delete(types.UID(want.UID))
 	// The API server's word, not the cache's, for current's reasons; the
 	// cache is all the more likely behind just after the API server's
 	// return, its watch reconnecting with a backoff of its own.

@@ -147,6 +147,10 @@ type Evicter struct {
 	// (a mark), for the wait to tell a status written over from a cache
 	// that has not yet caught up with evictd's own write (see waitGone).
 	marked sync.Map
+	// evicting holds the UIDs of the pods an Evict of this evictd is
+	// evicting, from its start to its end: the sweep leaves them alone
+	// (their status may be written before their mark is stored).
+	evicting sync.Map
 }
 
 // mark is evictd's last write of an evicted pod's status.
@@ -256,6 +260,8 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	}
 	log := e.log.With("pod", ref, "uid", r.Pod.UID, "signal", r.Signal, "hard", r.Hard, "gracePeriodSeconds", r.GracePeriod)
 
+	e.evicting.Store(types.UID(r.Pod.UID), struct{}{})
+	defer e.evicting.Delete(types.UID(r.Pod.UID))
 	watch := e.watch(r.Pod) // before the eviction: see podWatch
 	defer e.marked.Delete(watch.uid)
 	var stop *localStop

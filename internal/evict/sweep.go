@@ -86,7 +86,7 @@ func (e *Evicter) stopOverdue(ctx context.Context, lister PodLister, stopped map
 		if !ok || stopped[pod.UID] {
 			continue
 		}
-		if _, busy := e.marked.Load(pod.UID); busy {
+		if e.busy(pod.UID) {
 			continue
 		}
 		if due.After(now) {
@@ -142,7 +142,7 @@ func (e *Evicter) sweep(ctx context.Context, lister PodLister, tried map[types.U
 		if !leftFailed(pod) {
 			continue
 		}
-		if _, busy := e.marked.Load(pod.UID); busy {
+		if e.busy(pod.UID) {
 			continue
 		}
 		if at, ok := tried[pod.UID]; ok && now.Sub(at) < sweepRetry {
@@ -205,4 +205,12 @@ func (e *Evicter) startSweep(ctx context.Context, log *slog.Logger) <-chan struc
 		e.sweepLoop(ctx, notifier, lister)
 	}()
 	return done
+}
+
+// busy reports whether an eviction of this evictd is under way for the pod
+// with uid (Evict, or a completion of Run).
+func (e *Evicter) busy(uid types.UID) bool {
+	_, evicting := e.evicting.Load(uid)
+	_, marked := e.marked.Load(uid)
+	return evicting || marked
 }
