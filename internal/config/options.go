@@ -90,6 +90,7 @@ type Options struct {
 	minimumImageTTL           time.Duration
 	kubeconfig                string
 	kubeconfigOptional        bool
+	standaloneStop            bool
 	hostnameOverride          string
 	nodeStatusUpdateFrequency time.Duration
 	nodeStatusReportFrequency time.Duration
@@ -200,6 +201,8 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.kubeconfigOptional, "kubeconfig-optional", false,
 		"Start standalone, as without --kubeconfig, while the --kubeconfig file does not exist, instead of refusing to start: the package's environment file sets it, so that a node where the kubeconfig is not written yet runs evictd, warning at start and every "+KubeconfigReminder.String()+" that it has no API server (evictd_standalone 1), until the file is written and evictd restarted. "+
 			"A kubeconfig that exists but cannot be used is still refused. (default false)")
+	fs.BoolVar(&o.standaloneStop, "standalone-stop", false,
+		"While evictd runs standalone (no --kubeconfig, or --kubeconfig-optional before the file is written), stop the pod a hard memory or PID threshold evicts by killing its containers through the container runtime, as the kernel's OOM killer would but before it: the kubelet restarts them as the pod's restart policy says. With no priorities or requests to rank by, only pods from the API server outside kube-system and not Guaranteed may be stopped; soft and disk thresholds are reported, not acted on. The package's environment file sets it. (default false: standalone evictd acts on nothing)")
 	fs.StringVar(&o.configFile, "config", "",
 		"Path of a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to take the eviction settings from; flags given on the command line override it, and it overrides --node-config. (default none)")
 	fs.StringVar(&o.nodeConfigFile, "node-config", "",

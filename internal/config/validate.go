@@ -72,6 +72,11 @@ type Config struct {
 	// KubeconfigOptional (--kubeconfig-optional) makes a Kubeconfig that
 	// does not exist mean standalone rather than a refusal to start.
 	KubeconfigOptional bool
+	// StandaloneStop (--standalone-stop) makes standalone evictd (no
+	// Kubeconfig, or an optional one not written yet) kill, through the
+	// container runtime, the containers of the pod a hard memory or PID
+	// threshold evicts, rather than evicting nothing.
+	StandaloneStop bool
 	// LeaseNamespace is the namespace of evictd's Lease, a DNS label.
 	// --lease-namespace, default kube-system.
 	LeaseNamespace string
@@ -179,6 +184,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		CgroupDriver:              o.cgroupDriver,
 		Kubeconfig:                o.kubeconfig,
 		KubeconfigOptional:        o.kubeconfigOptional,
+		StandaloneStop:            o.standaloneStop,
 		LeaseNamespace:            o.leaseNamespace,
 		ImpersonateNode:           o.impersonateNode,
 		DryRun:                    o.dryRun,
@@ -440,4 +446,14 @@ func (o *Options) nodeName() (string, error) {
 		return "", errors.New("empty node name: set --hostname-override")
 	}
 	return name, nil
+}
+
+// StandaloneActs says what evictd does about a pressure while it runs
+// standalone with c: with --standalone-stop (and not --dry-run) it stops
+// pods for hard memory and PID thresholds, otherwise it evicts nothing.
+func (c *Config) StandaloneActs() string {
+	if c.StandaloneStop && !c.DryRun {
+		return "stopping pods through the container runtime for hard memory and PID thresholds only (--standalone-stop)"
+	}
+	return "evicting nothing"
 }
