@@ -447,7 +447,7 @@ func inFlight(pod *v1.Pod) bool {
 	terminal := pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 	switch {
 	case pod.DeletionTimestamp != nil && !terminal:
-	case terminal && running(pod) && ptr.Deref(pod.DeletionGracePeriodSeconds, -1) != 0:
+	case terminal && kubeclient.ContainersRunning(pod) && ptr.Deref(pod.DeletionGracePeriodSeconds, -1) != 0:
 	default:
 		return false
 	}
@@ -590,19 +590,6 @@ func slimStatuses(in []v1.ContainerStatus) []v1.ContainerStatus {
 		}
 	}
 	return out
-}
-
-// running reports whether the pod's status names a container still
-// running: the kubelet writes a container's stop once it has seen it.
-func running(pod *v1.Pod) bool {
-	for _, list := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
-		for _, cs := range list {
-			if cs.State.Running != nil {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func podVersion(obj any) string {
