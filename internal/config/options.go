@@ -91,6 +91,7 @@ type Options struct {
 	kubeconfig                string
 	kubeconfigOptional        bool
 	standaloneStop            bool
+	trustedDSNamespaces       []string
 	hostnameOverride          string
 	nodeStatusUpdateFrequency time.Duration
 	nodeStatusReportFrequency time.Duration
@@ -203,6 +204,8 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 			"A kubeconfig that exists but cannot be used is still refused. (default false)")
 	fs.BoolVar(&o.standaloneStop, "standalone-stop", false,
 		"While evictd runs standalone (no --kubeconfig, or --kubeconfig-optional before the file is written), stop the pod a hard memory or PID threshold evicts by killing its containers through the container runtime, as the kernel's OOM killer would but before it: the kubelet restarts them as the pod's restart policy says. With no priorities or requests to rank by, only pods from the API server outside kube-system and not Guaranteed may be stopped; soft and disk thresholds are reported, not acted on. The package's environment file sets it. (default false: standalone evictd acts on nothing)")
+	fs.StringSliceVar(&o.trustedDSNamespaces, "trusted-daemonset-namespaces", []string{"kube-system"},
+		"Comma-separated namespaces whose DaemonSet pods rank after the other pods of their tier, as node agents the node needs: whoever may create a DaemonSet there is trusted with that later turn. A DaemonSet pod of any other namespace ranks as any other pod; empty: none is set apart.")
 	fs.StringVar(&o.configFile, "config", "",
 		"Path of a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to take the eviction settings from; flags given on the command line override it, and it overrides --node-config. (default none)")
 	fs.StringVar(&o.nodeConfigFile, "node-config", "",

@@ -77,6 +77,10 @@ type Config struct {
 	// container runtime, the containers of the pod a hard memory or PID
 	// threshold evicts, rather than evicting nothing.
 	StandaloneStop bool
+	// TrustedDaemonSetNamespaces (--trusted-daemonset-namespaces, default
+	// kube-system) are the namespaces whose DaemonSet pods rank after the
+	// other pods of their tier.
+	TrustedDaemonSetNamespaces []string
 	// LeaseNamespace is the namespace of evictd's Lease, a DNS label.
 	// --lease-namespace, default kube-system.
 	LeaseNamespace string
@@ -176,31 +180,32 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		errs = append(errs, fmt.Errorf("%s: invalid value %q: %s", src(flag), value, why))
 	}
 	c := &Config{
-		MaxPodGracePeriodSeconds:  o.maxPodGracePeriod,
-		KernelMemcgNotification:   o.kernelMemcgNotification,
-		EnforceNodeAllocatable:    slices.Clone(o.enforceNodeAllocatable),
-		RootDir:                   o.rootDir,
-		CgroupRoot:                o.cgroupRoot,
-		CgroupDriver:              o.cgroupDriver,
-		Kubeconfig:                o.kubeconfig,
-		KubeconfigOptional:        o.kubeconfigOptional,
-		StandaloneStop:            o.standaloneStop,
-		LeaseNamespace:            o.leaseNamespace,
-		ImpersonateNode:           o.impersonateNode,
-		DryRun:                    o.dryRun,
-		HardEvictionLocalStop:     o.localStop,
-		MetricsBindAddress:        o.metricsBindAddress,
-		ImageFSPath:               o.imageFSPath,
-		PodLogsDir:                o.podLogsDir,
-		MaxEvictionsPerHour:       o.maxEvictionsPerHour,
-		LocalStorageEvictionQPS:   o.localStorageQPS,
-		LocalStorageEvictionBurst: o.localStorageBurst,
-		ProcRoot:                  o.procRoot,
-		CgroupMount:               o.cgroupMount,
-		ConfigFile:                o.configFile,
-		NodeConfigFile:            o.nodeConfigFile,
-		Sources:                   sources,
-		Notes:                     notes,
+		MaxPodGracePeriodSeconds:   o.maxPodGracePeriod,
+		KernelMemcgNotification:    o.kernelMemcgNotification,
+		EnforceNodeAllocatable:     slices.Clone(o.enforceNodeAllocatable),
+		RootDir:                    o.rootDir,
+		CgroupRoot:                 o.cgroupRoot,
+		CgroupDriver:               o.cgroupDriver,
+		Kubeconfig:                 o.kubeconfig,
+		KubeconfigOptional:         o.kubeconfigOptional,
+		StandaloneStop:             o.standaloneStop,
+		TrustedDaemonSetNamespaces: slices.Clone(o.trustedDSNamespaces),
+		LeaseNamespace:             o.leaseNamespace,
+		ImpersonateNode:            o.impersonateNode,
+		DryRun:                     o.dryRun,
+		HardEvictionLocalStop:      o.localStop,
+		MetricsBindAddress:         o.metricsBindAddress,
+		ImageFSPath:                o.imageFSPath,
+		PodLogsDir:                 o.podLogsDir,
+		MaxEvictionsPerHour:        o.maxEvictionsPerHour,
+		LocalStorageEvictionQPS:    o.localStorageQPS,
+		LocalStorageEvictionBurst:  o.localStorageBurst,
+		ProcRoot:                   o.procRoot,
+		CgroupMount:                o.cgroupMount,
+		ConfigFile:                 o.configFile,
+		NodeConfigFile:             o.nodeConfigFile,
+		Sources:                    sources,
+		Notes:                      notes,
 	}
 	// Every duration is checked and derived in durations.go.
 	c.Durations = o.durations(bad)
@@ -289,6 +294,11 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	}
 	if msgs := validation.IsDNS1123Label(o.leaseNamespace); len(msgs) > 0 {
 		bad("lease-namespace", o.leaseNamespace, strings.Join(msgs, "; "))
+	}
+	for _, ns := range o.trustedDSNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			bad("trusted-daemonset-namespaces", ns, "not a namespace name: "+strings.Join(msgs, "; "))
+		}
 	}
 	if c.NodeName, err = o.nodeName(); err != nil {
 		errs = append(errs, err)
