@@ -71,8 +71,17 @@ build() {
 }
 
 # The version stamps of the tools' own release builds, so `helm version`
-# and `kustomize version` report the pinned versions.
-build "$tools/helm" "$helm_dir" helm helm.sh/helm/v3/cmd/helm \
-	"-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
+# and `kustomize version` report the pinned versions, and helm's default
+# Kubernetes version (for a chart's kubeVersion and `lint`'s deprecation
+# checks without a cluster) is the one its client-go is from, as helm's
+# Makefile sets it (client-go v0.X.Y is Kubernetes 1.X).
+client_go=$(required_version "$tools/helm/go.mod" k8s.io/client-go)
+k8s_minor=${client_go#v0.}
+k8s_minor=${k8s_minor%%.*}
+helm_ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
+for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+	helm_ldflags+=" -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$k8s_minor"
+done
+build "$tools/helm" "$helm_dir" helm helm.sh/helm/v3/cmd/helm "$helm_ldflags"
 build "$tools/kustomize" "$kustomize_dir" kustomize sigs.k8s.io/kustomize/kustomize/v5 \
 	"-s -w -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$kustomize_version"
