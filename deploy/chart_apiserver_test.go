@@ -27,15 +27,27 @@ import (
 // that identity to its node: a token bound to node A writes node A's
 // status and Lease, and is refused node B's.
 func TestChartOnAPIServer(t *testing.T) {
-	const (
-		namespace = "evictd-system"
-		sa        = "node-evictd"
-	)
-	out, err := helmTemplate(t, "namespace: "+namespace+"\ncreateNamespace: true\nserviceAccount: {name: "+sa+"}\n"+allParts)
+	out, err := helmTemplate(t, "namespace: evictd-system\ncreateNamespace: true\nserviceAccount: {name: node-evictd}\n"+allParts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := decode(t, out)
+	checkOnAPIServer(t, decode(t, out), "evictd-system", "node-evictd")
+}
+
+// TestKustomizeOnAPIServer does the same with the example kustomize
+// overlay's objects.
+func TestKustomizeOnAPIServer(t *testing.T) {
+	out, err := run(tool(t, "kustomize"), "build", "kustomize/overlays/example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOnAPIServer(t, decode(t, out), "evictd-system", "node-evictd")
+}
+
+// checkOnAPIServer applies objs to a new control plane and checks that
+// the ServiceAccount namespace/sa is held to its node.
+func checkOnAPIServer(t *testing.T, objs []object, namespace, sa string) {
+	t.Helper()
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx := t.Context()
 	admin, err := kubernetes.NewForConfig(c.AdminConfig())
