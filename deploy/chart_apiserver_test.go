@@ -54,33 +54,7 @@ func checkOnAPIServer(t *testing.T, objs []object, namespace, sa string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(admin.Discovery()))
-	for round := 1; round <= 2; round++ {
-		for _, o := range objs {
-			gvk := o.u.GroupVersionKind()
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				t.Fatalf("%s: %v", o.id(), err)
-			}
-			j, err := o.u.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
-			if o.u.GetNamespace() != "" {
-				r = dyn.Resource(m.Resource).Namespace(o.u.GetNamespace())
-			}
-			_, err = r.Patch(ctx, o.u.GetName(), types.ApplyPatchType, j,
-				metav1.PatchOptions{FieldManager: "evictd-chart-test", Force: new(true), FieldValidation: "Strict"})
-			if err != nil {
-				t.Fatalf("server-side apply (round %d) of %s: %v", round, o.id(), err)
-			}
-		}
-	}
+	applyObjects(t, c, objs)
 	for _, n := range []string{nodeA, nodeB} {
 		if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -128,5 +102,43 @@ func checkOnAPIServer(t *testing.T, objs []object, namespace, sa string) {
 	// nothing of the rendering refers to it.
 	if _, err := admin.CoreV1().ServiceAccounts("kube-system").Get(ctx, "evictd", metav1.GetOptions{}); err == nil {
 		t.Error("kube-system/evictd exists")
+	}
+}
+
+// applyObjects applies objs to c by server-side apply with strict field
+// validation, twice: the second time changes nothing and must succeed too.
+func applyObjects(t *testing.T, c *testcluster.Cluster, objs []object) {
+	t.Helper()
+	ctx := t.Context()
+	admin, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(admin.Discovery()))
+	for round := 1; round <= 2; round++ {
+		for _, o := range objs {
+			gvk := o.u.GroupVersionKind()
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Fatalf("%s: %v", o.id(), err)
+			}
+			j, err := o.u.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+			if o.u.GetNamespace() != "" {
+				r = dyn.Resource(m.Resource).Namespace(o.u.GetNamespace())
+			}
+			_, err = r.Patch(ctx, o.u.GetName(), types.ApplyPatchType, j,
+				metav1.PatchOptions{FieldManager: "evictd-chart-test", Force: new(true), FieldValidation: "Strict"})
+			if err != nil {
+				t.Fatalf("server-side apply (round %d) of %s: %v", round, o.id(), err)
+			}
+		}
 	}
 }
