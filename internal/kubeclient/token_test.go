@@ -1,0 +1,214 @@
+package kubeclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// nodeClaims is the payload of a token of kube-system/evictd bound to node
+// n1 (uid u1), issued at iat for lifetime.
+func nodeClaims(iat int64, lifetime time.Duration) string {
+	return fmt.Sprintf(`{"aud":["https://kubernetes.default.svc"],"exp":%d,"iat":%d,"jti":"j-%d","kubernetes.io":{"namespace":"kube-system",`+
+		`"node":{"name":"n1","uid":"u1"},"serviceaccount":{"name":"evictd","uid":"sa1"}},"sub":"system:serviceaccount:kube-system:evictd"}`,
+		iat+int64(lifetime/time.Second), iat, iat)
+}
+
+func TestParseToken(t *testing.T) {
+	iat := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		tok     string
+		want    TokenClaims
+		wantErr string
+		bound   string // NodeBound's error, "" for nil
+	}{
+		{"node-bound", fakeJWT(nodeClaims(iat.Unix(), 720*time.Hour)) + "\n", TokenClaims{
+			Audiences: []string{"https://kubernetes.default.svc"}, IssuedAt: iat, Expiry: iat.Add(720 * time.Hour), ID: fmt.Sprintf("j-%d", iat.Unix()),
+			Namespace: "kube-system", ServiceAccount: "evictd", Node: "n1", NodeUID: "u1",
+		}, "", ""},
+		{"pod-bound, with its node", fakeJWT(`{"aud":"api","exp":1798214400,"kubernetes.io":{"namespace":"kube-system","node":{"name":"n1","uid":"u1"},"pod":{"name":"evictd-x","uid":"p"},"serviceaccount":{"name":"evictd","uid":"s"}}}`),
+			TokenClaims{Audiences: []string{"api"}, Expiry: time.Unix(1798214400, 0), Namespace: "kube-system", ServiceAccount: "evictd", Node: "n1", NodeUID: "u1", Pod: "evictd-x"},
+			"", "bound to pod kube-system/evictd-x, not to a Node"},
+		{"secret-bound", fakeJWT(`{"exp":1798214400,"kubernetes.io":{"namespace":"kube-system","secret":{"name":"s1"},"serviceaccount":{"name":"evictd"}}}`),
+			TokenClaims{Expiry: time.Unix(1798214400, 0), Namespace: "kube-system", ServiceAccount: "evictd", Secret: "s1"}, "", "bound to secret kube-system/s1"},
+		{"bound to nothing", fakeJWT(`{"exp":1798214400,"kubernetes.io":{"namespace":"kube-system","serviceaccount":{"name":"evictd"}}}`),
+			TokenClaims{Expiry: time.Unix(1798214400, 0), Namespace: "kube-system", ServiceAccount: "evictd"}, "", "bound to no Node"},
+		{"node without uid", fakeJWT(`{"exp":1798214400,"kubernetes.io":{"namespace":"kube-system","node":{"name":"n1"},"serviceaccount":{"name":"evictd"}}}`),
+			TokenClaims{Expiry: time.Unix(1798214400, 0), Namespace: "kube-system", ServiceAccount: "evictd", Node: "n1"}, "", "bound to node n1 without its uid"},
+		{"not a ServiceAccount's", fakeJWT(`{"exp":1798214400,"sub":"someone"}`), TokenClaims{Expiry: time.Unix(1798214400, 0)}, "", "not a ServiceAccount token"},
+		{"opaque", "0123456789abcdef", TokenClaims{}, "not a JWT: 1 dot-separated parts, want 3", ""},
+		{"claims not base64", "a.!!!.c", TokenClaims{}, "claims are not base64url", ""},
+		{"claims not JSON", fakeJWT("not json"), TokenClaims{}, "claims are not a JSON object", ""},
+		{"no exp", fakeJWT(`{"sub":"x"}`), TokenClaims{}, "no exp claim", ""},
+		{"exp not a number", fakeJWT(`{"exp":"soon"}`), TokenClaims{}, "claims are not a JSON object", ""},
+		{"negative exp", fakeJWT(`{"exp":-5}`), TokenClaims{}, `claim exp "-5"`, ""},
+		{"aud a number", fakeJWT(`{"exp":5,"aud":7}`), TokenClaims{}, "claim aud 7: want a string or an array of strings", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseToken(tc.tok)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %+v, %v; want an error with %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Audiences, tc.want.Audiences) || !got.IssuedAt.Equal(tc.want.IssuedAt) || !got.Expiry.Equal(tc.want.Expiry) ||
+				got.ID != tc.want.ID || got.Namespace != tc.want.Namespace || got.ServiceAccount != tc.want.ServiceAccount ||
+				got.Node != tc.want.Node || got.NodeUID != tc.want.NodeUID || got.Pod != tc.want.Pod || got.Secret != tc.want.Secret {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			err = got.NodeBound()
+			switch {
+			case tc.bound == "" && err != nil:
+				t.Errorf("NodeBound: got %v, want nil", err)
+			case tc.bound != "" && (err == nil || !strings.Contains(err.Error(), tc.bound)):
+				t.Errorf("NodeBound: got %v, want an error with %q", err, tc.bound)
+			}
+		})
+	}
+}
+
+func TestRenewAtAndLifetime(t *testing.T) {
+	iat := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	claims := func(lifetime time.Duration) TokenClaims {
+		return TokenClaims{IssuedAt: iat, Expiry: iat.Add(lifetime)}
+	}
+	noIat := TokenClaims{Expiry: iat.Add(720 * time.Hour)}
+	tests := []struct {
+		name         string
+		c            TokenClaims
+		before, want time.Duration // want: the lifetime asked for
+		flagLifetime time.Duration
+		renewAt      time.Time
+	}{
+		{"720h, defaults: at 240h left, for 720h", claims(720 * time.Hour), 0, 720 * time.Hour, 0, iat.Add(480 * time.Hour)},
+		{"24h, defaults: at 8h left, for 24h", claims(24 * time.Hour), 0, 24 * time.Hour, 0, iat.Add(16 * time.Hour)},
+		{"10m, renew 9m55s before: 5s after issue", claims(10 * time.Minute), 9*time.Minute + 55*time.Second, 10 * time.Minute, 0, iat.Add(5 * time.Second)},
+		{"8760h: asked for 720h at most", claims(8760 * time.Hour), 0, 720 * time.Hour, 0, iat.Add(8760 * time.Hour * 2 / 3)},
+		{"lifetime flag wins", claims(720 * time.Hour), 48 * time.Hour, 48 * time.Hour, 48 * time.Hour, iat.Add(672 * time.Hour)},
+		{"lifetime flag below the API server's minimum", claims(720 * time.Hour), 0, 10 * time.Minute, time.Minute, iat.Add(480 * time.Hour)},
+		{"no iat: a day before, for 720h", noIat, 0, 720 * time.Hour, 0, iat.Add(696 * time.Hour)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RenewAt(tc.c, tc.before); !got.Equal(tc.renewAt) {
+				t.Errorf("RenewAt: got %v, want %v", got, tc.renewAt)
+			}
+			if got := NextLifetime(tc.c, tc.flagLifetime); got != tc.want {
+				t.Errorf("NextLifetime: got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeRequester answers TokenRequests with tokens it makes, or with err.
+type fakeRequester struct {
+	now  func() time.Time
+	err  error
+	asks []TokenRequest
+}
+
+func (f *fakeRequester) RequestToken(_ context.Context, r TokenRequest) (string, error) {
+	f.asks = append(f.asks, r)
+	if f.err != nil {
+		return "", f.err
+	}
+	return fakeJWT(nodeClaims(f.now().Unix(), r.Lifetime)), nil
+}
+
+// TestRenewerStep: a token not due is left alone; a due one is replaced
+// by the API server's answer, mode 0600; a failure keeps the old token;
+// a file someone else rewrote is not overwritten; a file others can read
+// is refused.
+func TestRenewerStep(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	iat := time.Now().Add(-time.Hour).Truncate(time.Second)
+	old := fakeJWT(nodeClaims(iat.Unix(), 3*time.Hour))
+	if err := os.WriteFile(path, []byte(old+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	api := &fakeRequester{now: time.Now}
+	r, err := NewRenewer(RenewerConfig{Path: path, RenewBefore: time.Hour}, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Due in an hour.
+	if wait, renewed, err := r.step(t.Context()); err != nil || renewed || wait < 59*time.Minute || wait > time.Hour {
+		t.Fatalf("not due: got %v, %v, %v; want about 1h, false, nil", wait, renewed, err)
+	}
+	// Due now: 2h30m before expiry.
+	r.cfg.RenewBefore = 150 * time.Minute
+	api.err = errors.New("connection refused")
+	if _, _, err := r.step(t.Context()); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("API server away: got %v, want its error", err)
+	}
+	if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != old {
+		t.Fatal("a failed renewal changed the file")
+	}
+	api.err = nil
+	if _, renewed, err := r.step(t.Context()); err != nil || !renewed {
+		t.Fatalf("due: got %v, %v; want renewed", renewed, err)
+	}
+	ask := api.asks[len(api.asks)-1]
+	if ask.Namespace != "kube-system" || ask.ServiceAccount != "evictd" || ask.Node != "n1" || ask.NodeUID != "u1" ||
+		ask.Lifetime != 3*time.Hour || !slices.Equal(ask.Audiences, []string{"https://kubernetes.default.svc"}) {
+		t.Errorf("asked %+v; want kube-system/evictd bound to n1 (u1), 3h, the old audiences", ask)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if fi.Mode().Perm() != 0o600 || strings.TrimSpace(string(b)) == old {
+		t.Errorf("after renewal: mode %04o, token changed %v; want 0600, true", fi.Mode().Perm(), strings.TrimSpace(string(b)) != old)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".token.new-*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+
+	// Someone else wrote the file meanwhile: not overwritten.
+	if err := replaceToken(path, old, "x.y.z"); !errors.Is(err, errChanged) {
+		t.Errorf("file changed since read: got %v, want errChanged", err)
+	}
+	// Open to others: refused, before and at the write.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.step(t.Context()); err == nil || !strings.Contains(err.Error(), "mode 0644") {
+		t.Errorf("mode 0644: got %v, want a refusal", err)
+	}
+	if err := replaceToken(path, strings.TrimSpace(string(b)), "x.y.z"); err == nil || !strings.Contains(err.Error(), "mode 0644") {
+		t.Errorf("mode 0644 at the write: got %v, want a refusal", err)
+	}
+}
+
+func TestNewRenewerRefuses(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, content, want string }{
+		{"opaque", "0123456789abcdef", "not a JWT"},
+		{"pod-bound", fakeJWT(`{"exp":1798214400,"kubernetes.io":{"namespace":"kube-system","node":{"name":"n1","uid":"u1"},"pod":{"name":"p"},"serviceaccount":{"name":"evictd"}}}`), "the kubelet renews such tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, tc.name)
+			if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := NewRenewer(RenewerConfig{Path: p}, &fakeRequester{now: time.Now})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+				t.Errorf("got %v, want an error naming %s with %q", err, p, tc.want)
+			}
+		})
+	}
+}
