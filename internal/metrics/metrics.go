@@ -196,8 +196,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_evictions_in_last_hour",
 			Help: "Evictions issued (evicted or stopped locally) in the sliding hour before the last pass, the count --max-evictions-per-hour caps.",
 		}),
-		byUnit:  newUnitGauges(),
-		refused: newRefused(),
+		byUnit:   newUnitGauges(),
+		refused:  newRefused(),
 		expiry:   newExpiryCollector(),
 		renewals: newRenewals(),
 	}
