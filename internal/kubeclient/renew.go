@@ -55,12 +55,15 @@ func (c *Client) RequestToken(ctx context.Context, r TokenRequest) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("TokenRequest of serviceaccount %s/%s: %w", r.Namespace, r.ServiceAccount, err)
 	}
-	raw, err := c.core.Post().Namespace(r.Namespace).Resource("serviceaccounts").Name(r.ServiceAccount).SubResource("token").
+	res := c.core.Post().Namespace(r.Namespace).Resource("serviceaccounts").Name(r.ServiceAccount).SubResource("token").
 		SetHeader("Content-Type", "application/json").SetHeader("Accept", "application/json").
-		Body(body).Do(ctx).Raw()
-	if err != nil {
+		Body(body).Do(ctx)
+	// Error, unlike Raw, reads the API server's Status: a refusal keeps
+	// its reason and message (Forbidden, the admission policy's words).
+	if err := res.Error(); err != nil {
 		return "", fmt.Errorf("TokenRequest of serviceaccount %s/%s: %w", r.Namespace, r.ServiceAccount, err)
 	}
+	raw, _ := res.Raw()
 	var answer struct {
 		Status struct {
 			Token string `json:"token"`

@@ -2,14 +2,19 @@ package kubeclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // nodeClaims is the payload of a token of kube-system/evictd bound to node
@@ -208,6 +213,54 @@ func TestNewRenewerRefuses(t *testing.T) {
 			_, err := NewRenewer(RenewerConfig{Path: p}, &fakeRequester{now: time.Now})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
 				t.Errorf("got %v, want an error naming %s with %q", err, p, tc.want)
+			}
+		})
+	}
+}
+
+// TestRequestTokenAnswers: what is sent, and the API server's broken
+// answers each an error that says so.
+func TestRequestTokenAnswers(t *testing.T) {
+	tests := []struct {
+		name   string
+		code   int
+		answer string
+		want   string // "" for success
+	}{
+		{"a token", 201, `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","status":{"token":"a.b.c","expirationTimestamp":"2026-12-01T00:00:00Z"}}`, ""},
+		{"no token", 201, `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","status":{}}`, "the API server's answer holds no token"},
+		{"not JSON", 201, `<html>proxy error</html>`, "the API server's answer is not a TokenRequest"},
+		{"refused", 403, `{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"Forbidden","code":403,"message":"denied by the test"}`, "denied by the test"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var path string
+			var sent map[string]any
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				path = r.URL.Path
+				_ = json.NewDecoder(r.Body).Decode(&sent)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.code)
+				_, _ = w.Write([]byte(tc.answer))
+			}))
+			defer srv.Close()
+			c, err := NewForConfig(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := c.RequestToken(t.Context(), TokenRequest{Namespace: "kube-system", ServiceAccount: "evictd", Audiences: []string{"api"}, Lifetime: time.Hour, Node: "n1", NodeUID: "u1"})
+			if path != "/api/v1/namespaces/kube-system/serviceaccounts/evictd/token" {
+				t.Errorf("posted to %s", path)
+			}
+			spec, _ := json.Marshal(sent["spec"])
+			if want := `{"audiences":["api"],"boundObjectRef":{"apiVersion":"v1","kind":"Node","name":"n1","uid":"u1"},"expirationSeconds":3600}`; string(spec) != want {
+				t.Errorf("sent spec %s, want %s", spec, want)
+			}
+			switch {
+			case tc.want == "" && (err != nil || tok != "a.b.c"):
+				t.Errorf("got %q, %v; want a.b.c", tok, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "kube-system/evictd")):
+				t.Errorf("got %q, %v; want an error naming kube-system/evictd with %q", tok, err, tc.want)
 			}
 		})
 	}
