@@ -22,6 +22,7 @@ import (
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/podsource"
 	"github.com/evictd/evictd/internal/secretfile"
+	"github.com/evictd/evictd/internal/tokenrenew"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -43,7 +44,7 @@ type kube struct {
 	broadcaster record.EventBroadcaster
 	// renewer renews the kubeconfig's node-bound token; nil when it is
 	// not one, or --token-renewal=false.
-	renewer *kubeclient.Renewer
+	renewer *tokenrenew.Renewer
 	// relisted says that the pod cache was listed afresh, for a pass at once.
 	relisted chan struct{}
 }
@@ -65,7 +66,7 @@ type kube struct {
 //     through NewCachedFileTokenSource (token_source.go): read again about
 //     once a minute (a minute's expiry, 10 s early), keeping the last good
 //     token when a read fails or the file is empty. evictd's own renewal
-//     (--token-renewal, kubeclient.Renewer) writes it with days to spare
+//     (--token-renewal, tokenrenew.Renewer) writes it with days to spare
 //     by default, and the old token stays valid until it expires, so that
 //     minute costs nothing;
 //   - client-certificate and client-key set TLS.ReloadTLSFiles
@@ -214,7 +215,7 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 // is set and the file holds a ServiceAccount token bound to a Node, nil
 // otherwise, saying why in the log. Its requests go through client, under
 // evictd's own identity.
-func newRenewer(cfg *config.Config, rc *rest.Config, client *kubeclient.Client, met *metrics.Metrics, log *slog.Logger) *kubeclient.Renewer {
+func newRenewer(cfg *config.Config, rc *rest.Config, client *kubeclient.Client, met *metrics.Metrics, log *slog.Logger) *tokenrenew.Renewer {
 	switch {
 	case rc.BearerTokenFile == "":
 		return nil
@@ -222,7 +223,7 @@ func newRenewer(cfg *config.Config, rc *rest.Config, client *kubeclient.Client, 
 		log.Info("--token-renewal=false: the kubeconfig's tokenFile is renewed by hand", "tokenFile", rc.BearerTokenFile)
 		return nil
 	}
-	r, err := kubeclient.NewRenewer(kubeclient.RenewerConfig{
+	r, err := tokenrenew.NewRenewer(tokenrenew.RenewerConfig{
 		Path:        rc.BearerTokenFile,
 		RenewBefore: cfg.TokenRenewBefore,
 		Lifetime:    cfg.TokenLifetime,

@@ -114,12 +114,12 @@ type Durations struct {
 	// Default 1s.
 	HardEvictionStopWait time.Duration
 	// TokenRenewBefore is how long before its expiry the kubeconfig's
-	// node-bound token is renewed (kubeclient.RenewerConfig.RenewBefore).
+	// node-bound token is renewed (tokenrenew.RenewerConfig.RenewBefore).
 	// --token-renew-before, not negative; 0 (default) means once a third
 	// of its lifetime is left.
 	TokenRenewBefore time.Duration
 	// TokenLifetime is the lifetime asked for each renewed token
-	// (kubeclient.RenewerConfig.Lifetime). --token-lifetime, 0 (default:
+	// (tokenrenew.RenewerConfig.Lifetime). --token-lifetime, 0 (default:
 	// the current token's own) or from kubeclient.MinTokenLifetime (10m)
 	// to kubeclient.MaxTokenLifetime (720h).
 	TokenLifetime time.Duration

@@ -1,9 +1,8 @@
-package kubeclient
+package tokenrenew
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,73 +13,14 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/secretfile"
 )
 
-// TokenRequest asks for a token as authentication.k8s.io/v1 TokenRequest
-// does, with the fields evictd sets. It is written here rather than taken
-// from k8s.io/api/authentication/v1: the agent links only the API groups
-// it reads and writes objects of (cmd/evictd's TestAgentLinksOnlyItsAPIGroups).
-type TokenRequest struct {
-	// Namespace and ServiceAccount name the ServiceAccount.
-	Namespace, ServiceAccount string
-	// Audiences are the token's audiences; none means the API server's.
-	Audiences []string
-	// Lifetime is the lifetime asked for, in whole seconds.
-	Lifetime time.Duration
-	// Node and NodeUID name the Node the token is bound to.
-	Node, NodeUID string
-}
-
-// RequestToken creates a token of r.ServiceAccount bound to the Node
-// r.Node through the TokenRequest API (create on serviceaccounts/token)
-// and returns it. An answer without a token is an error.
-func (c *Client) RequestToken(ctx context.Context, r TokenRequest) (string, error) {
-	type boundRef struct {
-		Kind       string `json:"kind"`
-		APIVersion string `json:"apiVersion"`
-		Name       string `json:"name"`
-		UID        string `json:"uid,omitempty"`
-	}
-	secs := int64(r.Lifetime / time.Second)
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": "authentication.k8s.io/v1",
-		"kind":       "TokenRequest",
-		"spec": map[string]any{
-			"audiences":         r.Audiences,
-			"expirationSeconds": secs,
-			"boundObjectRef":    boundRef{Kind: "Node", APIVersion: "v1", Name: r.Node, UID: r.NodeUID},
-		},
-	})
-	if err != nil {
-		return "", fmt.Errorf("TokenRequest of serviceaccount %s/%s: %w", r.Namespace, r.ServiceAccount, err)
-	}
-	res := c.core.Post().Namespace(r.Namespace).Resource("serviceaccounts").Name(r.ServiceAccount).SubResource("token").
-		SetHeader("Content-Type", "application/json").SetHeader("Accept", "application/json").
-		Body(body).Do(ctx)
-	// Error, unlike Raw, reads the API server's Status: a refusal keeps
-	// its reason and message (Forbidden, the admission policy's words).
-	if err := res.Error(); err != nil {
-		return "", fmt.Errorf("TokenRequest of serviceaccount %s/%s: %w", r.Namespace, r.ServiceAccount, err)
-	}
-	raw, _ := res.Raw()
-	var answer struct {
-		Status struct {
-			Token string `json:"token"`
-		} `json:"status"`
-	}
-	if err := json.Unmarshal(raw, &answer); err != nil {
-		return "", fmt.Errorf("TokenRequest of serviceaccount %s/%s: the API server's answer is not a TokenRequest: %w", r.Namespace, r.ServiceAccount, err)
-	}
-	if answer.Status.Token == "" {
-		return "", fmt.Errorf("TokenRequest of serviceaccount %s/%s: the API server's answer holds no token", r.Namespace, r.ServiceAccount)
-	}
-	return answer.Status.Token, nil
-}
-
-// TokenRequester is what the Renewer needs of the API server: a Client.
+// TokenRequester is what the Renewer needs of the API server: a
+// kubeclient.Client.
 type TokenRequester interface {
-	RequestToken(context.Context, TokenRequest) (string, error)
+	RequestToken(context.Context, kubeclient.TokenRequest) (string, error)
 }
 
 // RenewerConfig configures a Renewer.
@@ -124,7 +64,7 @@ var errChanged = errors.New("the tokenFile changed while its successor was reque
 // NewRenewer returns a Renewer of the token at cfg.Path, after checking
 // that the file is a credential only evictd's user or root can read
 // (secretfile.Check) and that it holds a ServiceAccount token bound to a
-// Node (TokenClaims.NodeBound). The error says why it cannot be renewed.
+// Node (kubeclient.TokenClaims.NodeBound). The error says why it cannot be renewed.
 func NewRenewer(cfg RenewerConfig, api TokenRequester) (*Renewer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -147,21 +87,21 @@ func NewRenewer(cfg RenewerConfig, api TokenRequester) (*Renewer, error) {
 
 // read returns the token in the file and its claims, if it is one the
 // Renewer may renew.
-func (r *Renewer) read() (string, TokenClaims, error) {
+func (r *Renewer) read() (string, kubeclient.TokenClaims, error) {
 	if err := secretfile.Check("tokenFile", r.cfg.Path); err != nil {
-		return "", TokenClaims{}, err
+		return "", kubeclient.TokenClaims{}, err
 	}
 	b, err := os.ReadFile(r.cfg.Path)
 	if err != nil {
-		return "", TokenClaims{}, fmt.Errorf("tokenFile %s: %w", r.cfg.Path, err)
+		return "", kubeclient.TokenClaims{}, fmt.Errorf("tokenFile %s: %w", r.cfg.Path, err)
 	}
 	tok := strings.TrimSpace(string(b))
-	c, err := ParseToken(tok)
+	c, err := kubeclient.ParseToken(tok)
 	if err != nil {
-		return "", TokenClaims{}, fmt.Errorf("tokenFile %s: %w", r.cfg.Path, err)
+		return "", kubeclient.TokenClaims{}, fmt.Errorf("tokenFile %s: %w", r.cfg.Path, err)
 	}
 	if err := c.NodeBound(); err != nil {
-		return "", TokenClaims{}, fmt.Errorf("tokenFile %s: the token is %w", r.cfg.Path, err)
+		return "", kubeclient.TokenClaims{}, fmt.Errorf("tokenFile %s: the token is %w", r.cfg.Path, err)
 	}
 	return tok, c, nil
 }
@@ -225,7 +165,7 @@ func (r *Renewer) step(ctx context.Context) (time.Duration, bool, error) {
 		return 0, false, err
 	}
 	now := r.cfg.Clock.Now()
-	if at := RenewAt(c, r.cfg.RenewBefore); at.After(now) {
+	if at := kubeclient.RenewAt(c, r.cfg.RenewBefore); at.After(now) {
 		return at.Sub(now), false, nil
 	}
 	next, err := r.renew(ctx, tok, c)
@@ -234,34 +174,34 @@ func (r *Renewer) step(ctx context.Context) (time.Duration, bool, error) {
 	}
 	r.cfg.Log.Info("renewed evictd's token", "tokenFile", r.cfg.Path, "serviceAccount", c.Namespace+"/"+c.ServiceAccount,
 		"node", c.Node, "expires", next.Expiry.UTC().Format(time.RFC3339), "previousExpiry", c.Expiry.UTC().Format(time.RFC3339))
-	return RenewAt(next, r.cfg.RenewBefore).Sub(r.cfg.Clock.Now()), true, nil
+	return kubeclient.RenewAt(next, r.cfg.RenewBefore).Sub(r.cfg.Clock.Now()), true, nil
 }
 
 // renew asks for the successor of tok, with claims c, checks it and
 // writes it over the file.
-func (r *Renewer) renew(ctx context.Context, tok string, c TokenClaims) (TokenClaims, error) {
-	lifetime := NextLifetime(c, r.cfg.Lifetime)
-	newTok, err := r.api.RequestToken(ctx, TokenRequest{
+func (r *Renewer) renew(ctx context.Context, tok string, c kubeclient.TokenClaims) (kubeclient.TokenClaims, error) {
+	lifetime := kubeclient.NextLifetime(c, r.cfg.Lifetime)
+	newTok, err := r.api.RequestToken(ctx, kubeclient.TokenRequest{
 		Namespace: c.Namespace, ServiceAccount: c.ServiceAccount, Audiences: c.Audiences,
 		Lifetime: lifetime, Node: c.Node, NodeUID: c.NodeUID,
 	})
 	if err != nil {
-		return TokenClaims{}, err
+		return kubeclient.TokenClaims{}, err
 	}
-	next, err := ParseToken(newTok)
+	next, err := kubeclient.ParseToken(newTok)
 	if err != nil {
-		return TokenClaims{}, fmt.Errorf("the API server's new token: %w", err)
+		return kubeclient.TokenClaims{}, fmt.Errorf("the API server's new token: %w", err)
 	}
 	if next.Namespace != c.Namespace || next.ServiceAccount != c.ServiceAccount || next.Node != c.Node || next.NodeUID != c.NodeUID || next.Pod != "" || next.Secret != "" {
-		return TokenClaims{}, fmt.Errorf("the API server's new token is of serviceaccount %s/%s bound to node %q (uid %q), pod %q, secret %q; want serviceaccount %s/%s bound to node %s (uid %s) alone",
+		return kubeclient.TokenClaims{}, fmt.Errorf("the API server's new token is of serviceaccount %s/%s bound to node %q (uid %q), pod %q, secret %q; want serviceaccount %s/%s bound to node %s (uid %s) alone",
 			next.Namespace, next.ServiceAccount, next.Node, next.NodeUID, next.Pod, next.Secret, c.Namespace, c.ServiceAccount, c.Node, c.NodeUID)
 	}
 	if !next.Expiry.After(c.Expiry) {
-		return TokenClaims{}, fmt.Errorf("the API server's new token expires at %s, no later than the current one (%s)",
+		return kubeclient.TokenClaims{}, fmt.Errorf("the API server's new token expires at %s, no later than the current one (%s)",
 			next.Expiry.UTC().Format(time.RFC3339), c.Expiry.UTC().Format(time.RFC3339))
 	}
 	if err := replaceToken(r.cfg.Path, tok, newTok); err != nil {
-		return TokenClaims{}, err
+		return kubeclient.TokenClaims{}, err
 	}
 	return next, nil
 }

@@ -1,4 +1,4 @@
-package kubeclient
+package tokenrenew
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
@@ -85,7 +86,7 @@ func TestRenewerOnAPIServer(t *testing.T) {
 	if _, err := c.EvictdNodeToken(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	secs := int64(MinTokenLifetime / time.Second)
+	secs := int64(kubeclient.MinTokenLifetime / time.Second)
 	first, err := admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "evictd", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: &secs,
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: "n1", UID: nodes["n1"].UID},
@@ -101,14 +102,14 @@ func TestRenewerOnAPIServer(t *testing.T) {
 	// The agent's client: the tokenFile, as a kubeconfig's.
 	rc := c.TokenConfig("")
 	rc.BearerTokenFile = path
-	client, err := NewForConfig(rc)
+	client, err := kubeclient.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rec renewals
 	r, err := NewRenewer(RenewerConfig{
 		Path:        path,
-		RenewBefore: MinTokenLifetime - 3*time.Second,
+		RenewBefore: kubeclient.MinTokenLifetime - 3*time.Second,
 		RetryMin:    200 * time.Millisecond,
 		RetryMax:    time.Second,
 		OnRenewal:   rec.record,
@@ -132,18 +133,18 @@ func TestRenewerOnAPIServer(t *testing.T) {
 
 	// Three renewals, each checked.
 	seen := map[string]bool{}
-	prev, _ := ParseToken(first.Status.Token)
+	prev, _ := kubeclient.ParseToken(first.Status.Token)
 	seen[prev.ID] = true
 	for i := 1; i <= 3; i++ {
 		var tok string
-		var claims TokenClaims
+		var claims kubeclient.TokenClaims
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			b, err := os.ReadFile(path)
 			if err != nil {
 				return false, err
 			}
 			tok = strings.TrimSpace(string(b))
-			claims, err = ParseToken(tok)
+			claims, err = kubeclient.ParseToken(tok)
 			return err == nil && !seen[claims.ID], err
 		})
 		if err != nil {
@@ -159,7 +160,7 @@ func TestRenewerOnAPIServer(t *testing.T) {
 			t.Errorf("renewal %d: mode %04o, want 0600", i, fi.Mode().Perm())
 		}
 		if claims.Namespace != "kube-system" || claims.ServiceAccount != "evictd" || claims.Node != "n1" || claims.NodeUID != string(nodes["n1"].UID) ||
-			claims.Pod != "" || claims.Lifetime() != MinTokenLifetime || !claims.Expiry.After(prev.Expiry) && claims.ID == prev.ID {
+			claims.Pod != "" || claims.Lifetime() != kubeclient.MinTokenLifetime || !claims.Expiry.After(prev.Expiry) && claims.ID == prev.ID {
 			t.Errorf("renewal %d: claims %+v; want kube-system/evictd bound to n1 alone, for 10m", i, claims)
 		}
 		u, err := whoAmI(ctx, c, tok)
@@ -178,7 +179,7 @@ func TestRenewerOnAPIServer(t *testing.T) {
 	}
 
 	// A token bound to another node: refused by the policy.
-	_, err = client.RequestToken(ctx, TokenRequest{Namespace: "kube-system", ServiceAccount: "evictd", Lifetime: MinTokenLifetime, Node: "n2", NodeUID: string(nodes["n2"].UID)})
+	_, err = client.RequestToken(ctx, kubeclient.TokenRequest{Namespace: "kube-system", ServiceAccount: "evictd", Lifetime: kubeclient.MinTokenLifetime, Node: "n2", NodeUID: string(nodes["n2"].UID)})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'evictd-token-request'") {
 		t.Errorf("n1's evictd asking for a token bound to n2: got %v, want the refusal of evictd-token-request", err)
 	}
@@ -225,14 +226,14 @@ func TestRenewerOnAPIServer(t *testing.T) {
 	// token by itself (it reads the file again about once a minute).
 	stop()
 	b, _ = os.ReadFile(path)
-	lastClaims, err := ParseToken(string(b))
+	lastClaims, err := kubeclient.ParseToken(string(b))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The agent's client was built at the start, over the first token:
 	// ask the API server which token it now sends.
 	sees := func(ctx context.Context) (string, error) {
-		raw, err := client.core.Post().AbsPath("/apis/authentication.k8s.io/v1/selfsubjectreviews").
+		raw, err := client.Core().Post().AbsPath("/apis/authentication.k8s.io/v1/selfsubjectreviews").
 			SetHeader("Content-Type", "application/json").Body([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)).Do(ctx).Raw()
 		return string(raw), err
 	}
