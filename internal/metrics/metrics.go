@@ -73,6 +73,7 @@ type Metrics struct {
 	byUnit    map[unit]*unitGauges
 	refused   *prometheus.CounterVec
 	expiry    *expiryCollector
+	renewals  *prometheus.CounterVec
 
 	// err holds what New could not register.
 	err error
@@ -195,9 +196,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_evictions_in_last_hour",
 			Help: "Evictions issued (evicted or stopped locally) in the sliding hour before the last pass, the count --max-evictions-per-hour caps.",
 		}),
-		byUnit:  newUnitGauges(),
-		refused: newRefused(),
-		expiry:  newExpiryCollector(),
+		byUnit:   newUnitGauges(),
+		refused:  newRefused(),
+		expiry:   newExpiryCollector(),
+		renewals: newRenewals(),
 	}
 	m.initCounters()
 	m.SetVersion(mainVersion())
@@ -247,6 +249,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.registerUnits(reg, &errs)
 	m.refused = registerOrShare(reg, m.refused, &errs)
 	m.expiry = registerOrShare(reg, m.expiry, &errs)
+	m.renewals = registerOrShare(reg, m.renewals, &errs)
 	m.err = errors.Join(errs...)
 }
 
@@ -292,6 +295,9 @@ func (m *Metrics) initCounters() {
 	}
 	for _, c := range refusedCodes {
 		m.refused.WithLabelValues(c.v)
+	}
+	for _, r := range tokenRenewals {
+		m.renewals.WithLabelValues(string(r.v))
 	}
 	for _, op := range runtimeOperations {
 		m.rtErrors.WithLabelValues(string(op.v))
