@@ -54,7 +54,7 @@ func (d *DiskStats) FillPending(ctx context.Context, now time.Time, pods []signa
 	ctx, cancel := context.WithTimeout(ctx, d.pendingDeadline)
 	defer cancel()
 	byPod, layers, err := d.c.writableLayersOf(ctx, todo)
-	fresh, err := measure(ctx, d.du, now, todo, byPod, layers, err, d.kubeletRoot, d.logsDir)
+	fresh, err := measure(ctx, d.walker, now, todo, byPod, layers, err)
 	out := maps.Clone(disk)
 	if out == nil {
 		out = make(map[string]signals.PodStats, len(fresh))

@@ -46,15 +46,27 @@ type DiskStatsConfig struct {
 	// the stats of pods that have just started; default
 	// DefaultPendingDeadline.
 	PendingDeadline time.Duration
+	// PodWalkBudget bounds the walk of one pod's log and volume
+	// directories together, besides MaxEntries; default
+	// DefaultPodWalkBudget. A pod whose walk runs past it is left out of
+	// the stats (its partial count would rank it short) and not walked
+	// again for MaxAge.
+	PodWalkBudget time.Duration
+	// Walkers is how many pods' directories are walked at once; default
+	// DefaultWalkers.
+	Walkers int
+	// Cut, when set, is called for every pod whose measurement is cut
+	// (by its time or its entry budget), with the reason; it must not
+	// block.
+	Cut func(CutReason)
 }
 
 // DiskStats measures the pods' disk usage: it is the loop's PodStatsSource for disk.
 // It is safe for concurrent use.
 type DiskStats struct {
-	c                    *Client
-	kubeletRoot, logsDir string
-	du                   *dirUsage
-	pendingDeadline      time.Duration
+	c               *Client
+	walker          *podWalker
+	pendingDeadline time.Duration
 }
 
 // NewDiskStats returns a DiskStats reading the runtime through c.
@@ -73,10 +85,28 @@ func NewDiskStats(c *Client, cfg DiskStatsConfig) (*DiskStats, error) {
 			return nil, fmt.Errorf("pod disk stats: directory %q is not an absolute path", d)
 		}
 	}
-	if cfg.PendingDeadline <= 0 {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"max age", cfg.MaxAge}, {"pending deadline", cfg.PendingDeadline}, {"pod walk budget", cfg.PodWalkBudget}} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("pod disk stats: %s %s must not be negative", d.name, d.v)
+		}
+	}
+	if cfg.MaxEntries < 0 || cfg.Walkers < 0 {
+		return nil, fmt.Errorf("pod disk stats: max entries %d and walkers %d must not be negative", cfg.MaxEntries, cfg.Walkers)
+	}
+	if cfg.PendingDeadline == 0 {
 		cfg.PendingDeadline = DefaultPendingDeadline
 	}
-	return &DiskStats{c: c, kubeletRoot: cfg.KubeletRootDir, logsDir: cfg.PodLogsDir, du: newDirUsage(cfg.MaxAge, cfg.MaxEntries),
+	if cfg.PodWalkBudget == 0 {
+		cfg.PodWalkBudget = DefaultPodWalkBudget
+	}
+	if cfg.Walkers == 0 {
+		cfg.Walkers = DefaultWalkers
+	}
+	du := newDirUsage(cfg.MaxAge, cfg.MaxEntries)
+	return &DiskStats{c: c, walker: newPodWalker(du, cfg.KubeletRootDir, cfg.PodLogsDir, cfg.PodWalkBudget, cfg.Walkers, cfg.Cut),
 		pendingDeadline: cfg.PendingDeadline}, nil
 }
 
@@ -87,14 +117,18 @@ func NewDiskStats(c *Client, cfg DiskStatsConfig) (*DiskStats, error) {
 // pod.LocalVolumes, its directory below <KubeletRootDir>/pods/<uid>/volumes/
 // (emptyDir, configMap, gitRepo). Directories are measured like du -x and
 // reused for MaxAge; all of one pod's count against one budget of
-// MaxEntries entries, its logs first. A piece that cannot be measured
-// stays nil (a volume: absent), so the pod ranks as having no stats for
-// what needs it;
-// the error joins what failed, and names the endpoint when the runtime
-// cannot be reached (the Rootfs of every container is then nil, the logs and
-// volumes are still measured).
+// MaxEntries entries, its logs first, and are walked within one time
+// budget, PodWalkBudget; Walkers pods at a time. A piece that cannot be
+// measured stays nil (a volume: absent), so the pod ranks as having no
+// stats for what needs it. A pod whose walk ran past its time budget
+// (now, or less than MaxAge before) is left out, as is one not measured
+// before ctx ended: the caller keeps what it had of them. The error joins
+// what failed, names each pod cut, and names the endpoint when the
+// runtime cannot be reached (the Rootfs of every container is then nil,
+// the logs and volumes are still measured).
 func (d *DiskStats) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
-	return podDiskStats(ctx, d.c, d.du, now, pods, d.kubeletRoot, d.logsDir)
+	byPod, layers, err := d.c.writableLayers(ctx)
+	return measure(ctx, d.walker, now, pods, byPod, layers, err)
 }
 
 // runtimeContainer is one container of a pod as the runtime knows it.
@@ -105,31 +139,42 @@ type runtimeContainer struct {
 	attempt  uint32
 }
 
-func podDiskStats(ctx context.Context, c *Client, du *dirUsage, now time.Time, pods []signals.Pod, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
-	byPod, layers, err := c.writableLayers(ctx)
-	return measure(ctx, du, now, pods, byPod, layers, err, kubeletRoot, logsDir)
-}
-
 // measure gives the disk stats of pods from the runtime's containers and
 // writable layers (byPod, layers; err is what failed asking for them) and
-// the pods' directories.
-func measure(ctx context.Context, du *dirUsage, now time.Time, pods []signals.Pod, byPod map[string]map[string]runtimeContainer,
-	layers map[string]*signals.FsUsage, err error, kubeletRoot, logsDir string) (map[string]signals.PodStats, error) {
+// the pods' directories, walked by w; the pods w leaves out are not in
+// the result.
+func measure(ctx context.Context, w *podWalker, now time.Time, pods []signals.Pod, byPod map[string]map[string]runtimeContainer,
+	layers map[string]*signals.FsUsage, err error) (map[string]signals.PodStats, error) {
 	var errs []error
 	if err != nil {
 		errs = append(errs, fmt.Errorf("pod disk stats: writable layers: %w", err))
 	}
+	names := make([][]string, len(pods))
+	for i, p := range pods {
+		names[i] = containerNames(p, byPod[p.UID])
+	}
+	results := w.walkPods(ctx, now, pods, names)
 	out := make(map[string]signals.PodStats, len(pods))
-	for _, p := range pods {
-		names := containerNames(p, byPod[p.UID])
-		st, derrs := podDirs(ctx, du, now, p, names, kubeletRoot, logsDir)
-		errs = append(errs, derrs...)
-		for i, name := range names {
-			if rc, ok := byPod[p.UID][name]; ok {
-				st.Containers[i].Rootfs = layers[rc.id]
+	unwalked := 0
+	for i, p := range pods {
+		r := results[i]
+		errs = append(errs, r.errs...)
+		if !r.ok {
+			if len(r.errs) == 0 {
+				unwalked++
+			}
+			continue
+		}
+		st := r.st
+		for j, name := range names[i] {
+			if rc, ok := byPod[p.UID][name]; ok && j < len(st.Containers) {
+				st.Containers[j].Rootfs = layers[rc.id]
 			}
 		}
 		out[p.UID] = st
+	}
+	if unwalked > 0 {
+		errs = append(errs, fmt.Errorf("pod disk stats: %d of %d pods not measured before the deadline: %w", unwalked, len(pods), ctx.Err()))
 	}
 	return out, errors.Join(errs...)
 }
