@@ -31,6 +31,7 @@ func TestVocabulary(t *testing.T) {
 		{"evictd_reclaim_total", "kind", asStrings(valuesOf(reclaimKinds))},
 		{"evictd_reclaim_total", "result", asStrings(reclaimResultValues())},
 		{"evictd_reclaimed_bytes_total", "kind", asStrings(valuesOf(reclaimKinds))},
+		{"evictd_pod_disk_walks_cut_total", "reason", asStrings(walkCutValues())},
 	}
 	reg := prometheus.NewRegistry()
 	New(reg)

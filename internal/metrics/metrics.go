@@ -74,6 +74,8 @@ type Metrics struct {
 	refused   *prometheus.CounterVec
 	expiry    *expiryCollector
 	renewals  *prometheus.CounterVec
+	walksCut  *prometheus.CounterVec
+	diskStale prometheus.Gauge
 
 	// err holds what New could not register.
 	err error
@@ -200,6 +202,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		refused:  newRefused(),
 		expiry:   newExpiryCollector(),
 		renewals: newRenewals(),
+		walksCut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_pod_disk_walks_cut_total",
+			Help: "Pods whose log and volume directories were not measured whole when the pods' disk stats were gathered, counted once per pod each time, by reason: " + listed(walkCuts) + ".",
+		}, []string{"reason"}),
+		diskStale: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "evictd_pod_disk_stats_stale_pods",
+			Help: "Pods listed at the last pass whose disk stats are older than two gathering intervals (the gathering's interval and deadline), or who have been listed that long without any: their walks did not finish, so they are ranked on older stats (or as pods without stats).",
+		}),
 	}
 	m.initCounters()
 	m.SetVersion(mainVersion())
@@ -250,6 +260,8 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.refused = registerOrShare(reg, m.refused, &errs)
 	m.expiry = registerOrShare(reg, m.expiry, &errs)
 	m.renewals = registerOrShare(reg, m.renewals, &errs)
+	m.walksCut = registerOrShare(reg, m.walksCut, &errs)
+	m.diskStale = registerOrShare(reg, m.diskStale, &errs)
 	m.err = errors.Join(errs...)
 }
 
@@ -316,6 +328,9 @@ func (m *Metrics) initCounters() {
 	}
 	for _, r := range withheldReasons {
 		m.withheld.WithLabelValues(string(r.v))
+	}
+	for _, r := range walkCuts {
+		m.walksCut.WithLabelValues(string(r.v))
 	}
 }
 
@@ -439,6 +454,24 @@ func (m *Metrics) IncRuntimeError(operation RuntimeOperation) {
 		return
 	}
 	m.rtErrors.WithLabelValues(string(operation)).Inc()
+}
+
+// IncDiskWalkCut counts a pod whose directories were not measured whole,
+// for reason.
+func (m *Metrics) IncDiskWalkCut(reason WalkCut) {
+	if m == nil {
+		return
+	}
+	m.walksCut.WithLabelValues(string(reason)).Inc()
+}
+
+// SetDiskStatsStale sets how many listed pods have disk stats too old (or
+// none for too long).
+func (m *Metrics) SetDiskStatsStale(n int) {
+	if m == nil {
+		return
+	}
+	m.diskStale.Set(float64(n))
 }
 
 // IncWakeup counts a wake-up of the loop from a source of that kind.

@@ -45,6 +45,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		{"evictd_evictions_withheld_total", m.withheld, 3},
 		{"evictd_eviction_cap_reached_total", m.capHits, 1},
 		{"evictd_token_renewals_total", m.renewals, 2},
+		{"evictd_pod_disk_walks_cut_total", m.walksCut, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,6 +78,8 @@ var allNames = []string{
 	"evictd_node_pressure",
 	"evictd_pass_duration_seconds",
 	"evictd_passes_total",
+	"evictd_pod_disk_stats_stale_pods",
+	"evictd_pod_disk_walks_cut_total",
 	"evictd_reclaim_total",
 	"evictd_reclaimed_bytes_total",
 	"evictd_runtime_errors_total",
@@ -124,6 +127,8 @@ func exerciseAll(m *Metrics) {
 	m.IncWithheld(WithheldHourlyCap)
 	m.IncCapReached()
 	m.IncRuntimeError(RuntimeStopContainers)
+	m.IncDiskWalkCut(WalkCutTime)
+	m.SetDiskStatsStale(1)
 	m.IncAPIError(APIPodEvict)
 	m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimImages, FreedBytes: 1})
 	m.CountTokenRenewal(nil)
