@@ -28,7 +28,9 @@ import (
 // fakeDisk answers every pod with a stats entry stamped now, with a
 // volume "cache" of as many bytes as it has been called times, or err. A
 // slow one first waits that long, or for its context: a volume that
-// takes that long to walk. When calls is set, every call sends its pods
+// takes that long to walk; cut by its context, it answers only the pods
+// of quick (those it walked before), as *cri.DiskStats leaves out the
+// pods it did not measure. When calls is set, every call sends its pods
 // there as it starts.
 type fakeDisk struct {
 	calls chan []signals.Pod
@@ -37,6 +39,7 @@ type fakeDisk struct {
 	reads int
 	err   error
 	slow  time.Duration
+	quick map[string]bool
 	// inSlow is true while a slow call waits.
 	inSlow bool
 }
@@ -44,9 +47,10 @@ type fakeDisk struct {
 func (d *fakeDisk) PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error) {
 	d.mu.Lock()
 	d.reads++
-	reads, err, slow := d.reads, d.err, d.slow
+	reads, err, slow, quick := d.reads, d.err, d.slow, d.quick
 	d.inSlow = slow > 0
 	d.mu.Unlock()
+	cut := false
 	if d.calls != nil {
 		d.calls <- pods
 	}
@@ -54,7 +58,7 @@ func (d *fakeDisk) PodStats(ctx context.Context, now time.Time, pods []signals.P
 		select {
 		case <-time.After(slow):
 		case <-ctx.Done():
-			err = ctx.Err()
+			err, cut = ctx.Err(), true
 		}
 		d.mu.Lock()
 		d.inSlow = false
@@ -62,7 +66,9 @@ func (d *fakeDisk) PodStats(ctx context.Context, now time.Time, pods []signals.P
 	}
 	out := map[string]signals.PodStats{}
 	for _, p := range pods {
-		out[p.UID] = signals.PodStats{UID: p.UID, Time: now, Volumes: map[string]signals.FsUsage{"cache": {Bytes: int64(reads)}}}
+		if !cut || quick[p.UID] {
+			out[p.UID] = signals.PodStats{UID: p.UID, Time: now, Volumes: map[string]signals.FsUsage{"cache": {Bytes: int64(reads)}}}
+		}
 	}
 	return out, err
 }
@@ -107,7 +113,7 @@ func TestDiskCache(t *testing.T) {
 		{"a failed refresh: its stats and its error", 12 * time.Second, true, down, false, []signals.Pod{b}, 3, false, []string{"runtime down"}, map[string]time.Duration{"b": 12 * time.Second}},
 		{"the next refresh clears it", 21 * time.Second, true, nil, false, []signals.Pod{b}, 4, false, nil, map[string]time.Duration{"b": 21 * time.Second}},
 		{"a refresh past its deadline keeps the stats before it", 30 * time.Second, true, nil, true, []signals.Pod{b}, 5, false, []string{"past its deadline"}, map[string]time.Duration{"b": 21 * time.Second}},
-		{"stats older than max age and deadline: said", 40 * time.Second, false, nil, false, []signals.Pod{b}, 5, false, []string{"past its deadline", "19s old"}, map[string]time.Duration{"b": 21 * time.Second}},
+		{"stats older than max age and deadline: the refresh's error (the gauge and a warning say it: TestDiskCacheKeepsWhatItFinished)", 40 * time.Second, false, nil, false, []signals.Pod{b}, 5, false, []string{"past its deadline"}, map[string]time.Duration{"b": 21 * time.Second}},
 		{"a clock gone back: not old", time.Second, false, nil, false, []signals.Pod{b}, 5, false, []string{"past its deadline"}, map[string]time.Duration{"b": 21 * time.Second}},
 		{"a refresh that ends: fresh stats", 41 * time.Second, true, nil, false, []signals.Pod{b}, 6, false, nil, map[string]time.Duration{"b": 41 * time.Second}},
 	}
@@ -151,9 +157,6 @@ func TestDiskCache(t *testing.T) {
 				t.Errorf("%s: err %v, want one saying %q", s.name, err, part)
 			}
 		}
-		if err != nil && strings.Contains(err.Error(), " old:") && !strings.Contains(strings.Join(s.wantErr, " "), " old") {
-			t.Errorf("%s: err %v says the stats are old", s.name, err)
-		}
 		if len(got) != len(s.wantTimes) {
 			t.Errorf("%s: stats of %d pods, want %d", s.name, len(got), len(s.wantTimes))
 		}
@@ -165,6 +168,115 @@ func TestDiskCache(t *testing.T) {
 	}
 	if failed != wantFailed {
 		t.Errorf("%d refreshes counted as failed, want %d", failed, wantFailed)
+	}
+}
+
+// TestDiskCacheKeepsWhatItFinished follows refreshes cut by their
+// deadline, each having measured some pods only (a neighbour's walk
+// slow): the pods measured get their new stats, the others keep theirs
+// with their own Time, a pod no longer listed is dropped, and a pod never
+// measured has none (and asks for no refresh at every pass). Pods whose
+// stats are older than max age and deadline, or that have been listed
+// that long without any, are counted, and each warned of once when it
+// goes stale, again only after it had fresh stats since.
+func TestDiskCacheKeepsWhatItFinished(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	fc := clocktesting.NewFakeClock(t0)
+	c := newDiskCache(9*time.Second, fc, nil)
+	c.deadline = 50 * time.Millisecond // real time: a cut refresh waits for it
+	var logs strings.Builder
+	c.log = slog.New(slog.NewTextHandler(&logs, nil))
+	stale := -1
+	c.stale = func(n int) { stale = n }
+	src := &fakeDisk{}
+	pod := func(uid string) signals.Pod { return signals.Pod{Namespace: "ns", Name: uid, UID: uid} }
+	a, b, gone, never := pod("a"), pod("b"), pod("gone"), pod("never")
+	steps := []struct {
+		name      string
+		at        time.Duration
+		refresh   bool
+		cut       bool
+		quick     []string // the pods a cut refresh measured
+		pods      []signals.Pod
+		wantTimes map[string]time.Duration
+		wantKick  bool
+		wantStale int
+		wantWarns []string // the pods warned of, so far
+	}{
+		{"the first refresh", 0, true, false, nil, []signals.Pod{a, b, gone}, map[string]time.Duration{"a": 0, "b": 0, "gone": 0}, false, 0, nil},
+		{"cut, a measured: a's new stats, b's old ones, gone dropped, never absent", 9 * time.Second, true, true, []string{"a"},
+			[]signals.Pod{a, b, never}, map[string]time.Duration{"a": 9 * time.Second, "b": 0}, false, 0, nil},
+		{"cut again: b's stats 18 s old, stale", 18 * time.Second, true, true, []string{"a"},
+			[]signals.Pod{a, b, never}, map[string]time.Duration{"a": 18 * time.Second, "b": 0}, false, 1, []string{"b"}},
+		{"never listed 10 s without stats: stale too", 19 * time.Second, false, false, nil,
+			[]signals.Pod{a, b, never}, map[string]time.Duration{"a": 18 * time.Second, "b": 0}, false, 2, []string{"b", "never"}},
+		{"the next pass: no warning again", 20 * time.Second, false, false, nil,
+			[]signals.Pod{a, b, never}, map[string]time.Duration{"a": 18 * time.Second, "b": 0}, false, 2, []string{"b", "never"}},
+		{"a refresh that ends: all fresh", 27 * time.Second, true, false, nil,
+			[]signals.Pod{a, b, never}, map[string]time.Duration{"a": 27 * time.Second, "b": 27 * time.Second, "never": 27 * time.Second}, false, 0, []string{"b", "never"}},
+		{"cut, b not measured: not stale yet", 36 * time.Second, true, true, []string{"a", "never"},
+			[]signals.Pod{a, b, never}, map[string]time.Duration{"a": 36 * time.Second, "b": 27 * time.Second, "never": 36 * time.Second}, false, 0, []string{"b", "never"}},
+		{"stale again: warned again", 37 * time.Second, false, false, nil,
+			[]signals.Pod{a, b, never}, map[string]time.Duration{"a": 36 * time.Second, "b": 27 * time.Second, "never": 36 * time.Second}, false, 1, []string{"b", "never", "b"}},
+	}
+	for _, s := range steps {
+		fc.SetTime(t0.Add(s.at))
+		if s.refresh {
+			slow := time.Duration(0)
+			if s.cut {
+				slow = time.Minute
+			}
+			quick := map[string]bool{}
+			for _, uid := range s.quick {
+				quick[uid] = true
+			}
+			src.mu.Lock()
+			src.slow, src.quick = slow, quick
+			src.mu.Unlock()
+			// The refresh is for the pods of the pass before: the
+			// step's pods are listed first.
+			_, _ = c.get(fc.Now(), s.pods, src)
+			select {
+			case <-c.kick:
+			default:
+			}
+			c.refresh(t.Context())
+		}
+		got, err := c.get(fc.Now(), s.pods, src)
+		if s.refresh && s.cut && (err == nil || !strings.Contains(err.Error(), "past its deadline")) {
+			t.Errorf("%s: err %v, want one saying the refresh ran past its deadline", s.name, err)
+		}
+		kicked := len(c.kick) == 1
+		if kicked {
+			<-c.kick
+		}
+		if kicked != s.wantKick {
+			t.Errorf("%s: refresh asked for %v, want %v", s.name, kicked, s.wantKick)
+		}
+		if len(got) != len(s.wantTimes) {
+			t.Errorf("%s: stats of %d pods (%v), want %d", s.name, len(got), got, len(s.wantTimes))
+		}
+		for uid, at := range s.wantTimes {
+			if st, ok := got[uid]; !ok || !st.Time.Equal(t0.Add(at)) {
+				t.Errorf("%s: pod %s's stats from %v (present %v), want %v", s.name, uid, st.Time.Sub(t0), ok, at)
+			}
+		}
+		if stale != s.wantStale {
+			t.Errorf("%s: %d stale pods counted, want %d", s.name, stale, s.wantStale)
+		}
+		var warned []string
+		for line := range strings.Lines(logs.String()) {
+			if strings.Contains(line, "level=WARN") {
+				i := strings.Index(line, "pod=ns/")
+				warned = append(warned, strings.Fields(line[i+len("pod=ns/"):])[0])
+			}
+		}
+		if !slices.Equal(warned, s.wantWarns) {
+			t.Errorf("%s: warned of %q, want %q", s.name, warned, s.wantWarns)
+		}
+	}
+	if t.Failed() {
+		t.Logf("logs:\n%s", logs.String())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -38,6 +39,7 @@ type cgroupStats interface {
 // disk.run is running.
 func newPodStats(cgroups cgroupStats, r *runtimeConn, diskMaxAge time.Duration) podStats {
 	disk := newDiskCache(diskMaxAge, clock.RealClock{}, func() { r.met.IncRuntimeError(metrics.RuntimePodDiskStats) })
+	disk.stale, disk.log = r.met.SetDiskStatsStale, r.log
 	return podStats{cgroups: cgroups, r: r, disk: disk, fresh: newFreshReads(diskMaxAge)}
 }
 
@@ -134,12 +136,21 @@ func (f *freshReads) due(now time.Time, pods []signals.Pod, disk map[string]sign
 // run refreshes the stats for the pods of the latest pass maxAge after
 // the last refresh ended (config.Durations.DiskStatsMaxAge: nine tenths
 // of the housekeeping interval, so a tick finds stats about an interval
-// old at most), and at once when a pass has a pod the stats lack. A
-// refresh may take at most deadline (maxAge); one cut off keeps the
-// stats before it and reports the error. get returns the stats of the
-// last refresh that finished, errors included: a pod they lack (new since,
-// or every pod before the first refresh ends) has no disk stats in that
-// pass, and ranks as the runtime's being down makes it rank. The
+// old at most), and at once when a pass has a pod that no refresh was
+// asked about yet. A refresh may take at most deadline (maxAge). What a
+// refresh measured replaces what there was, pod by pod, whether it ended
+// or was cut by its deadline: a pod it did not measure (a walk cut by
+// the pod's own time budget in internal/cri, or not reached before the
+// deadline) keeps its previous stats with their own Time, so a slow
+// neighbour never leaves a pod ranked as one without stats; a pod no
+// longer listed is dropped. A pod never measured at all has no disk
+// stats, and ranks as the runtime's being down makes it rank: that is
+// the kubelet's ranking of a pod it could not measure.
+//
+// get counts the listed pods whose stats are older than maxAge+deadline
+// (about two refreshes), or that have been listed that long without any,
+// in evictd_pod_disk_stats_stale_pods, and warns once for each pod when
+// it goes stale (again only after it has had fresh stats since). The
 // directories behind the stats are walked at most once per
 // --volume-stats-agg-period by internal/cri.
 type diskCache struct {
@@ -147,6 +158,10 @@ type diskCache struct {
 	clock            clock.Clock
 	// failed is called for every refresh that fails.
 	failed func()
+	// stale, when set, is given the number of stale pods at every get.
+	stale func(int)
+	// log warns of the pods whose stats go stale.
+	log *slog.Logger
 	// kick asks run for a refresh now.
 	kick chan struct{}
 
@@ -154,14 +169,25 @@ type diskCache struct {
 	// pods and src are those of the latest pass.
 	pods []signals.Pod
 	src  diskSource
-	// at is when the refresh that gave stats began; stats is nil until
-	// a refresh has ended; err is the last refresh's.
-	at    time.Time
+	// asked holds the UIDs of the pods the last refresh was asked for.
+	asked map[string]bool
+	// stats is nil until a refresh has ended; err is the last
+	// refresh's.
 	stats map[string]signals.PodStats
 	err   error
+	// listed holds the pods of the latest pass: when each was first
+	// listed, and whether it was warned of as stale.
+	listed map[string]*listing
 }
 
-// diskSource is what diskCache reads: *cri.DiskStats.
+// listing is what diskCache remembers of a listed pod.
+type listing struct {
+	since  time.Time
+	warned bool
+}
+
+// diskSource is what diskCache reads: *cri.DiskStats. It may leave pods
+// out of its answer (not measured), which keep their stats.
 type diskSource interface {
 	PodStats(ctx context.Context, now time.Time, pods []signals.Pod) (map[string]signals.PodStats, error)
 }
@@ -170,7 +196,8 @@ type diskSource interface {
 var errDiskPending = errors.New("pod disk stats: not gathered yet (the first refresh is under way)")
 
 func newDiskCache(maxAge time.Duration, clk clock.Clock, failed func()) *diskCache {
-	return &diskCache{maxAge: maxAge, deadline: maxAge, clock: clk, failed: failed, kick: make(chan struct{}, 1)}
+	return &diskCache{maxAge: maxAge, deadline: maxAge, clock: clk, failed: failed, kick: make(chan struct{}, 1),
+		log: slog.New(slog.DiscardHandler), listed: map[string]*listing{}}
 }
 
 // get returns the last stats of pods, taken at now, and remembers pods
@@ -184,10 +211,13 @@ func (c *diskCache) get(now time.Time, pods []signals.Pod, src diskSource) (map[
 	for _, p := range pods {
 		if st, ok := c.stats[p.UID]; ok {
 			out[p.UID] = st
-		} else {
+		} else if !c.asked[p.UID] {
+			// Left out by the last refresh (its walk cut): the next
+			// scheduled one tries again, not one at every pass.
 			lacking = true
 		}
 	}
+	c.markStale(now, pods)
 	if lacking {
 		select {
 		case c.kick <- struct{}{}:
@@ -197,11 +227,55 @@ func (c *diskCache) get(now time.Time, pods []signals.Pod, src diskSource) (map[
 	if c.stats == nil {
 		return out, errDiskPending
 	}
-	err := c.err
-	if age := now.Sub(c.at); age > c.maxAge+c.deadline {
-		err = errors.Join(err, fmt.Errorf("pod disk stats are %s old: no refresh has ended within its deadline (%s) since", age.Round(time.Second), c.deadline))
+	return out, c.err
+}
+
+// markStale counts the pods whose stats (or lack of them) are older than
+// maxAge+deadline at now, warns once of each that goes stale, and
+// forgets the pods no longer listed; c.mu is held.
+func (c *diskCache) markStale(now time.Time, pods []signals.Pod) {
+	bound := c.maxAge + c.deadline
+	seen := make(map[string]bool, len(pods))
+	stale := 0
+	for i := range pods {
+		p := &pods[i]
+		seen[p.UID] = true
+		l := c.listed[p.UID]
+		if l == nil {
+			l = &listing{since: now}
+			c.listed[p.UID] = l
+		}
+		st, measured := c.stats[p.UID]
+		since := l.since
+		if measured {
+			since = st.Time
+		}
+		// A clock gone back makes nothing old.
+		age := now.Sub(since)
+		if age <= bound {
+			l.warned = false
+			continue
+		}
+		stale++
+		if !l.warned {
+			l.warned = true
+			if measured {
+				c.log.Warn("pod disk stats stale: the walks of its log and volume directories have not finished; it is ranked on older stats",
+					"pod", p.Ref(), "uid", p.UID, "age", age.Round(time.Second), "bound", bound)
+			} else {
+				c.log.Warn("pod without disk stats: the walks of its log and volume directories have not finished since it was listed; it ranks as a pod without stats",
+					"pod", p.Ref(), "uid", p.UID, "listedFor", age.Round(time.Second), "bound", bound)
+			}
+		}
 	}
-	return out, err
+	for uid := range c.listed {
+		if !seen[uid] {
+			delete(c.listed, uid)
+		}
+	}
+	if c.stale != nil {
+		c.stale(stale)
+	}
 }
 
 // run refreshes the stats until ctx is done; it returns nil.
@@ -226,7 +300,9 @@ func (c *diskCache) run(ctx context.Context) error {
 	}
 }
 
-// refresh reads the stats of the latest pass's pods, within deadline.
+// refresh reads the stats of the latest pass's pods, within deadline,
+// and keeps what it read: the pods it measured get their new stats, the
+// others listed keep their previous ones.
 func (c *diskCache) refresh(ctx context.Context) {
 	c.mu.Lock()
 	pods, src := c.pods, c.src
@@ -247,12 +323,18 @@ func (c *diskCache) refresh(ctx context.Context) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cut && c.stats != nil {
-		c.err = fmt.Errorf("pod disk stats: a refresh ran past its deadline (%s); the stats before it are kept: %w", c.deadline, err)
-		return
+	merged := make(map[string]signals.PodStats, len(pods))
+	asked := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		asked[p.UID] = true
+		if st, ok := stats[p.UID]; ok {
+			merged[p.UID] = st
+		} else if st, ok := c.stats[p.UID]; ok {
+			merged[p.UID] = st
+		}
 	}
-	if stats == nil {
-		stats = map[string]signals.PodStats{}
+	c.stats, c.asked, c.err = merged, asked, err
+	if cut {
+		c.err = fmt.Errorf("pod disk stats: a refresh ran past its deadline (%s); the pods it did not measure keep their stats: %w", c.deadline, err)
 	}
-	c.at, c.stats, c.err = start, stats, err
 }

@@ -86,7 +86,7 @@ func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
 		return layout, err
 	}
 	ds, err := cri.NewDiskStats(c, cri.DiskStatsConfig{
-		KubeletRootDir: r.cfg.RootDir, PodLogsDir: r.cfg.PodLogsDir, MaxAge: r.cfg.VolumeStatsAggPeriod,
+		KubeletRootDir: r.cfg.RootDir, PodLogsDir: r.cfg.PodLogsDir, MaxAge: r.cfg.VolumeStatsAggPeriod, Cut: r.countCut,
 	})
 	if err != nil {
 		c.Close()
@@ -112,6 +112,16 @@ func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
 	r.parts.Store(parts)
 	r.log.Info("connected to the container runtime", "imageFs", imageFsPath, "layout", layout.String())
 	return layout, nil
+}
+
+// countCut counts a pod's walk cut in evictd_pod_disk_walks_cut_total.
+func (r *runtimeConn) countCut(reason cri.CutReason) {
+	switch reason {
+	case cri.CutTime:
+		r.met.IncDiskWalkCut(metrics.WalkCutTime)
+	case cri.CutEntries:
+		r.met.IncDiskWalkCut(metrics.WalkCutEntries)
+	}
 }
 
 // retry dials until it succeeds or ctx is done: first after first, then
