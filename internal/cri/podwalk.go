@@ -109,9 +109,9 @@ func (w *podWalker) walkPod(ctx context.Context, now time.Time, p signals.Pod, n
 	if ctx.Err() != nil {
 		return podResult{}
 	}
-	if at, cut := w.cutBefore(p.UID, now); cut {
+	if w.cutBefore(p.UID, now) {
 		w.count(CutTime)
-		return podResult{errs: []error{w.cutError(p, at)}}
+		return podResult{errs: []error{w.cutError(p)}}
 	}
 	pctx, cancel := context.WithTimeoutCause(ctx, w.budget, errPodBudget)
 	st, errs := w.dirs(pctx, now, p, names)
@@ -125,7 +125,7 @@ func (w *podWalker) walkPod(ctx context.Context, now time.Time, p signals.Pod, n
 	case budgetSpent && anyIs(errs, context.DeadlineExceeded):
 		w.markCut(p.UID, now)
 		w.count(CutTime)
-		return podResult{errs: []error{w.cutError(p, now)}}
+		return podResult{errs: []error{w.cutError(p)}}
 	}
 	if anyIs(errs, errTooMany) {
 		w.count(CutEntries)
@@ -133,9 +133,12 @@ func (w *podWalker) walkPod(ctx context.Context, now time.Time, p signals.Pod, n
 	return podResult{st: st, ok: true, errs: errs}
 }
 
-func (w *podWalker) cutError(p signals.Pod, at time.Time) error {
-	return fmt.Errorf("pod %s (UID %s): disk usage of its logs and volumes not measured: the walk ran past the pod's budget of %s (at %s); not walked again for %s",
-		p.Ref(), p.UID, w.budget, at.UTC().Format(time.RFC3339), w.du.maxAge)
+// cutError says that p's walk was cut by its budget. Its text is the same
+// at every refresh the pod stays cut, so that the loop, which logs an
+// error when it changes, does not log it again.
+func (w *podWalker) cutError(p signals.Pod) error {
+	return fmt.Errorf("pod %s (UID %s): disk usage of its logs and volumes not measured: the walk ran past the pod's budget of %s; not walked again for %s",
+		p.Ref(), p.UID, w.budget, w.du.maxAge)
 }
 
 func (w *podWalker) count(r CutReason) {
@@ -145,12 +148,12 @@ func (w *podWalker) count(r CutReason) {
 }
 
 // cutBefore reports whether uid's walk was cut by its time budget less
-// than du.maxAge before now, and when.
-func (w *podWalker) cutBefore(uid string, now time.Time) (time.Time, bool) {
+// than du.maxAge before now.
+func (w *podWalker) cutBefore(uid string, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	at, ok := w.timeCuts[uid]
-	return at, ok && now.Sub(at) < w.du.maxAge && !now.Before(at)
+	return ok && now.Sub(at) < w.du.maxAge && !now.Before(at)
 }
 
 // markCut remembers that uid's walk was cut at now, forgetting the cuts

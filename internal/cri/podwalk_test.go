@@ -286,3 +286,32 @@ func TestWalkPodsBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestNewDiskStatsRejects: a negative budget, deadline, age, entry cap or
+// number of walkers is refused, naming the value; zero takes the default.
+func TestNewDiskStatsRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  DiskStatsConfig
+		want string
+	}{
+		{"pod walk budget", DiskStatsConfig{PodWalkBudget: -time.Second}, "pod walk budget -1s"},
+		{"pending deadline", DiskStatsConfig{PendingDeadline: -time.Millisecond}, "pending deadline -1ms"},
+		{"max age", DiskStatsConfig{MaxAge: -time.Minute}, "max age -1m0s"},
+		{"walkers", DiskStatsConfig{Walkers: -2}, "walkers -2"},
+		{"max entries", DiskStatsConfig{MaxEntries: -5}, "max entries -5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewDiskStats(&Client{}, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewDiskStats(%+v): %v, want an error saying %q", tc.cfg, err, tc.want)
+			}
+		})
+	}
+	ds, err := NewDiskStats(&Client{}, DiskStatsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.walker.budget != DefaultPodWalkBudget || ds.walker.workers != DefaultWalkers {
+		t.Errorf("defaults: budget %s, %d walkers; want %s, %d", ds.walker.budget, ds.walker.workers, DefaultPodWalkBudget, DefaultWalkers)
+	}
+}
