@@ -248,22 +248,3 @@ var reclaimResults = []value[ReclaimResult]{
 
 // reclaimResultValues lists the values of evictd_reclaim_total's result label.
 func reclaimResultValues() []ReclaimResult { return valuesOf(reclaimResults) }
-
-// WalkCut is the reason label of evictd_pod_disk_walks_cut_total: why the
-// walk of a pod's log and volume directories was cut.
-type WalkCut string
-
-// Reasons a pod's walk is cut.
-const (
-	WalkCutTime    WalkCut = "time"
-	WalkCutEntries WalkCut = "entries"
-)
-
-var walkCuts = []value[WalkCut]{
-	{v: WalkCutTime, means: "the walk ran past the pod's time budget: the pod keeps its previous disk stats, and is not walked again for --volume-stats-agg-period"},
-	{v: WalkCutEntries, means: "the pod's directories hold more entries than its budget: those past it are not measured"},
-}
-
-// walkCutValues lists the values of evictd_pod_disk_walks_cut_total's
-// reason label.
-func walkCutValues() []WalkCut { return valuesOf(walkCuts) }

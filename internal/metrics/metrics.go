@@ -198,18 +198,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_evictions_in_last_hour",
 			Help: "Evictions issued (evicted or stopped locally) in the sliding hour before the last pass, the count --max-evictions-per-hour caps.",
 		}),
-		byUnit:   newUnitGauges(),
-		refused:  newRefused(),
-		expiry:   newExpiryCollector(),
-		renewals: newRenewals(),
-		walksCut: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "evictd_pod_disk_walks_cut_total",
-			Help: "Pods whose log and volume directories were not measured whole when the pods' disk stats were gathered, counted once per pod each time, by reason: " + listed(walkCuts) + ".",
-		}, []string{"reason"}),
-		diskStale: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "evictd_pod_disk_stats_stale_pods",
-			Help: "Pods listed at the last pass whose disk stats are older than two gathering intervals (the gathering's interval and deadline), or who have been listed that long without any: their walks did not finish, so they are ranked on older stats (or as pods without stats).",
-		}),
+		byUnit:    newUnitGauges(),
+		refused:   newRefused(),
+		expiry:    newExpiryCollector(),
+		renewals:  newRenewals(),
+		walksCut:  newWalksCut(),
+		diskStale: newDiskStale(),
 	}
 	m.initCounters()
 	m.SetVersion(mainVersion())
@@ -454,24 +448,6 @@ func (m *Metrics) IncRuntimeError(operation RuntimeOperation) {
 		return
 	}
 	m.rtErrors.WithLabelValues(string(operation)).Inc()
-}
-
-// IncDiskWalkCut counts a pod whose directories were not measured whole,
-// for reason.
-func (m *Metrics) IncDiskWalkCut(reason WalkCut) {
-	if m == nil {
-		return
-	}
-	m.walksCut.WithLabelValues(string(reason)).Inc()
-}
-
-// SetDiskStatsStale sets how many listed pods have disk stats too old (or
-// none for too long).
-func (m *Metrics) SetDiskStatsStale(n int) {
-	if m == nil {
-		return
-	}
-	m.diskStale.Set(float64(n))
 }
 
 // IncWakeup counts a wake-up of the loop from a source of that kind.
