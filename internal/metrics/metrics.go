@@ -73,6 +73,8 @@ type Metrics struct {
 	byUnit    map[unit]*unitGauges
 	refused   *prometheus.CounterVec
 	expiry    *expiryCollector
+	reviews   *prometheus.CounterVec
+	reviewDur *prometheus.HistogramVec
 
 	// err holds what New could not register.
 	err error
@@ -199,6 +201,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		refused: newRefused(),
 		expiry:  newExpiryCollector(),
 	}
+	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
 	m.SetVersion(mainVersion())
 	if reg != nil {
@@ -247,6 +250,8 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.registerUnits(reg, &errs)
 	m.refused = registerOrShare(reg, m.refused, &errs)
 	m.expiry = registerOrShare(reg, m.expiry, &errs)
+	m.reviews = registerOrShare(reg, m.reviews, &errs)
+	m.reviewDur = registerOrShare(reg, m.reviewDur, &errs)
 	m.err = errors.Join(errs...)
 }
 
@@ -310,6 +315,9 @@ func (m *Metrics) initCounters() {
 	}
 	for _, r := range withheldReasons {
 		m.withheld.WithLabelValues(string(r.v))
+	}
+	for _, p := range reviewPairs {
+		m.reviews.WithLabelValues(string(p.review), string(p.result))
 	}
 }
 
