@@ -331,8 +331,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 53 {
-		t.Errorf("got %d flags, want 53", n)
+	if n != 55 {
+		t.Errorf("got %d flags, want 55", n)
 	}
 }
 

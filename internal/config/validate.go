@@ -72,6 +72,10 @@ type Config struct {
 	// KubeconfigOptional (--kubeconfig-optional) makes a Kubeconfig that
 	// does not exist mean standalone rather than a refusal to start.
 	KubeconfigOptional bool
+	// KubeconfigInCluster (--kubeconfig-in-cluster) reaches the API
+	// server at KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT rather
+	// than at the Kubeconfig's server. Default false.
+	KubeconfigInCluster bool
 	// LeaseNamespace is the namespace of evictd's Lease, a DNS label.
 	// --lease-namespace, default kube-system.
 	LeaseNamespace string
@@ -99,6 +103,10 @@ type Config struct {
 	// MetricsBearerTokenFile holds the token /metrics and /status ask
 	// for; mode 0600 or stricter (secretfile.Check). Default none.
 	MetricsBearerTokenFile string
+	// MetricsDelegatedAuth has the API server review the bearer tokens
+	// of /metrics and /status (TokenReview, SubjectAccessReview);
+	// needs Kubeconfig. Default false.
+	MetricsDelegatedAuth bool
 	// ImageFSPath is a path on the image filesystem; "" asks the CRI.
 	ImageFSPath string
 	// ProcRoot and CgroupMount are where procfs and cgroupfs are mounted.
@@ -179,6 +187,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		CgroupDriver:              o.cgroupDriver,
 		Kubeconfig:                o.kubeconfig,
 		KubeconfigOptional:        o.kubeconfigOptional,
+		KubeconfigInCluster:       o.kubeconfigInCluster,
 		LeaseNamespace:            o.leaseNamespace,
 		ImpersonateNode:           o.impersonateNode,
 		DryRun:                    o.dryRun,
@@ -200,6 +209,9 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	c.Durations = o.durations(bad)
 	if o.kubeconfigOptional && o.kubeconfig == "" {
 		c.Notes = append(c.Notes, "--kubeconfig-optional has no effect without --kubeconfig: evictd runs standalone.")
+	}
+	if o.kubeconfigInCluster && o.kubeconfig == "" {
+		bad("kubeconfig-in-cluster", "true", "needs "+src("kubeconfig")+", which names the credentials and the CA")
 	}
 
 	if o.maxEvictionsPerHour < 0 {

@@ -77,3 +77,9 @@ func (m *Metrics) ObserveReview(review Review, result ReviewResult, took time.Du
 	m.reviews.WithLabelValues(string(review), string(result)).Inc()
 	m.reviewDur.WithLabelValues(string(review)).Observe(took.Seconds())
 }
+
+// ReviewCounter is the series of evictd_scrape_reviews_total of review
+// and result, for tests.
+func (m *Metrics) ReviewCounter(review Review, result ReviewResult) prometheus.Counter {
+	return m.reviews.WithLabelValues(string(review), string(result))
+}
