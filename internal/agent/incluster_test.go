@@ -1,8 +1,18 @@
 package agent
 
 import (
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 func TestInClusterServer(t *testing.T) {
@@ -33,5 +43,86 @@ func TestInClusterServer(t *testing.T) {
 				t.Errorf("got %q, %v; want an error with %q", got, err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestKubeconfigInCluster reaches a real API server through the
+// environment's KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT with
+// the credentials and CA of a kubeconfig whose own server does not
+// resolve, as deploy/daemonset.yaml's; a token file others can read is
+// still refused.
+func TestKubeconfigInCluster(t *testing.T) {
+	c := testcluster.StartForTest(t, testcluster.Options{})
+	token, err := c.EvictdToken(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	data := `apiVersion: v1
+kind: Config
+clusters:
+- name: cluster
+  cluster:
+    server: https://kubernetes.default.svc.invalid
+    certificate-authority: ` + c.CAFile() + `
+users:
+- name: evictd
+  user:
+    tokenFile: ` + tokenFile + `
+contexts:
+- name: evictd
+  context: {cluster: cluster, user: evictd}
+current-context: evictd
+`
+	if err := os.WriteFile(kubeconfig, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"KUBERNETES_SERVICE_HOST": u.Hostname(), "KUBERNETES_SERVICE_PORT": u.Port()}
+	getenv := func(k string) string { return env[k] }
+	cfg := &config.Config{Kubeconfig: kubeconfig, KubeconfigInCluster: true}
+
+	rc, err := KubeRestConfig(cfg, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Host != c.URL() || rc.BearerTokenFile != tokenFile {
+		t.Errorf("got server %q, token file %q; want %q and %q", rc.Host, rc.BearerTokenFile, c.URL(), tokenFile)
+	}
+	client, err := kubeclient.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Who am I, by a TokenReview of its own token: the API server was
+	// reached, its certificate checked, the token file read.
+	tr, err := client.TokenReviews().Create(t.Context(), &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenReview through the in-cluster address: %v", err)
+	}
+	if want := "system:serviceaccount:kube-system:evictd"; !tr.Status.Authenticated || tr.Status.User.Username != want {
+		t.Errorf("got %+v, want %s authenticated", tr.Status, want)
+	}
+
+	// The checks of the credentials still apply.
+	if err := os.Chmod(tokenFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := KubeRestConfig(cfg, getenv); err == nil || !strings.Contains(err.Error(), "tokenFile") {
+		t.Errorf("token file mode 0644: got %v, want a refusal naming the tokenFile", err)
+	}
+	if err := os.Chmod(tokenFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Outside a pod: an error naming the variables.
+	if _, err := KubeRestConfig(cfg, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--kubeconfig-in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set") {
+		t.Errorf("no environment: got %v", err)
 	}
 }
