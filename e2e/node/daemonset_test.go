@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,6 +278,16 @@ func daemonSetManifest(t *testing.T, n *testnode.Node, addr string, args ...stri
 		t.Fatalf("%s: flags %v not found among evictd's args %v", daemonSetFile, set, ctr.Args)
 	}
 	ctr.Args = append(append(ctr.Args, extra...), args...)
+	// --kubeconfig-in-cluster: the kubelet's KUBERNETES_SERVICE_* name
+	// the kubernetes Service's ClusterIP, which nothing routes on the
+	// test node; the container's own variables take precedence.
+	if slices.Contains(ctr.Args, "--kubeconfig-in-cluster") {
+		u, err := url.Parse(n.Cluster().URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctr.Env = append(ctr.Env, v1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: u.Hostname()}, v1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: u.Port()})
+	}
 	_, port, _ := net.SplitHostPort(addr)
 	p, _ := strconv.Atoi(port)
 	for _, probe := range []*v1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe} {
