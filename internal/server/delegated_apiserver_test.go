@@ -87,6 +87,11 @@ func TestDelegatedAuthAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := start(t, s).base
+	// A client of its own, whose idle connections (a connection dialed
+	// for a request that another one served is idle and new to the
+	// server) are closed before the server stops.
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
 
 	for _, tc := range []struct {
 		name, path, token string
@@ -101,7 +106,7 @@ func TestDelegatedAuthAPIServer(t *testing.T) {
 		{"evictd's own token, not granted", "/metrics", evictdToken, 403, "system:serviceaccount:kube-system:evictd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := do(t, http.DefaultClient, base+tc.path, tc.token)
+			code, body := do(t, hc, base+tc.path, tc.token)
 			if code != tc.wantCode || !strings.Contains(body, tc.wantBody) {
 				t.Errorf("got %d %.200q, want %d with %q", code, body, tc.wantCode, tc.wantBody)
 			}
@@ -117,7 +122,7 @@ func TestDelegatedAuthAPIServer(t *testing.T) {
 		return n
 	}
 	before := reviews()
-	if code, _ := do(t, http.DefaultClient, base+"/metrics", tokens["prometheus"]); code != 200 {
+	if code, _ := do(t, hc, base+"/metrics", tokens["prometheus"]); code != 200 {
 		t.Fatalf("second scrape: got %d, want 200", code)
 	}
 	if after := reviews(); after != before {
@@ -135,10 +140,10 @@ func TestDelegatedAuthAPIServer(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		code, body := do(t, http.DefaultClient, base+"/metrics", tokens["late"])
+		code, body := do(t, hc, base+"/metrics", tokens["late"])
 		got <- answer{code, body}
 	}()
-	if code, _ := do(t, http.DefaultClient, base+"/healthz", ""); code != 200 {
+	if code, _ := do(t, hc, base+"/healthz", ""); code != 200 {
 		t.Errorf("/healthz with the API server stopped: got %d, want 200", code)
 	}
 	select {
@@ -149,7 +154,7 @@ func TestDelegatedAuthAPIServer(t *testing.T) {
 	case <-time.After(3 * reviewTimeout):
 		t.Fatal("a scrape with the API server stopped did not answer")
 	}
-	if code, _ := do(t, http.DefaultClient, base+"/metrics", tokens["prometheus"]); code != 200 {
+	if code, _ := do(t, hc, base+"/metrics", tokens["prometheus"]); code != 200 {
 		t.Errorf("kept answer with the API server stopped: got %d, want 200", code)
 	}
 }

@@ -96,7 +96,9 @@ func newFakeReviews() *fakeReviews {
 
 // startDelegated serves a registry with delegated checks against f, and,
 // unless tokenFile is empty, that token file too.
-func startDelegated(t *testing.T, f *fakeReviews, tokenFile string, observe func(metrics.Review, metrics.ReviewResult, time.Duration)) (*Server, string, *clocktesting.FakeClock) {
+// It returns the server, its base URL, its clock and a client whose idle
+// connections are closed before the server stops.
+func startDelegated(t *testing.T, f *fakeReviews, tokenFile string, observe func(metrics.Review, metrics.ReviewResult, time.Duration)) (*Server, string, *clocktesting.FakeClock, *http.Client) {
 	t.Helper()
 	s := New("127.0.0.1:0", prometheus.NewRegistry(), nil, func() any { return "status" }, nil)
 	fc := clocktesting.NewFakeClock(time.Now())
@@ -104,13 +106,16 @@ func startDelegated(t *testing.T, f *fakeReviews, tokenFile string, observe func
 	if err := s.Secure(Access{TokenFile: tokenFile, Delegated: &Delegation{Tokens: fakeTokens{f}, Access: fakeAccess{f}, Observe: observe}}); err != nil {
 		t.Fatal(err)
 	}
-	return s, start(t, s).base, fc
+	base := start(t, s).base
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+	return s, base, fc, hc
 }
 
 func TestDelegatedAnswers(t *testing.T) {
 	f := newFakeReviews()
 	static := writeFile(t, t.TempDir(), "token", "static-token\n")
-	_, base, _ := startDelegated(t, f, static, nil)
+	_, base, _, hc := startDelegated(t, f, static, nil)
 	for _, tc := range []struct {
 		name, path, token string
 		wantCode          int
@@ -126,7 +131,7 @@ func TestDelegatedAnswers(t *testing.T) {
 		{"readiness without token", "/readyz", "", 200, "ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := do(t, http.DefaultClient, base+tc.path, tc.token)
+			code, body := do(t, hc, base+tc.path, tc.token)
 			if code != tc.wantCode || !strings.Contains(body, tc.wantBody) {
 				t.Errorf("got %d %q, want %d with %q", code, body, tc.wantCode, tc.wantBody)
 			}
@@ -152,14 +157,14 @@ func TestDelegatedCache(t *testing.T) {
 	f := newFakeReviews()
 	var mu sync.Mutex
 	observed := map[string]int{}
-	_, base, fc := startDelegated(t, f, "", func(r metrics.Review, res metrics.ReviewResult, _ time.Duration) {
+	_, base, fc, hc := startDelegated(t, f, "", func(r metrics.Review, res metrics.ReviewResult, _ time.Duration) {
 		mu.Lock()
 		observed[string(r)+"/"+string(res)]++
 		mu.Unlock()
 	})
 	scrape := func(token string, want int) {
 		t.Helper()
-		if code, body := do(t, http.DefaultClient, base+"/metrics", token); code != want {
+		if code, body := do(t, hc, base+"/metrics", token); code != want {
 			t.Fatalf("got %d %q, want %d", code, body, want)
 		}
 	}
@@ -218,14 +223,14 @@ func TestDelegatedCache(t *testing.T) {
 func TestDelegatedSlowAPIServer(t *testing.T) {
 	f := newFakeReviews()
 	f.block = make(chan struct{})
-	s, base, _ := startDelegated(t, f, "", nil)
+	s, base, _, hc := startDelegated(t, f, "", nil)
 	s.delegate.timeout = 500 * time.Millisecond
 
 	var wg sync.WaitGroup
 	codes := make(chan int, 3)
 	for range 3 {
 		wg.Go(func() {
-			code, _ := do(t, http.DefaultClient, base+"/metrics", "prom-token")
+			code, _ := do(t, hc, base+"/metrics", "prom-token")
 			codes <- code
 		})
 	}
@@ -233,7 +238,7 @@ func TestDelegatedSlowAPIServer(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if code, _ := do(t, http.DefaultClient, base+"/healthz", ""); code != 200 {
+		if code, _ := do(t, hc, base+"/healthz", ""); code != 200 {
 			t.Errorf("got /healthz %d while reviews hang, want 200", code)
 		}
 	}()
@@ -256,13 +261,13 @@ func TestDelegatedSlowAPIServer(t *testing.T) {
 	// maxReviews distinct tokens hang; one more is refused at once.
 	s.delegate.timeout = guard
 	for i := range maxReviews {
-		wg.Go(func() { do(t, http.DefaultClient, base+"/metrics", "hanging-"+string(rune('a'+i))) })
+		wg.Go(func() { do(t, hc, base+"/metrics", "hanging-"+string(rune('a'+i))) })
 	}
 	deadline := time.Now().Add(guard)
 	for len(s.delegate.slots) < maxReviews && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	code, body := do(t, http.DefaultClient, base+"/metrics", "one-more")
+	code, body := do(t, hc, base+"/metrics", "one-more")
 	if code != 503 || !strings.Contains(body, errBusy.Error()) {
 		t.Errorf("got %d %q with %d reviews in flight, want 503 %q", code, body, maxReviews, errBusy)
 	}
@@ -292,8 +297,8 @@ func TestDelegatedBrokenAnswers(t *testing.T) {
 	}
 	f := newFakeReviews()
 	f.broken = true
-	_, base, _ := startDelegated(t, f, "", nil)
-	if code, body := do(t, http.DefaultClient, base+"/metrics", "prom-token"); code != 503 || !strings.Contains(body, "names no user") {
+	_, base, _, hc := startDelegated(t, f, "", nil)
+	if code, body := do(t, hc, base+"/metrics", "prom-token"); code != 503 || !strings.Contains(body, "names no user") {
 		t.Errorf("got %d %q, want 503 naming the broken answer", code, body)
 	}
 	if _, err := newDelegate(Delegation{}, clocktesting.NewFakeClock(time.Now()), nil); err == nil {
