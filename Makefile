@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-apiserver e2e-node e2e-guest vet fmt-check bench install uninstall clean k8s-bins runtime demo fuzz fuzz-short
+.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-apiserver e2e-node e2e-guest vet fmt-check bench install uninstall clean k8s-bins tools manifests runtime demo fuzz fuzz-short
 
 all: build
 
@@ -91,6 +91,18 @@ run: build
 k8s-bins:
 	hack/build-k8s.sh
 
+# helm and kustomize, for the tests of deploy/chart/evictd and
+# deploy/kustomize, built from the Go module proxy into .cache/bin
+# (git-ignored), once per version (hack/tools/{helm,kustomize}/go.mod).
+tools:
+	hack/build-tools.sh
+
+# deploy/*.yaml from the chart (deploy/chart/evictd) with its default
+# values: the chart is their source; TestManifestsCurrent fails when they
+# differ.
+manifests: tools
+	$(GO) test -count=1 -run '^TestManifestsCurrent$$' ./deploy/ -update
+
 # containerd and runc from Debian's packages, for the tests that run a real
 # container runtime (installed as root; a no-op when present).
 runtime:
@@ -126,7 +138,7 @@ demo: k8s-bins runtime build
 # whole node) with the end-to-end tiers of e2e/host, e2e/apiserver and
 # e2e/guest (e2e/doc.go), then the real-node scenarios of e2e/node, alone,
 # so that no other test's processes or memory blur their thresholds.
-test: vet fmt-check k8s-bins runtime vm rpm-tools build monitoring-check
+test: vet fmt-check k8s-bins tools runtime vm rpm-tools build monitoring-check
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e/node$$')
 	$(MAKE) --no-print-directory fuzz-short
 	$(MAKE) --no-print-directory e2e-run

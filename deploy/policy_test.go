@@ -44,6 +44,17 @@ type policyEnv struct {
 
 func newPolicyEnv(t *testing.T) (*testcluster.Cluster, *policyEnv) {
 	t.Helper()
+	return newPolicyEnvAs(t, plainIdentity)
+}
+
+// plainIdentity is the identity deploy/*.yaml name: the chart's default.
+var plainIdentity = identity{"kube-system", "evictd"}
+
+// newPolicyEnvAs is newPolicyEnv with evictd's ServiceAccount id: the
+// plain files of deploy/ for plainIdentity, else the chart rendered for id
+// and applied server-side.
+func newPolicyEnvAs(t *testing.T, id identity) (*testcluster.Cluster, *policyEnv) {
+	t.Helper()
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx := t.Context()
 	admin, err := kubernetes.NewForConfig(c.AdminConfig())
@@ -69,7 +80,17 @@ func newPolicyEnv(t *testing.T) (*testcluster.Cluster, *policyEnv) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create default ServiceAccount: %v", err)
 	}
-	token, err := c.EvictdNodeToken(ctx, nodeA)
+	var token string
+	if id == plainIdentity {
+		token, err = c.EvictdNodeToken(ctx, nodeA)
+	} else {
+		out, rerr := helmTemplate(t, fmt.Sprintf("namespace: %s\ncreateNamespace: true\nserviceAccount: {name: %s}\n", id.namespace, id.serviceAccount))
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		applyObjects(t, c, decode(t, out))
+		token, err = testcluster.NodeBoundToken(ctx, admin, id.namespace, id.serviceAccount, nodeA)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +227,15 @@ func event(node string, involved *v1.Pod) *v1.Event {
 // node B is the write the policy cannot see: it must pass too, as
 // deploy/README.md says.
 func TestPolicyOwnNodeOnly(t *testing.T) {
-	_, e := newPolicyEnv(t)
+	// The plain files' identity, and the chart's for a namespace and a
+	// ServiceAccount of its own: the policy takes it from its paramRef.
+	for _, id := range []identity{plainIdentity, {"evictd-system", "node-evictd"}} {
+		t.Run(id.namespace+"/"+id.serviceAccount, func(t *testing.T) { testPolicyOwnNodeOnly(t, id) })
+	}
+}
+
+func testPolicyOwnNodeOnly(t *testing.T, id identity) {
+	_, e := newPolicyEnvAs(t, id)
 	ctx := t.Context()
 	a1, a2, a3 := e.pod(t, "on-a-status", nodeA), e.pod(t, "on-a-delete", nodeA), e.pod(t, "on-a-evict", nodeA)
 	a4, a5, a6 := e.pod(t, "on-a-evicted", nodeA), e.pod(t, "on-a-succeeded", nodeA), e.pod(t, "on-a-failed", nodeA)

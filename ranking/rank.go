@@ -198,6 +198,9 @@ func skipReason(p *signals.Pod) string {
 	if p.Priority >= signals.SystemCriticalPriority {
 		why = append(why, "priority "+itoa(int64(p.Priority)))
 	}
+	if p.Spared != "" {
+		why = append(why, p.Spared)
+	}
 	return "critical pod (" + strings.Join(why, ", ") + ")"
 }
 

@@ -60,6 +60,10 @@ type Pod struct {
 	// annotation and a controller ownerReference to this Node.
 	Static bool
 	Mirror bool
+	// Spared, when not empty, says why a pod source that cannot tell the
+	// pod's priority or requests keeps it from being evicted (standalone
+	// mode, with no API server): the pod counts as critical.
+	Spared string
 	// DaemonSet is true when the pod's controller is a DaemonSet.
 	DaemonSet bool
 	// MemoryRequest and EphemeralStorageRequest are the pod's effective
@@ -92,9 +96,10 @@ type Pod struct {
 }
 
 // Critical reports whether the pod must never be evicted: static and mirror
-// pods, and pods at or above system-cluster-critical priority.
+// pods, pods at or above system-cluster-critical priority, and pods their
+// source spares.
 func (p *Pod) Critical() bool {
-	return p.Static || p.Mirror || p.Priority >= SystemCriticalPriority
+	return p.Static || p.Mirror || p.Priority >= SystemCriticalPriority || p.Spared != ""
 }
 
 // Ref is namespace/name, for logs and messages.

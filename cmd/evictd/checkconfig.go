@@ -38,7 +38,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	var standalone string
 	switch {
 	case evictdagent.KubeconfigAwaited(cfg):
-		standalone = fmt.Sprintf("--kubeconfig %s does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, evicting nothing until it is written and evictd restarted.", cfg.Kubeconfig)
+		standalone = fmt.Sprintf("--kubeconfig %s does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, %s, until it is written and evictd restarted.", cfg.Kubeconfig, cfg.StandaloneActs())
 	case cfg.Kubeconfig != "":
 		if _, err := evictdagent.KubeRestConfig(cfg, os.Getenv); err != nil {
 			fmt.Fprintf(stderr, "evictd check-config: %v\n", err)

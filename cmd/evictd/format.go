@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -56,3 +58,26 @@ func pressures(p map[string]bool) string {
 	sort.Strings(on)
 	return strings.Join(on, ", ")
 }
+
+// printable is s for a terminal: each rune that is not printable (control
+// characters, escape sequences' ESC) as Go would escape it in a quoted
+// string, without the quotes. What a snapshot names is checked when it is
+// read, but a text line must not carry a terminal's commands whatever it
+// quotes.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, notPrintable) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if notPrintable(r) {
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func notPrintable(r rune) bool { return !unicode.IsPrint(r) }

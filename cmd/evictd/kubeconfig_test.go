@@ -143,7 +143,7 @@ func TestOptionalKubeconfig(t *testing.T) {
 	}{
 		{"missing, required", []string{"--kubeconfig", missing}, 1, "", "--kubeconfig " + missing + ": "},
 		{"missing, optional", []string{"--kubeconfig", missing, "--kubeconfig-optional"}, 0,
-			"warning: --kubeconfig " + missing + " does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, evicting nothing until it is written and evictd restarted.\n", ""},
+			"warning: --kubeconfig " + missing + " does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, evicting nothing, until it is written and evictd restarted.\n", ""},
 		{"there but too open, optional", []string{"--kubeconfig", open, "--kubeconfig-optional"}, 1, "",
 			"--kubeconfig " + open + ": mode 0644 lets group or others read or write it; chmod 600 it"},
 		{"optional without a kubeconfig", []string{"--kubeconfig-optional"}, 0,

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -62,17 +65,20 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "evictd simulate", fmt.Errorf("--output %q: want text or json", output))
 	}
 
+	// Each step is written as it is decided: what simulate holds beyond
+	// the snapshot does not grow with its steps.
 	d := decide.NewDecider(evictdagent.DeciderConfig(cfg, sc.Layout))
-	var results []stepResult
-	hugePages := false
-	for _, step := range sc.Steps {
-		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
-		dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
-		results = append(results, newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds()))
-		hugePages = hugePages || step.HugePages > 0
-	}
 	if output == "json" {
-		if err := writeJSON(stdout, results); err != nil {
+		arr := newJSONArray(stdout)
+		for _, step := range sc.Steps {
+			obs := step.ObservationsFor(cfg.HugepageAwareEviction)
+			dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
+			if err := arr.add(newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds())); err != nil {
+				fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
+				return 1
+			}
+		}
+		if err := arr.close(); err != nil {
 			fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
 			return 1
 		}
@@ -81,16 +87,53 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	for _, note := range cfg.Notes {
 		fmt.Fprintf(stdout, "note: %s\n", note)
 	}
-	if hugePages {
+	if slices.ContainsFunc(sc.Steps, func(s snapshot.Step) bool { return s.HugePages > 0 }) {
 		fmt.Fprintf(stdout, "note: the snapshot has hugepages; %s\n", cfg.MemoryAvailableSemantics())
 	}
-	for i, r := range results {
+	for i, step := range sc.Steps {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		r.write(stdout)
+		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
+		dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
+		newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds()).write(stdout)
 	}
 	return 0
+}
+
+// jsonArray writes a JSON array one element at a time, as writeJSON
+// would write the whole slice.
+type jsonArray struct {
+	w io.Writer
+	n int
+}
+
+func newJSONArray(w io.Writer) *jsonArray { return &jsonArray{w: w} }
+
+func (a *jsonArray) add(v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("  ", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	sep := ",\n  "
+	if a.n == 0 {
+		sep = "[\n  "
+	}
+	a.n++
+	_, err := io.WriteString(a.w, sep+strings.TrimSuffix(b.String(), "\n"))
+	return err
+}
+
+func (a *jsonArray) close() error {
+	end := "\n]\n"
+	if a.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(a.w, end)
+	return err
 }
 
 // stepResult is what simulate reports of one step.
@@ -262,17 +305,17 @@ func (r stepResult) write(w io.Writer) {
 			if c.Skip != "" {
 				key += " — skipped: " + c.Skip
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", i+1, c.Pod, c.QOS, c.Priority, c.Usage, c.Request, key)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", i+1, printable(c.Pod), c.QOS, c.Priority, c.Usage, c.Request, printable(key))
 		}
 		_ = tw.Flush()
 	}
-	fmt.Fprintf(w, "decision: %s — %s\n", r.Outcome, r.Reason)
+	fmt.Fprintf(w, "decision: %s — %s\n", r.Outcome, printable(r.Reason))
 	for _, l := range r.LocalStorage {
-		fmt.Fprintf(w, "evict: %s for %s (%s used, limit %s) with a grace period of %ds\n", l.Pod, l.Signal, l.Usage, l.Limit, l.GracePeriod)
+		fmt.Fprintf(w, "evict: %s for %s (%s used, limit %s) with a grace period of %ds\n", printable(l.Pod), l.Signal, l.Usage, l.Limit, l.GracePeriod)
 		fmt.Fprintf(w, "event: Warning Evicted %q\n", l.Message)
 	}
 	if r.Victim != "" {
-		fmt.Fprintf(w, "evict: %s with a grace period of %ds\n", r.Victim, r.GracePeriod)
+		fmt.Fprintf(w, "evict: %s with a grace period of %ds\n", printable(r.Victim), r.GracePeriod)
 		fmt.Fprintf(w, "event: Warning Evicted %q\n", r.Message)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
@@ -136,7 +137,7 @@ func gone(t *testing.T, n *testnode.Node, ns, name string) (bool, string) {
 	}
 	// A pod evictd wrote Failed whose container still runs is still
 	// terminating.
-	return (p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded) && !stillRunning(p), podSummary(p)
+	return (p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded) && !kubeclient.ContainersRunning(p), podSummary(p)
 }
 
 // alive fails t unless the pod is still Running with no deletion requested.
@@ -417,14 +418,4 @@ func localStop(ref string, log func() string) string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// stillRunning reports whether the kubelet reports a container of p running.
-func stillRunning(p *v1.Pod) bool {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.State.Running != nil {
-			return true
-		}
-	}
-	return false
 }

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/testing/testalloc"
 	"github.com/evictd/evictd/internal/testing/testnode"
@@ -129,7 +130,7 @@ func killedMidEviction(t *testing.T, n *testnode.Node) {
 	// Terminating: deleted, or Failed (evictd's terminal status) with its
 	// container still running its preStop hook.
 	p, err := n.Admin().CoreV1().Pods("default").Get(t.Context(), "slow", metav1.GetOptions{})
-	if err != nil || p.DeletionTimestamp == nil && !(p.Status.Phase == v1.PodFailed && stillRunning(p)) {
+	if err != nil || p.DeletionTimestamp == nil && !(p.Status.Phase == v1.PodFailed && kubeclient.ContainersRunning(p)) {
 		t.Fatalf("slow should still be terminating: %v %s", err, podSummary(p))
 	}
 	if k := evictions(t, n, "default", "slow"); k != 1 {

@@ -239,7 +239,7 @@ func (w *watcher) hog(ctx context.Context) error {
 	p, err := w.n.Admin().CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, hogName, metav1.GetOptions{})
 	if isNotFound(err) {
 		w.hogGone = time.Now()
-		w.c.say(">> pod %s is gone: deleted from the API server after the kubelet stopped it", hogName)
+		w.c.say(">> pod %s is gone: evictd deleted it from the API server once its containers had stopped (Failed, reason Evicted)", hogName)
 		return nil
 	}
 	if err != nil {

@@ -86,7 +86,7 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	if KubeconfigAwaited(cfg) {
 		// Standalone until the kubeconfig is written: protected by what
 		// evictd can do alone rather than by a unit restarting in a loop.
-		log.Warn("the kubeconfig does not exist yet and --kubeconfig-optional is set: running standalone, with no API server; evictd observes, decides and exports metrics but evicts nothing until the kubeconfig is written and evictd restarted",
+		log.Warn("the kubeconfig does not exist yet and --kubeconfig-optional is set: running standalone, with no API server; evictd observes, decides and exports metrics, "+cfg.StandaloneActs()+", until the kubeconfig is written and evictd restarted",
 			"kubeconfig", cfg.Kubeconfig)
 		a.awaited = cfg.Kubeconfig
 		c := *cfg
@@ -171,14 +171,17 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	deps := manager.Deps{
 		Clock:     clock.RealClock{},
 		Sources:   sources,
-		Pods:      cgroupPods{hc},
+		Pods:      standalonePods{cfg: hc, sandboxes: a.runtime.readySandboxes},
 		Stats:     a.stats,
 		Reclaimer: runtimeReclaimer{a.runtime},
 		Metrics:   met,
 		Log:       log,
 	}
 	if cfg.Kubeconfig == "" && a.awaited == "" {
-		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics but evicts nothing")
+		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics, " + cfg.StandaloneActs())
+	}
+	if cfg.Kubeconfig == "" && cfg.StandaloneStop && !cfg.DryRun {
+		deps.Evicter = standaloneEvicter{stop: a.runtime.stopPodContainers}
 	}
 	if cfg.Kubeconfig != "" {
 		var rt *runtimeConn
@@ -276,7 +279,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.stats.disk.run(ctx) })
 	if a.awaited != "" {
 		g.Go(func() error {
-			return remindStandalone(ctx, clock.RealClock{}, config.KubeconfigReminder, a.awaited, a.log)
+			return remindStandalone(ctx, clock.RealClock{}, config.KubeconfigReminder, a.awaited, a.cfg.StandaloneActs(), a.log)
 		})
 	}
 	if a.kube != nil {

@@ -239,7 +239,7 @@ func TestAgentAwaitsOptionalKubeconfig(t *testing.T) {
 	if !strings.Contains(body, "evictd_standalone 1") {
 		t.Errorf("/metrics lacks evictd_standalone 1")
 	}
-	want := `level=WARN msg="the kubeconfig does not exist yet and --kubeconfig-optional is set: running standalone, with no API server; evictd observes, decides and exports metrics but evicts nothing until the kubeconfig is written and evictd restarted" kubeconfig=` + missing
+	want := `level=WARN msg="the kubeconfig does not exist yet and --kubeconfig-optional is set: running standalone, with no API server; evictd observes, decides and exports metrics, evicting nothing, until the kubeconfig is written and evictd restarted" kubeconfig=` + missing
 	if out := logged.String(); !strings.Contains(out, want) {
 		t.Errorf("log lacks %q:\n%s", want, out)
 	}
@@ -255,7 +255,7 @@ func TestRemindStandalone(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logged, nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- remindStandalone(ctx, clk, time.Minute, path, log) }()
+	go func() { done <- remindStandalone(ctx, clk, time.Minute, path, "evicting nothing", log) }()
 
 	tick := func(want string) {
 		t.Helper()

@@ -228,6 +228,7 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 	// A mirror pod counts as the node's own only with the Node's UID in
 	// its ownerReference, as the node's watch shows it.
 	pods.SetNodeUID(status.NodeUID)
+	pods.SetTrustedDaemonSetNamespaces(cfg.TrustedDaemonSetNamespaces)
 	// A pod watch silent while the Lease renewals succeed is stale: the
 	// source relists, and the loop looks at the new list at once.
 	relisted := make(chan struct{}, 1)

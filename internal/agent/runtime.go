@@ -203,3 +203,13 @@ func (r *runtimeConn) podSandboxReady(ctx context.Context, uid string) (bool, er
 	}
 	return p.client.PodSandboxReady(ctx, uid)
 }
+
+// readySandboxes lists the pods of the runtime's ready sandboxes by UID
+// (cri.Client.ReadySandboxes); an error while it is not connected.
+func (r *runtimeConn) readySandboxes(ctx context.Context) (map[string]cri.Sandbox, error) {
+	p := r.parts.Load()
+	if p == nil {
+		return nil, r.notConnected()
+	}
+	return p.client.ReadySandboxes(ctx)
+}

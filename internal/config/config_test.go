@@ -220,6 +220,14 @@ func TestFlagSyntax(t *testing.T) {
 			`--metrics-bind-address: invalid value "127.0.0.1:http": port "http" is not a number from 0 to 65535`},
 		{"metrics-bind-address port too big", []string{"--metrics-bind-address=127.0.0.1:70000"}, nil, nil,
 			`--metrics-bind-address: invalid value "127.0.0.1:70000": port "70000" is not a number from 0 to 65535`},
+		{"trusted-daemonset-namespaces default", nil,
+			func(c *Config) any { return c.TrustedDaemonSetNamespaces }, []string{"kube-system"}, ""},
+		{"trusted-daemonset-namespaces", []string{"--trusted-daemonset-namespaces=kube-system,monitoring"},
+			func(c *Config) any { return c.TrustedDaemonSetNamespaces }, []string{"kube-system", "monitoring"}, ""},
+		{"trusted-daemonset-namespaces none", []string{"--trusted-daemonset-namespaces="},
+			func(c *Config) any { return c.TrustedDaemonSetNamespaces }, []string{}, ""},
+		{"trusted-daemonset-namespaces bad", []string{"--trusted-daemonset-namespaces=kube-system,Team_A"}, nil, nil,
+			`--trusted-daemonset-namespaces: invalid value "Team_A": not a namespace name: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		{"imagefs-path", []string{"--imagefs-path=/var/lib/containers"},
 			func(c *Config) any { return c.ImageFSPath }, "/var/lib/containers", ""},
 		{"imagefs-path relative", []string{"--imagefs-path=containers"}, nil, nil,
@@ -331,8 +339,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 55 {
-		t.Errorf("got %d flags, want 55", n)
+	if n != 57 {
+		t.Errorf("got %d flags, want 57", n)
 	}
 }
 

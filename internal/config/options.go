@@ -91,6 +91,8 @@ type Options struct {
 	kubeconfig                string
 	kubeconfigOptional        bool
 	kubeconfigInCluster       bool
+	standaloneStop            bool
+	trustedDSNamespaces       []string
 	hostnameOverride          string
 	nodeStatusUpdateFrequency time.Duration
 	nodeStatusReportFrequency time.Duration
@@ -205,6 +207,10 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.kubeconfigInCluster, "kubeconfig-in-cluster", false,
 		"Reach the API server at https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the kubernetes Service's address the kubelet gives every container (as client-go's in-cluster configuration does), instead of the --kubeconfig's server: "+
 			"no cluster DNS needed. The --kubeconfig still names the credentials and the CA, checked as always; needs --kubeconfig. (default false)")
+	fs.BoolVar(&o.standaloneStop, "standalone-stop", false,
+		"While evictd runs standalone (no --kubeconfig, or --kubeconfig-optional before the file is written), stop the pod a hard memory or PID threshold evicts by killing its containers through the container runtime, as the kernel's OOM killer would but before it: the kubelet restarts them as the pod's restart policy says. With no priorities or requests to rank by, only pods from the API server outside kube-system and not Guaranteed may be stopped; soft and disk thresholds are reported, not acted on. The package's environment file sets it. (default false: standalone evictd acts on nothing)")
+	fs.StringSliceVar(&o.trustedDSNamespaces, "trusted-daemonset-namespaces", []string{"kube-system"},
+		"Comma-separated namespaces whose DaemonSet pods rank after the other pods of their tier, as node agents the node needs: whoever may create a DaemonSet there is trusted with that later turn. A DaemonSet pod of any other namespace ranks as any other pod; empty: none is set apart.")
 	fs.StringVar(&o.configFile, "config", "",
 		"Path of a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to take the eviction settings from; flags given on the command line override it, and it overrides --node-config. (default none)")
 	fs.StringVar(&o.nodeConfigFile, "node-config", "",

@@ -76,6 +76,15 @@ type Config struct {
 	// server at KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT rather
 	// than at the Kubeconfig's server. Default false.
 	KubeconfigInCluster bool
+	// StandaloneStop (--standalone-stop) makes standalone evictd (no
+	// Kubeconfig, or an optional one not written yet) kill, through the
+	// container runtime, the containers of the pod a hard memory or PID
+	// threshold evicts, rather than evicting nothing.
+	StandaloneStop bool
+	// TrustedDaemonSetNamespaces (--trusted-daemonset-namespaces, default
+	// kube-system) are the namespaces whose DaemonSet pods rank after the
+	// other pods of their tier.
+	TrustedDaemonSetNamespaces []string
 	// LeaseNamespace is the namespace of evictd's Lease, a DNS label.
 	// --lease-namespace, default kube-system.
 	LeaseNamespace string
@@ -179,31 +188,33 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		errs = append(errs, fmt.Errorf("%s: invalid value %q: %s", src(flag), value, why))
 	}
 	c := &Config{
-		MaxPodGracePeriodSeconds:  o.maxPodGracePeriod,
-		KernelMemcgNotification:   o.kernelMemcgNotification,
-		EnforceNodeAllocatable:    slices.Clone(o.enforceNodeAllocatable),
-		RootDir:                   o.rootDir,
-		CgroupRoot:                o.cgroupRoot,
-		CgroupDriver:              o.cgroupDriver,
-		Kubeconfig:                o.kubeconfig,
-		KubeconfigOptional:        o.kubeconfigOptional,
-		KubeconfigInCluster:       o.kubeconfigInCluster,
-		LeaseNamespace:            o.leaseNamespace,
-		ImpersonateNode:           o.impersonateNode,
-		DryRun:                    o.dryRun,
-		HardEvictionLocalStop:     o.localStop,
-		MetricsBindAddress:        o.metricsBindAddress,
-		ImageFSPath:               o.imageFSPath,
-		PodLogsDir:                o.podLogsDir,
-		MaxEvictionsPerHour:       o.maxEvictionsPerHour,
-		LocalStorageEvictionQPS:   o.localStorageQPS,
-		LocalStorageEvictionBurst: o.localStorageBurst,
-		ProcRoot:                  o.procRoot,
-		CgroupMount:               o.cgroupMount,
-		ConfigFile:                o.configFile,
-		NodeConfigFile:            o.nodeConfigFile,
-		Sources:                   sources,
-		Notes:                     notes,
+		MaxPodGracePeriodSeconds:   o.maxPodGracePeriod,
+		KernelMemcgNotification:    o.kernelMemcgNotification,
+		EnforceNodeAllocatable:     slices.Clone(o.enforceNodeAllocatable),
+		RootDir:                    o.rootDir,
+		CgroupRoot:                 o.cgroupRoot,
+		CgroupDriver:               o.cgroupDriver,
+		Kubeconfig:                 o.kubeconfig,
+		KubeconfigOptional:         o.kubeconfigOptional,
+		KubeconfigInCluster:        o.kubeconfigInCluster,
+		StandaloneStop:             o.standaloneStop,
+		TrustedDaemonSetNamespaces: slices.Clone(o.trustedDSNamespaces),
+		LeaseNamespace:             o.leaseNamespace,
+		ImpersonateNode:            o.impersonateNode,
+		DryRun:                     o.dryRun,
+		HardEvictionLocalStop:      o.localStop,
+		MetricsBindAddress:         o.metricsBindAddress,
+		ImageFSPath:                o.imageFSPath,
+		PodLogsDir:                 o.podLogsDir,
+		MaxEvictionsPerHour:        o.maxEvictionsPerHour,
+		LocalStorageEvictionQPS:    o.localStorageQPS,
+		LocalStorageEvictionBurst:  o.localStorageBurst,
+		ProcRoot:                   o.procRoot,
+		CgroupMount:                o.cgroupMount,
+		ConfigFile:                 o.configFile,
+		NodeConfigFile:             o.nodeConfigFile,
+		Sources:                    sources,
+		Notes:                      notes,
 	}
 	// Every duration is checked and derived in durations.go.
 	c.Durations = o.durations(bad)
@@ -295,6 +306,11 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	}
 	if msgs := validation.IsDNS1123Label(o.leaseNamespace); len(msgs) > 0 {
 		bad("lease-namespace", o.leaseNamespace, strings.Join(msgs, "; "))
+	}
+	for _, ns := range o.trustedDSNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			bad("trusted-daemonset-namespaces", ns, "not a namespace name: "+strings.Join(msgs, "; "))
+		}
 	}
 	if c.NodeName, err = o.nodeName(); err != nil {
 		errs = append(errs, err)
@@ -452,4 +468,14 @@ func (o *Options) nodeName() (string, error) {
 		return "", errors.New("empty node name: set --hostname-override")
 	}
 	return name, nil
+}
+
+// StandaloneActs says what evictd does about a pressure while it runs
+// standalone with c: with --standalone-stop (and not --dry-run) it stops
+// pods for hard memory and PID thresholds, otherwise it evicts nothing.
+func (c *Config) StandaloneActs() string {
+	if c.StandaloneStop && !c.DryRun {
+		return "stopping pods through the container runtime for hard memory and PID thresholds only (--standalone-stop)"
+	}
+	return "evicting nothing"
 }

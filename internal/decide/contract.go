@@ -57,6 +57,14 @@ var (
 	// Evicter keeps trying to issue the eviction and completes it when the
 	// API server is back.
 	ErrStoppedLocally = errors.New("API server unreachable; the pod's containers were stopped through the runtime and the eviction is owed")
+	// ErrStoppedStandalone: evictd runs with no API server (standalone,
+	// --standalone-stop) and killed the pod's containers through the
+	// CRI; nothing is owed, and the kubelet restarts them as the pod's
+	// restart policy says.
+	ErrStoppedStandalone = errors.New("no API server (standalone); the pod's containers were killed through the runtime")
+	// ErrNotActed: evictd runs with no API server and cannot carry out
+	// this eviction alone (a soft or disk threshold's); nothing was done.
+	ErrNotActed = errors.New("standalone: not carried out")
 )
 
 // ReclaimKind is a kind of node-level reclaim, the kind label of

@@ -288,7 +288,7 @@ func (e *env) fakeKubeletAfter(t *testing.T, ns, name string, stopAfter time.Dur
 			case ev.Type == watch.Deleted:
 				out <- pod
 				return
-			case pod.DeletionTimestamp == nil && pod.Status.Phase == v1.PodFailed && running(pod) && !stopping:
+			case pod.DeletionTimestamp == nil && pod.Status.Phase == v1.PodFailed && kubeclient.ContainersRunning(pod) && !stopping:
 				stopping = true
 				wg.Go(func() { e.stopContainers(t, ctx, pod, stopAfter) })
 			case pod.DeletionTimestamp != nil && !terminal(pod) && !removing:

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
 )
@@ -119,7 +120,7 @@ func (e *Evicter) stopOverdue(ctx context.Context, lister PodLister, stopped map
 // (not Failed with evictd's condition and a container running, being
 // deleted, or an annotation of another form).
 func overdueAt(pod *v1.Pod) (time.Time, bool) {
-	if pod.Status.Phase != v1.PodFailed || pod.DeletionTimestamp != nil || !running(pod) || !evictdTarget(pod) {
+	if pod.Status.Phase != v1.PodFailed || pod.DeletionTimestamp != nil || !kubeclient.ContainersRunning(pod) || !evictdTarget(pod) {
 		return time.Time{}, false
 	}
 	at, grace, ok := parseEvicted(pod.Annotations[EvictedAnnotation])
@@ -174,7 +175,7 @@ func (e *Evicter) sweep(ctx context.Context, lister PodLister, tried map[types.U
 // condition, not being deleted, no container running. Only the pod's
 // status says so, which its node and evictd write, not its owner.
 func leftFailed(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodFailed && pod.DeletionTimestamp == nil && !running(pod) && evictdTarget(pod)
+	return pod.Status.Phase == v1.PodFailed && pod.DeletionTimestamp == nil && !kubeclient.ContainersRunning(pod) && evictdTarget(pod)
 }
 
 // evictdTarget reports whether the pod carries evictd's True

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/metrics"
 )
 
@@ -256,7 +257,7 @@ func (e *Evicter) finish(ctx context.Context, log *slog.Logger, w *podWatch, r d
 		switch {
 		case gone:
 			return nil
-		case p != nil && terminal(p) && !running(p):
+		case p != nil && terminal(p) && !kubeclient.ContainersRunning(p):
 			log.Debug("the kubelet reports the pod's containers stopped; deleting it")
 			return e.finalDelete(ctx, log, r, e.awaitFinalizers(ctx, w, p))
 		}
@@ -450,19 +451,6 @@ func evictedByEvictd(pod *v1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == v1.DisruptionTarget {
 			return c.Status == v1.ConditionTrue && c.Reason == decide.DisruptionTargetReason
-		}
-	}
-	return false
-}
-
-// running reports whether the pod's status names a container still
-// running: the kubelet writes a container's stop once it has seen it.
-func running(pod *v1.Pod) bool {
-	for _, list := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
-		for _, cs := range list {
-			if cs.State.Running != nil {
-				return true
-			}
 		}
 	}
 	return false

@@ -23,6 +23,12 @@ const (
 	// ResultStoppedLocally: the API server did not answer; the pod's
 	// containers were stopped through the runtime and the eviction is owed.
 	ResultStoppedLocally Result = "stopped-locally"
+	// ResultStoppedStandalone: with no API server (standalone), the pod's
+	// containers were killed through the runtime; nothing is owed.
+	ResultStoppedStandalone Result = "stopped-standalone"
+	// ResultNotActed: with no API server, evictd could not carry out the
+	// eviction alone; nothing was done.
+	ResultNotActed Result = "not-acted"
 	// ResultGone: the API server says the pod was already gone.
 	ResultGone Result = "gone"
 	// ResultPDBBlocked: a PodDisruptionBudget refused the eviction.
@@ -50,7 +56,8 @@ type Attempt struct {
 // issued reports whether the attempt counts as an eviction for the
 // hourly cap: issued to the API server, or stopped on the node.
 func (a Attempt) issued() bool {
-	return a.Result == ResultEvicted || a.Result == ResultTerminating || a.Result == ResultStoppedLocally
+	return a.Result == ResultEvicted || a.Result == ResultTerminating || a.Result == ResultStoppedLocally ||
+		a.Result == ResultStoppedStandalone
 }
 
 // String is the attempt as the pass's status shows it.
@@ -61,6 +68,10 @@ func (a Attempt) String() string {
 		return "evicted " + ref + " (still terminating)"
 	case ResultStoppedLocally:
 		return "stopped locally " + ref + " (eviction owed)"
+	case ResultStoppedStandalone:
+		return "stopped locally " + ref + " (standalone: no API server)"
+	case ResultNotActed:
+		return "would evict " + ref + " (" + a.Err.Error() + ")"
 	case ResultFailed:
 		return "failed " + ref + ": " + a.Err.Error()
 	case ResultWithheld:
@@ -190,6 +201,10 @@ func (m *Manager) evict(ctx context.Context, req decide.Request) Attempt {
 		a.Result = ResultTerminating
 	case errors.Is(err, decide.ErrStoppedLocally):
 		a.Result = ResultStoppedLocally
+	case errors.Is(err, decide.ErrStoppedStandalone):
+		a.Result = ResultStoppedStandalone
+	case errors.Is(err, decide.ErrNotActed):
+		a.Result = ResultNotActed
 	case errors.Is(err, decide.ErrPodGone):
 		// The pod list was behind: nothing was evicted. The pod is left
 		// out of the next passes until the cache agrees (or for
@@ -215,12 +230,13 @@ func (m *Manager) evict(ctx context.Context, req decide.Request) Attempt {
 // evictionResult is the evictd_evictions_total result of each attempt's
 // result; a pod already gone counts none.
 var evictionResult = map[Result]metrics.Result{
-	ResultEvicted:        metrics.ResultEvicted,
-	ResultTerminating:    metrics.ResultEvicted,
-	ResultStoppedLocally: metrics.ResultStoppedLocally,
-	ResultPDBBlocked:     metrics.ResultPDBBlocked,
-	ResultFailed:         metrics.ResultFailed,
-	ResultDryRun:         metrics.ResultDryRun,
+	ResultEvicted:           metrics.ResultEvicted,
+	ResultTerminating:       metrics.ResultEvicted,
+	ResultStoppedLocally:    metrics.ResultStoppedLocally,
+	ResultStoppedStandalone: metrics.ResultStoppedLocally,
+	ResultPDBBlocked:        metrics.ResultPDBBlocked,
+	ResultFailed:            metrics.ResultFailed,
+	ResultDryRun:            metrics.ResultDryRun,
 }
 
 // report turns an attempt into its metric and its log line, the one place
@@ -240,6 +256,10 @@ func (m *Manager) report(a Attempt) Attempt {
 		// The node comes first: its containers are stopped, the
 		// eviction follows when the API server answers again.
 		log.Warn("the API server did not answer; stopped the pod's containers through the runtime", "err", a.Err)
+	case ResultStoppedStandalone:
+		log.Warn("standalone, with no API server: killed the pod's containers through the runtime; the kubelet restarts them as the pod's restart policy says", "message", req.Message)
+	case ResultNotActed:
+		log.Warn("standalone, with no API server: would evict, but cannot alone", "message", req.Message, "err", a.Err)
 	case ResultGone:
 		log.Info("the API server says the pod is already gone; leaving it out until the pod cache agrees", "err", a.Err)
 	case ResultPDBBlocked:

@@ -236,6 +236,8 @@ func TestLoopHourlyCapCountsOnlyIssuedEvictions(t *testing.T) {
 		{nil, 1},
 		{fmt.Errorf("x: %w", decide.ErrNotGoneInTime), 1},
 		{fmt.Errorf("x: %w", decide.ErrStoppedLocally), 1},
+		{decide.ErrStoppedStandalone, 1},
+		{fmt.Errorf("%w: a soft threshold's eviction needs the API server", decide.ErrNotActed), 0},
 		{fmt.Errorf("x: %w", decide.ErrPodGone), 0},
 		{fmt.Errorf("x: %w", decide.ErrDisruptionBudget), 0},
 		{fmt.Errorf("the API server said no"), 0},
@@ -247,6 +249,36 @@ func TestLoopHourlyCapCountsOnlyIssuedEvictions(t *testing.T) {
 			h.src.set(50 * mi)
 			if st := h.tick(); st.Limits.EvictionsInLastHour != tc.wantCount {
 				t.Errorf("evictions in the last hour: got %d, want %d (result %q)", st.Limits.EvictionsInLastHour, tc.wantCount, st.Result)
+			}
+		})
+	}
+}
+
+// TestLoopStandaloneResults checks what a standalone stop and an
+// eviction standalone evictd cannot carry out become: a stop is counted
+// as stopped-locally and said to owe nothing; the other counts no
+// eviction and says why.
+func TestLoopStandaloneResults(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	for _, tc := range []struct {
+		err        error
+		wantResult string
+		wantCount  float64
+	}{
+		{decide.ErrStoppedStandalone, "stopped locally default/hog (standalone: no API server)", 1},
+		{fmt.Errorf("%w: no", decide.ErrNotActed), "would evict default/hog (standalone: not carried out: no)", 0},
+	} {
+		t.Run(tc.wantResult, func(t *testing.T) {
+			h := newHarnessTuned(t, false, ths, defaultPods(), defaultStats(), nil)
+			h.ev.err = tc.err
+			h.next("start")
+			h.src.set(50 * mi)
+			if st := h.tick(); st.Result != tc.wantResult {
+				t.Errorf("result %q, want %q", st.Result, tc.wantResult)
+			}
+			c := counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "stopped-locally")
+			if got := testutil.ToFloat64(c); got != tc.wantCount {
+				t.Errorf("evictd_evictions_total{stopped-locally} %v, want %v", got, tc.wantCount)
 			}
 		})
 	}

@@ -77,6 +77,7 @@ func TestSourceAgainstAPIServer(t *testing.T) {
 
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	src := New(evictd, thisNode, 0, log)
+	src.SetTrustedDaemonSetNamespaces([]string{"other"})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- src.Run(runCtx) }()
@@ -270,6 +271,12 @@ func createWorld(t *testing.T, ctx context.Context, admin kubernetes.Interface) 
 			}
 		}),
 		newPod("other", "web", thisNode, func(p *v1.Pod) { p.Labels = map[string]string{"app": "web"} }),
+		// A DaemonSet pod of a namespace the operator trusts (other), beside
+		// shop/daemon, a tenant's.
+		newPod("other", "agent", thisNode, func(p *v1.Pod) {
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "5f0c7a8e-0000-4000-8000-000000000003", Controller: &yes}}
+		}),
 		newPod("shop", "elsewhere", otherNode, func(p *v1.Pod) { p.Labels = map[string]string{"app": "web"} }),
 		newPod("shop", "finished", thisNode),
 		newPod("shop", "leaving", thisNode),
@@ -456,6 +463,7 @@ func checkPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, go
 	}
 	with := func(p signals.Pod, f func(*signals.Pod)) signals.Pod { f(&p); return p }
 	want := []signals.Pod{
+		with(plain("other", "agent"), func(p *signals.Pod) { p.DaemonSet = true }),
 		with(plain("other", "web"), func(*signals.Pod) {}),
 		with(plain("shop", "api"), func(p *signals.Pod) {
 			p.QOS = signals.Burstable
@@ -465,7 +473,8 @@ func checkPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, go
 			p.TerminationGracePeriodSeconds = &grace45
 		}),
 		with(plain("shop", "critical"), func(p *signals.Pod) { p.Priority = 2000001000 }),
-		with(plain("shop", "daemon"), func(p *signals.Pod) { p.DaemonSet = true }),
+		// A DaemonSet's pod, but shop is not trusted with the later turn.
+		plain("shop", "daemon"),
 		plain("shop", "forged"),
 		with(plain("shop", "mirror"), func(p *signals.Pod) { p.Mirror = true }),
 		with(plain("shop", "pod-level"), func(p *signals.Pod) {

@@ -59,6 +59,9 @@ type Source struct {
 	mu       sync.Mutex
 	watchErr map[string]string // last watch error logged, by resource
 	uidOf    func() types.UID  // the Node's UID, "" when unknown
+	// trustedDS holds the namespaces whose DaemonSet pods rank after the
+	// other pods of their tier (SetTrustedDaemonSetNamespaces).
+	trustedDS map[string]bool
 
 	// changed is closed and replaced each time the cache takes in a
 	// change of a pod (Changed).
@@ -95,6 +98,21 @@ func (s *Source) SetNodeUID(uid func() types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.uidOf = uid
+}
+
+// SetTrustedDaemonSetNamespaces names the namespaces whose DaemonSet pods
+// keep the ranking's DaemonSet rule (after the other pods of their tier):
+// whoever may create a DaemonSet there is trusted with a later place in
+// the ranking. A DaemonSet pod of any other namespace ranks as any other
+// pod, so a tenant allowed to create DaemonSets cannot buy its pods a later
+// turn. None: no DaemonSet pod is set apart. Call it before Run.
+func (s *Source) SetTrustedDaemonSetNamespaces(namespaces []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trustedDS = make(map[string]bool, len(namespaces))
+	for _, ns := range namespaces {
+		s.trustedDS[ns] = true
+	}
 }
 
 // nodeUID returns the Node's UID, or "" when it is not known.
@@ -343,11 +361,16 @@ func (s *Source) Pods(_ context.Context) ([]signals.Pod, error) {
 		return nil, fmt.Errorf("list cached pods: %w", err)
 	}
 	out := make([]signals.Pod, 0, len(all))
+	s.mu.Lock()
+	trusted := s.trustedDS
+	s.mu.Unlock()
 	for _, pod := range all {
 		if !active(pod) || !s.onNode(pod) {
 			continue
 		}
-		out = append(out, ConvertOn(pod, s.nodeUID()))
+		p := ConvertOn(pod, s.nodeUID())
+		p.DaemonSet = p.DaemonSet && trusted[p.Namespace]
+		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b signals.Pod) int {
 		return cmpStrings(a.Namespace, b.Namespace, a.Name, b.Name)
@@ -447,7 +470,7 @@ func inFlight(pod *v1.Pod) bool {
 	terminal := pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 	switch {
 	case pod.DeletionTimestamp != nil && !terminal:
-	case terminal && running(pod) && ptr.Deref(pod.DeletionGracePeriodSeconds, -1) != 0:
+	case terminal && kubeclient.ContainersRunning(pod) && ptr.Deref(pod.DeletionGracePeriodSeconds, -1) != 0:
 	default:
 		return false
 	}
@@ -590,19 +613,6 @@ func slimStatuses(in []v1.ContainerStatus) []v1.ContainerStatus {
 		}
 	}
 	return out
-}
-
-// running reports whether the pod's status names a container still
-// running: the kubelet writes a container's stop once it has seen it.
-func running(pod *v1.Pod) bool {
-	for _, list := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
-		for _, cs := range list {
-			if cs.State.Running != nil {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func podVersion(obj any) string {

@@ -23,7 +23,8 @@ import (
 )
 
 // TestDelegatedAuthAPIServer runs the server with delegated checks made
-// by evictd's own identity (deploy/rbac.yaml) against a real API server:
+// by evictd's own identity (deploy/rbac.yaml and
+// deploy/rbac-auth-delegator.yaml) against a real API server:
 // a ServiceAccount a ClusterRole lets get /metrics scrapes, one without
 // it is forbidden, no token or a made-up one is unauthorized; answers are
 // kept; with the API server stopped, an unknown token fails at once while
@@ -37,6 +38,10 @@ func TestDelegatedAuthAPIServer(t *testing.T) {
 	}
 	evictdToken, err := c.EvictdToken(ctx)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// What --metrics-delegated-auth needs beside deploy/rbac.yaml.
+	if _, err := testcluster.CreateManifest(ctx, admin, "../../deploy/rbac-auth-delegator.yaml"); err != nil {
 		t.Fatal(err)
 	}
 

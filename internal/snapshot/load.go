@@ -77,10 +77,14 @@ func ReadFile(path string) (*Scenario, error) {
 // Read decodes a snapshot strictly (unknown fields are errors) and checks
 // every value; the error names the field and the value at fault.
 func Read(r io.Reader) (*Scenario, error) {
-	dec := json.NewDecoder(io.LimitReader(r, maxSize+1))
+	lr := &io.LimitedReader{R: r, N: maxSize + 1}
+	dec := json.NewDecoder(lr)
 	dec.DisallowUnknownFields()
 	var f File
 	if err := dec.Decode(&f); err != nil {
+		if lr.N <= 0 {
+			return nil, fmt.Errorf("larger than %d MiB, the most a snapshot may be", maxSize>>20)
+		}
 		return nil, fmt.Errorf("decode: %w", err)
 	}
 	if dec.More() {

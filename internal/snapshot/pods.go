@@ -5,10 +5,13 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/evictd/evictd/internal/qos"
@@ -60,6 +63,9 @@ func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats,
 	if pod.UID == "" {
 		pod.UID = pod.Namespace + "/" + pod.Name
 	}
+	if err := checkNames(f, pod); err != nil {
+		return pod, nil, err
+	}
 	if g := pj.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		return pod, nil, fmt.Errorf("%s.terminationGracePeriodSeconds: %d is negative", f, *g)
 	}
@@ -78,6 +84,9 @@ func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats,
 		cf := fmt.Sprintf("%s.containers[%d]", f, i)
 		if cj.Name == "" {
 			return pod, nil, fmt.Errorf("%s.name is required", cf)
+		}
+		if msgs := validation.IsDNS1123Label(cj.Name); len(msgs) > 0 {
+			return pod, nil, fmt.Errorf("%s.name %q: %s", cf, cj.Name, strings.Join(msgs, "; "))
 		}
 		if seen[cj.Name] {
 			return pod, nil, fmt.Errorf("%s: container %q appears twice", cf, cj.Name)
@@ -280,4 +289,30 @@ func fsUsage(u *FsUsageJSON) *signals.FsUsage {
 		return nil
 	}
 	return &signals.FsUsage{Bytes: u.Bytes.Value, Inodes: u.Inodes.Value}
+}
+
+// maxUID bounds a pod's uid: the API server's are 36 characters.
+const maxUID = 128
+
+// checkNames checks pod's names as the API server checks them: a
+// namespace is a DNS-1123 label, a name a DNS-1123 subdomain, a local
+// volume's name a DNS-1123 label; its uid is printable and short. A
+// snapshot travels (copied from a node, written by hand), and what it
+// names is printed and keyed on.
+func checkNames(f string, pod signals.Pod) error {
+	if msgs := validation.IsDNS1123Label(pod.Namespace); len(msgs) > 0 {
+		return fmt.Errorf("%s.namespace %q: %s", f, pod.Namespace, strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsDNS1123Subdomain(pod.Name); len(msgs) > 0 {
+		return fmt.Errorf("%s.name %q: %s", f, pod.Name, strings.Join(msgs, "; "))
+	}
+	if len(pod.UID) > maxUID || strings.IndexFunc(pod.UID, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) }) >= 0 {
+		return fmt.Errorf("%s.uid %q: want at most %d printable characters without spaces", f, pod.UID, maxUID)
+	}
+	for i, v := range pod.LocalVolumes {
+		if msgs := validation.IsDNS1123Label(v); len(msgs) > 0 {
+			return fmt.Errorf("%s.localVolumes[%d] %q: %s", f, i, v, strings.Join(msgs, "; "))
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -61,7 +62,13 @@ func TestReadBadValues(t *testing.T) {
 			`steps[0].observations["memory.available"]: local is for the memory.pressure.* signals only`},
 		{"local not a boolean", obs(`"memory.pressure.some.avg10": {"stall": 9, "local": "yes"}`), "cannot unmarshal string"},
 		{"truncated", `{"observations": {"memory.available": {"avail`, "unexpected EOF"},
-		{"not UTF-8", "{\"pods\": [{\"name\": \"\xff\", \"qos\": \"\xfe\"}]}", "steps[0].pods[0].qos: \"\ufffd\" is not Guaranteed"},
+		{"not UTF-8", "{\"pods\": [{\"name\": \"a\", \"qos\": \"\xfe\"}]}", "steps[0].pods[0].qos: \"\ufffd\" is not Guaranteed"},
+		{"name not UTF-8", "{\"pods\": [{\"name\": \"\xff\"}]}", "steps[0].pods[0].name \"\ufffd\": a lowercase RFC 1123 subdomain"},
+		{"name with an escape", "{\"pods\": [{\"name\": \"web\\u001b[2J\"}]}", "steps[0].pods[0].name \"web\\x1b[2J\": a lowercase RFC 1123 subdomain"},
+		{"namespace", "{\"pods\": [{\"namespace\": \"Team A\", \"name\": \"web\"}]}", "steps[0].pods[0].namespace \"Team A\": a lowercase RFC 1123 label"},
+		{"uid with a newline", "{\"pods\": [{\"name\": \"web\", \"uid\": \"u\\n1\"}]}", "steps[0].pods[0].uid \"u\\n1\": want at most 128 printable characters"},
+		{"container name", "{\"pods\": [{\"name\": \"web\", \"containers\": [{\"name\": \"App\"}]}]}", "steps[0].pods[0].containers[0].name \"App\": a lowercase RFC 1123 label"},
+		{"volume name", "{\"pods\": [{\"name\": \"web\", \"localVolumes\": [\"../x\"]}]}", "steps[0].pods[0].localVolumes[0] \"../x\": a lowercase RFC 1123 label"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,4 +106,49 @@ func TestReadLocalStall(t *testing.T) {
 			t.Errorf("%s: local %v, want %v", sig, got, want)
 		}
 	}
+}
+
+// endless reads as many bytes b as asked for, for ever.
+type endless byte
+
+func (b endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}
+
+// TestReadOverCap checks that a snapshot past the size cap gets an error
+// that says so, not the JSON decoder's "unexpected EOF" at the cut, and
+// that no more than the cap is read.
+func TestReadOverCap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    io.Reader
+	}{
+		{"a string that never ends", io.MultiReader(strings.NewReader(`{"args": ["`), endless('a'))},
+		{"white space", endless(' ')},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			counted := &countingReader{r: tc.r}
+			_, err := Read(counted)
+			if want := "larger than 64 MiB, the most a snapshot may be"; err == nil || err.Error() != want {
+				t.Errorf("got %v, want %q", err, want)
+			}
+			if counted.n > maxSize+1<<20 {
+				t.Errorf("read %d bytes, want at most the cap (%d) and a buffer", counted.n, maxSize)
+			}
+		})
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

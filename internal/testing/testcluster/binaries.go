@@ -16,6 +16,10 @@ const (
 	EnvK8sBinDir = "EVICTD_K8S_BIN_DIR"
 	// EnvEtcdBin names the etcd binary.
 	EnvEtcdBin = "EVICTD_ETCD_BIN"
+	// EnvHelmBin names the helm binary the chart tests run.
+	EnvHelmBin = "EVICTD_HELM_BIN"
+	// EnvKustomizeBin names the kustomize binary the kustomize tests run.
+	EnvKustomizeBin = "EVICTD_KUSTOMIZE_BIN"
 )
 
 const mainModule = "github.com/evictd/evictd"
@@ -24,15 +28,36 @@ const mainModule = "github.com/evictd/evictd"
 // the control plane has not been built.
 var ErrNoBinaries = errors.New("control plane binaries not built (run `make k8s-bins` or hack/build-k8s.sh)")
 
+// ErrNoTools is wrapped by the errors of Binary when helm or kustomize has
+// not been built.
+var ErrNoTools = errors.New("deployment tools not built (run `make tools` or hack/build-tools.sh)")
+
 // Binary returns the path of one of the control plane's binaries: "etcd",
-// "kube-apiserver", "kube-controller-manager", "kube-scheduler" or "kubelet". It looks in
-// $EVICTD_ETCD_BIN or $EVICTD_K8S_BIN_DIR, else in the repository's cache
+// "kube-apiserver", "kube-controller-manager", "kube-scheduler" or "kubelet",
+// or of the deployment tools: "helm" or "kustomize". It looks in
+// $EVICTD_ETCD_BIN, $EVICTD_K8S_BIN_DIR, $EVICTD_HELM_BIN or
+// $EVICTD_KUSTOMIZE_BIN, else in the repository's cache
 // (.cache/bin/<name>-<version>/, the versions being those required by
-// hack/tools/{etcd,k8s}/go.mod), found by walking up from the working
-// directory to the main module's go.mod.
+// hack/tools/{etcd,k8s,helm,kustomize}/go.mod), found by walking up from the
+// working directory to the main module's go.mod.
 func Binary(name string) (string, error) {
 	var path string
+	missing := ErrNoBinaries
 	switch name {
+	case "helm", "kustomize":
+		missing = ErrNoTools
+		env, module := EnvHelmBin, "helm.sh/helm/v3"
+		if name == "kustomize" {
+			env, module = EnvKustomizeBin, "sigs.k8s.io/kustomize/kustomize/v5"
+		}
+		path = os.Getenv(env)
+		if path == "" {
+			dir, err := cacheDir(name, module)
+			if err != nil {
+				return "", err
+			}
+			path = filepath.Join(dir, name)
+		}
 	case "etcd":
 		path = os.Getenv(EnvEtcdBin)
 		if path == "" {
@@ -56,7 +81,7 @@ func Binary(name string) (string, error) {
 	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("%s: %w", path, ErrNoBinaries)
+		return "", fmt.Errorf("%s: %w", path, missing)
 	}
 	if err != nil {
 		return "", err

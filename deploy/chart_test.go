@@ -1,0 +1,463 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "write deploy/*.yaml from the chart (make manifests)")
+
+// manifests are the plain files of deploy/ that the chart renders, each
+// from its template of the same name, with every optional part on.
+var manifests = []string{
+	"rbac.yaml", "rbac-before-1.36.yaml", "rbac-auth-delegator.yaml", "policy.yaml", "flowcontrol.yaml", "daemonset.yaml",
+	"daemonset-tolerations.yaml", "memory-pressure-toleration.yaml",
+}
+
+const allParts = "rbacBefore136: true\nmetricsDelegatedAuth: true\ndaemonsetTolerations: true\nmemoryPressureToleration: true\n"
+
+// TestManifestsCurrent checks that deploy/*.yaml, and the copies in
+// deploy/kustomize/base, are the chart's rendering with the default values
+// (and the optional parts on): the chart is their source. `make manifests` (go test -run TestManifestsCurrent -update)
+// writes them.
+func TestManifestsCurrent(t *testing.T) {
+	for _, f := range manifests {
+		out, err := helmTemplate(t, allParts, "--show-only", "templates/"+f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := plainManifest(f, out)
+		paths := []string{f}
+		if slices.Contains(kustomizeBase, f) {
+			paths = append(paths, "kustomize/base/"+f)
+		}
+		for _, p := range paths {
+			if *update {
+				if err := os.WriteFile(p, want, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			got, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("deploy/%s is not the chart's rendering of templates/%s: run `make manifests` (and edit the chart, not the file)", p, f)
+			}
+		}
+	}
+}
+
+// kustomizeBase are the manifests of deploy/kustomize/base: copies, as
+// kustomize reads no file outside a kustomization's directory and refuses
+// a resource directory that holds the kustomization (deploy/ would).
+var kustomizeBase = []string{"rbac.yaml", "policy.yaml", "flowcontrol.yaml", "daemonset.yaml"}
+
+// plainManifest turns helm's rendering of one template into the plain
+// file: a header saying where it comes from instead of helm's "# Source:"
+// lines.
+func plainManifest(name string, rendered []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString("# Generated from deploy/chart/evictd/templates/" + name + " with the chart's\n")
+	b.WriteString("# default values by `make manifests`: edit the chart, not this file.\n")
+	for i, line := range strings.Split(strings.TrimSpace(string(rendered)), "\n") {
+		if strings.HasPrefix(line, "# Source: ") || (i == 0 && line == "---") {
+			continue
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	return b.Bytes()
+}
+
+// TestChartValues renders the chart with several sets of values and checks,
+// on the decoded objects, that evictd's namespace and ServiceAccount reach
+// every object that names them, and what each set changes.
+func TestChartValues(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values string
+		id     identity
+		check  func(t *testing.T, objs []object)
+	}{{
+		name: "defaults",
+		id:   identity{"kube-system", "evictd"},
+		check: func(t *testing.T, objs []object) {
+			ds := renderedDaemonSet(t, objs)
+			checkRuntime(t, ds, "unix:///run/containerd/containerd.sock", map[string]string{"/run/containerd": "Directory", "/var/lib/containerd": "DirectoryOrCreate"})
+			for _, k := range []string{"Namespace", "Service", "ServiceMonitor", "PodMonitor", "PrometheusRule", "SecurityContextConstraints"} {
+				if len(find(objs, k)) != 0 {
+					t.Errorf("a %s with the default values", k)
+				}
+			}
+			if sc := ds.Spec.Template.Spec.SecurityContext; sc != nil && sc.SELinuxOptions != nil {
+				t.Errorf("SELinux options %+v without openshift.enabled", sc.SELinuxOptions)
+			}
+			if s := kubeconfigServer(t, objs); s != "https://kubernetes.default.svc" {
+				t.Errorf("kubeconfig server %q", s)
+			}
+		},
+	}, {
+		name:   "own namespace and ServiceAccount",
+		values: "namespace: evictd-system\ncreateNamespace: true\nserviceAccount: {name: node-evictd}\napiServer: https://10.0.0.1:6443\n" + allParts,
+		id:     identity{"evictd-system", "node-evictd"},
+		check: func(t *testing.T, objs []object) {
+			if ns := find(objs, "Namespace"); len(ns) != 1 || ns[0].u.GetName() != "evictd-system" {
+				t.Errorf("Namespace objects %v, want evictd-system", ns)
+			}
+			if s := kubeconfigServer(t, objs); s != "https://10.0.0.1:6443" {
+				t.Errorf("kubeconfig server %q", s)
+			}
+		},
+	}, {
+		name: "containerd paths changed",
+		values: `runtime:
+  endpoint: unix:///run/k3s/containerd/containerd.sock
+  dirs:
+  - {name: runtime-socket, path: /run/k3s/containerd, type: Directory, readOnly: false}
+  - {name: runtime-root, path: /var/lib/rancher/k3s/agent/containerd, type: DirectoryOrCreate, readOnly: true}
+kubeletRootDir: /var/lib/k0s/kubelet
+podLogsDir: /srv/pods
+procPressure: false
+extraArgs: ["--eviction-hard=memory.available<500Mi"]
+`,
+		id: identity{"kube-system", "evictd"},
+		check: func(t *testing.T, objs []object) {
+			ds := renderedDaemonSet(t, objs)
+			checkRuntime(t, ds, "unix:///run/k3s/containerd/containerd.sock",
+				map[string]string{"/run/k3s/containerd": "Directory", "/var/lib/rancher/k3s/agent/containerd": "DirectoryOrCreate"})
+			c := ds.Spec.Template.Spec.Containers[0]
+			for _, a := range []string{"--root-dir=/var/lib/k0s/kubelet", "--pod-logs-dir=/srv/pods", "--eviction-hard=memory.available<500Mi"} {
+				if !hasArg(c.Args, a) {
+					t.Errorf("no arg %s in %q", a, c.Args)
+				}
+			}
+			for _, v := range ds.Spec.Template.Spec.Volumes {
+				if v.HostPath != nil && (strings.Contains(v.HostPath.Path, "containerd") && !strings.Contains(v.HostPath.Path, "k3s") || v.HostPath.Path == "/proc/pressure") {
+					t.Errorf("volume %s of %s left", v.Name, v.HostPath.Path)
+				}
+			}
+			mounts := map[string]bool{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.MountPath] = true
+			}
+			for _, p := range []string{"/var/lib/k0s/kubelet", "/srv/pods", "/run/k3s/containerd", "/var/lib/rancher/k3s/agent/containerd"} {
+				if !mounts[p] {
+					t.Errorf("%s not mounted", p)
+				}
+			}
+			if mounts["/host/proc/pressure"] {
+				t.Error("/host/proc/pressure mounted with procPressure false")
+			}
+		},
+	}, {
+		name: "monitoring on",
+		values: `namespace: evictd-system
+serviceAccount: {name: node-evictd}
+metrics: {host: 0.0.0.0, port: 9900}
+monitoring: {service: true, serviceMonitor: true, podMonitor: true, prometheusRule: true, labels: {release: prom}}
+`,
+		id: identity{"evictd-system", "node-evictd"},
+		check: func(t *testing.T, objs []object) {
+			checkMonitoring(t, objs, 9900)
+			if c := renderedDaemonSet(t, objs).Spec.Template.Spec.Containers[0]; !hasArg(c.Args, "--metrics-bind-address=0.0.0.0:9900") || c.LivenessProbe.HTTPGet.Port.IntValue() != 9900 {
+				t.Errorf("args %q, liveness port %v: want 0.0.0.0:9900", c.Args, c.LivenessProbe.HTTPGet.Port)
+			}
+		},
+	}, {
+		name:   "openshift",
+		values: "namespace: evictd-system\nserviceAccount: {name: node-evictd}\nopenshift: {enabled: true}\n",
+		id:     identity{"evictd-system", "node-evictd"},
+		check: func(t *testing.T, objs []object) {
+			checkOpenShift(t, objs, renderedDaemonSet(t, objs))
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := helmTemplate(t, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decode(t, out)
+			checkIdentity(t, objs, tc.id)
+			tc.check(t, objs)
+		})
+	}
+}
+
+func renderedDaemonSet(t *testing.T, objs []object) *appsv1.DaemonSet {
+	t.Helper()
+	ds := find(objs, "DaemonSet")
+	if len(ds) != 1 {
+		t.Fatalf("%d DaemonSets", len(ds))
+	}
+	return ds[0].typed.(*appsv1.DaemonSet)
+}
+
+func kubeconfigServer(t *testing.T, objs []object) string {
+	t.Helper()
+	for _, o := range find(objs, "ConfigMap") {
+		var kc struct {
+			Clusters []struct {
+				Cluster struct {
+					Server string `json:"server"`
+				} `json:"cluster"`
+			} `json:"clusters"`
+		}
+		if err := yaml.Unmarshal([]byte(o.typed.(*v1.ConfigMap).Data["kubeconfig"]), &kc); err != nil || len(kc.Clusters) != 1 {
+			t.Fatalf("%s: kubeconfig: %v", o.id(), err)
+		}
+		return kc.Clusters[0].Cluster.Server
+	}
+	t.Fatal("no kubeconfig ConfigMap")
+	return ""
+}
+
+// checkRuntime checks the runtime endpoint and that the runtime's
+// directories are mounted at their own paths from hostPath volumes of the
+// given types.
+func checkRuntime(t *testing.T, ds *appsv1.DaemonSet, endpoint string, dirs map[string]string) {
+	t.Helper()
+	spec := ds.Spec.Template.Spec
+	if !hasArg(spec.Containers[0].Args, "--container-runtime-endpoint="+endpoint) {
+		t.Errorf("args %q: want the endpoint %s", spec.Containers[0].Args, endpoint)
+	}
+	volumes := map[string]v1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	for path, typ := range dirs {
+		found := false
+		for _, m := range spec.Containers[0].VolumeMounts {
+			v, ok := volumes[m.Name]
+			if ok && v.HostPath != nil && v.HostPath.Path == path {
+				found = true
+				if m.MountPath != path {
+					t.Errorf("%s mounted at %s", path, m.MountPath)
+				}
+				if v.HostPath.Type == nil || string(*v.HostPath.Type) != typ {
+					t.Errorf("%s: hostPath type %v, want %s", path, v.HostPath.Type, typ)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s not mounted", path)
+		}
+	}
+}
+
+// The prometheus-operator objects, as monitoring.coreos.com/v1 documents
+// them, the fields the chart writes: decoded strictly, a misspelt or
+// misplaced field fails. (The CRDs are not installed in the test's API
+// server: these are checked offline.)
+type (
+	relabel struct {
+		SourceLabels []string `json:"sourceLabels,omitempty"`
+		TargetLabel  string   `json:"targetLabel"`
+		Replacement  *string  `json:"replacement,omitempty"`
+	}
+	endpoint struct {
+		Port        string    `json:"port,omitempty"`
+		PortNumber  int32     `json:"portNumber,omitempty"`
+		Path        string    `json:"path"`
+		Interval    string    `json:"interval"`
+		Relabelings []relabel `json:"relabelings"`
+	}
+	monitorSpec struct {
+		Selector          metav1.LabelSelector `json:"selector"`
+		NamespaceSelector struct {
+			MatchNames []string `json:"matchNames"`
+		} `json:"namespaceSelector"`
+		Endpoints           []endpoint `json:"endpoints,omitempty"`
+		PodMetricsEndpoints []endpoint `json:"podMetricsEndpoints,omitempty"`
+	}
+	monitor struct {
+		metav1.TypeMeta `json:",inline"`
+		Metadata        metav1.ObjectMeta `json:"metadata"`
+		Spec            monitorSpec       `json:"spec"`
+	}
+	prometheusRule struct {
+		metav1.TypeMeta `json:",inline"`
+		Metadata        metav1.ObjectMeta `json:"metadata"`
+		Spec            struct {
+			Groups []struct {
+				Name  string `json:"name"`
+				Rules []struct {
+					Record      string            `json:"record,omitempty"`
+					Alert       string            `json:"alert,omitempty"`
+					Expr        string            `json:"expr"`
+					For         string            `json:"for,omitempty"`
+					Labels      map[string]string `json:"labels,omitempty"`
+					Annotations map[string]string `json:"annotations,omitempty"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+)
+
+func strict(t *testing.T, o object, into any) {
+	t.Helper()
+	j, err := o.u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(j, into); err != nil {
+		t.Errorf("%s: %v", o.id(), err)
+	}
+}
+
+func checkMonitoring(t *testing.T, objs []object, port int32) {
+	t.Helper()
+	svc := find(objs, "Service")
+	if len(svc) != 1 {
+		t.Fatalf("%d Services", len(svc))
+	}
+	s := svc[0].typed.(*v1.Service)
+	if len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != port || s.Spec.Ports[0].TargetPort.IntValue() != int(port) || s.Spec.Selector["app.kubernetes.io/name"] != "evictd" {
+		t.Errorf("Service %+v", s.Spec)
+	}
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor"} {
+		ms := find(objs, kind)
+		if len(ms) != 1 {
+			t.Fatalf("%d %ss", len(ms), kind)
+		}
+		var m monitor
+		strict(t, ms[0], &m)
+		eps := m.Spec.Endpoints
+		if kind == "PodMonitor" {
+			eps = m.Spec.PodMetricsEndpoints
+		}
+		if m.Metadata.Labels["release"] != "prom" || !slices.Equal(m.Spec.NamespaceSelector.MatchNames, []string{ms[0].u.GetNamespace()}) || len(eps) != 1 {
+			t.Fatalf("%s: %+v", kind, m)
+		}
+		ep := eps[0]
+		if kind == "ServiceMonitor" && ep.Port != s.Spec.Ports[0].Name || kind == "PodMonitor" && ep.PortNumber != port {
+			t.Errorf("%s: endpoint %+v", kind, ep)
+		}
+		labels := map[string]bool{}
+		for _, r := range ep.Relabelings {
+			labels[r.TargetLabel] = true
+		}
+		if !labels["job"] || !labels["node"] {
+			t.Errorf("%s: relabelings %+v, want job and node", kind, ep.Relabelings)
+		}
+	}
+	rules := find(objs, "PrometheusRule")
+	if len(rules) != 1 {
+		t.Fatalf("%d PrometheusRules", len(rules))
+	}
+	var pr prometheusRule
+	strict(t, rules[0], &pr)
+	// The same rules as deploy/monitoring/evictd-rules.yaml, the namespace
+	// aside.
+	plain, err := os.ReadFile("monitoring/evictd-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := rules[0].u.GetNamespace()
+	plain = bytes.ReplaceAll(plain, []byte(`namespace="kube-system"`), []byte(`namespace="`+ns+`"`))
+	plain = bytes.ReplaceAll(plain, []byte(`kube-system/evictd-`), []byte(ns+`/evictd-`))
+	var want map[string]any
+	if err := yaml.Unmarshal(plain, &want); err != nil {
+		t.Fatal(err)
+	}
+	gotJSON, _ := json.Marshal(rules[0].u.Object["spec"])
+	wantJSON, _ := json.Marshal(want)
+	if !bytes.Equal(gotJSON, wantJSON) {
+		t.Errorf("PrometheusRule's spec is not deploy/monitoring/evictd-rules.yaml:\n got %s\nwant %s", gotJSON, wantJSON)
+	}
+}
+
+// TestChartRulesCopy checks that the chart's copy of the Prometheus rules
+// is deploy/monitoring/evictd-rules.yaml (helm reads files only inside the
+// chart).
+func TestChartRulesCopy(t *testing.T) {
+	want, err := os.ReadFile("monitoring/evictd-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(chartDir + "/files/evictd-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("deploy/chart/evictd/files/evictd-rules.yaml differs from deploy/monitoring/evictd-rules.yaml: copy it (cp deploy/monitoring/evictd-rules.yaml deploy/chart/evictd/files/)")
+	}
+}
+
+// TestChartRejects checks that bad values stop the rendering with an error
+// naming the value, rather than rendering broken objects.
+func TestChartRejects(t *testing.T) {
+	for _, tc := range []struct{ values, want string }{
+		{"namespace: Kube_System\n", "namespace"},
+		{"namespace: \"\"\n", "namespace is required"},
+		{"serviceAccount: {name: \"\"}\n", "serviceAccount.name is required"},
+		{"serviceAccount: {name: Evictd}\n", "serviceAccount.name"},
+		{"createNamespace: true\n", "createNamespace"},
+		{"metrics: {port: 0}\n", "metrics.port"},
+		{"monitoring: {serviceMonitor: true}\n", "monitoring.service"},
+		{"monitoring: {service: true}\n", "metrics.host"},
+		{"runtime: {dirs: [{name: x, path: relative}]}\n", "runtime.dirs[0].path"},
+		{"runtime: {dirs: [{name: x, path: /x, type: File}]}\n", "runtime.dirs[0].type"},
+		{"runtime: {dirs: [{name: proc, path: /x}]}\n", "runtime.dirs[0]"},
+		{"runtime: {dirs: [{path: /x}]}\n", "runtime.dirs[0] needs a name"},
+		{"runtime: {endpoint: \"\"}\n", "runtime.endpoint is required"},
+		{"image: {repository: \"\"}\n", "image.repository is required"},
+	} {
+		_, err := helmTemplate(t, tc.values)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %q: error %v, want one naming %q", tc.values, err, tc.want)
+		}
+	}
+}
+
+// TestHelmLint runs `helm lint --strict` with the default values and with
+// every part on.
+func TestHelmLint(t *testing.T) {
+	helm := tool(t, "helm")
+	f := t.TempDir() + "/all.yaml"
+	all := allParts + "namespace: evictd-system\ncreateNamespace: true\nmetrics: {host: 0.0.0.0}\n" +
+		"monitoring: {service: true, serviceMonitor: true, podMonitor: true, prometheusRule: true}\nopenshift: {enabled: true}\n"
+	if err := os.WriteFile(f, []byte(all), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"lint", "--strict", "--kube-version", kubeVersion, chartDir}, {"lint", "--strict", "--kube-version", kubeVersion, chartDir, "--values", f}} {
+		if out, err := run(helm, args...); err != nil {
+			t.Errorf("%v\n%s", err, out)
+		}
+	}
+}
+
+// checkRBACUse checks that a RoleBinding grants the ServiceAccount the use
+// of the SecurityContextConstraints name.
+func checkRBACUse(t *testing.T, objs []object, name string) {
+	t.Helper()
+	roles := map[string]*rbacv1.ClusterRole{}
+	for _, o := range find(objs, "ClusterRole") {
+		roles[o.u.GetName()] = o.typed.(*rbacv1.ClusterRole)
+	}
+	for _, o := range find(objs, "RoleBinding") {
+		rb := o.typed.(*rbacv1.RoleBinding)
+		r := roles[rb.RoleRef.Name]
+		if rb.RoleRef.Kind != "ClusterRole" || r == nil {
+			continue
+		}
+		for _, rule := range r.Rules {
+			if slices.Equal(rule.APIGroups, []string{"security.openshift.io"}) && slices.Equal(rule.Resources, []string{"securitycontextconstraints"}) &&
+				slices.Equal(rule.ResourceNames, []string{name}) && slices.Equal(rule.Verbs, []string{"use"}) {
+				return
+			}
+		}
+	}
+	t.Errorf("no RoleBinding grants the use of SecurityContextConstraints %s", name)
+}
