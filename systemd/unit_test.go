@@ -81,6 +81,8 @@ func TestUnitSettings(t *testing.T) {
 		{"Service", "Environment", []string{"GOMEMLIMIT=192MiB", "GOGC=50"}},
 		{"Service", "CapabilityBoundingSet", []string{"CAP_DAC_READ_SEARCH"}},
 		{"Service", "ProtectSystem", []string{"strict"}},
+		{"Service", "StateDirectory", []string{"evictd"}},
+		{"Service", "StateDirectoryMode", []string{"0700"}},
 		{"Service", "ProtectHome", []string{"true"}},
 		{"Service", "PrivateTmp", []string{"true"}},
 		{"Service", "NoNewPrivileges", []string{"true"}},

@@ -27,7 +27,7 @@ var layers = []struct {
 	{"loop and adapters", []string{
 		"internal/manager",
 		"internal/wakeup", "internal/cri", "reclaim",
-		"internal/podsource", "internal/evict", "internal/nodestatus", "internal/lease",
+		"internal/podsource", "internal/evict", "internal/nodestatus", "internal/lease", "internal/tokenrenew",
 		"internal/config", "internal/snapshot", "internal/server",
 	}},
 	{"assembly", []string{"internal/agent"}},

@@ -7,14 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,31 +20,46 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
 
-// daemonSetFile is the DaemonSet operators apply, with its kubeconfig.
-const daemonSetFile = "../../deploy/daemonset.yaml"
+// chartDir is evictd's Helm chart, the source of deploy/*.yaml.
+const chartDir = "../../deploy/chart/evictd"
 
 // dsImage is the reference the test imports evictd's image under.
 const dsImage = "evictd.test/evictd:e2e"
 
-// TestDaemonSetNode runs evictd only as deploy/daemonset.yaml's DaemonSet,
-// its image built by hack/image from the binary under test and imported
-// into the node's containerd, on a real node: the kubelet runs it with its
-// projected token, it evicts a memory hog on a hard threshold (its
-// containers stopped through the runtime from inside the pod) and is never
-// its own victim; its pod deleted, the DaemonSet's next pod takes over and
-// evicts the next hog.
+// dsNamespace and dsAccount are where the chart installs evictd in this
+// test: not kube-system/evictd, so that the namespace and the account
+// name are seen to reach every object, the admission policy's included.
+const (
+	dsNamespace = "evictd-e2e"
+	dsAccount   = "node-evictd"
+)
+
+// TestDaemonSetNode runs evictd only as the DaemonSet of its Helm chart,
+// rendered by the real helm into namespace evictd-e2e with ServiceAccount
+// node-evictd and applied server-side with every other object of the chart
+// (RBAC, admission policy, FlowSchema), its image built by hack/image from
+// the binary under test and imported into the node's containerd, on a real
+// node: the kubelet runs it with its projected token, it evicts a memory
+// hog on a hard threshold (its containers stopped through the runtime from
+// inside the pod) and is never its own victim; its pod deleted, the
+// DaemonSet's next pod takes over and evicts the next hog. With default
+// values the chart renders deploy/*.yaml (deploy's TestManifestsCurrent).
 //
-// The manifest is the file's own but for what differs on the test node, as
-// an operator would set it: the image, the API server's address, the
+// The values are the chart's but for what differs on the test node, as an
+// operator would set them: the image, the API server's address, the
 // kubelet's, pod logs' and containerd's paths, the metrics port, and the
 // test node's cgroup root, allocatable settings and threshold.
 func TestDaemonSetNode(t *testing.T) {
@@ -57,18 +69,31 @@ func TestDaemonSetNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	cm, ds := daemonSetManifest(t, n, addr,
+	objs := renderChart(t, n, ports[0],
 		"--eviction-hard=memory.available<500Mi",
 		"--eviction-pressure-transition-period=5s")
-	c := n.Admin()
-	ctx := t.Context()
-	if _, err := c.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	var (
+		cm *v1.ConfigMap
+		ds *appsv1.DaemonSet
+	)
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ConfigMap":
+			cm = &v1.ConfigMap{}
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, cm); err != nil {
+				t.Fatal(err)
+			}
+		case "DaemonSet":
+			ds = &appsv1.DaemonSet{}
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ds); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	if _, err := c.AppsV1().DaemonSets(ds.Namespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	if cm == nil || ds == nil || ds.Namespace != dsNamespace || ds.Spec.Template.Spec.ServiceAccountName != dsAccount {
+		t.Fatalf("the chart rendered no ConfigMap and DaemonSet of %s/%s", dsNamespace, dsAccount)
 	}
+	applyAll(t, n, objs)
 	t.Cleanup(func() { deleteDaemonSet(t, n, ds, cm) })
 
 	first := waitEvictdPod(t, n, ds, "")
@@ -83,6 +108,15 @@ func TestDaemonSetNode(t *testing.T) {
 		}
 	}
 	evictHog(t, n, "hog", first)
+	c, ctx := n.Admin(), t.Context()
+	// Its Lease in its own namespace, which the chart's RBAC lets it
+	// renew there and nowhere else.
+	// It writes it first after its first pass that found the API server
+	// (a quarter of --lease-duration at most, with jitter).
+	poll(t, "evictd's Lease in "+dsNamespace, 60*time.Second, func() (bool, string) {
+		_, err := c.CoordinationV1().Leases(dsNamespace).Get(ctx, "evictd-"+n.Name(), metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 
 	// The pod deleted (a rollout, a drain, a crash): the DaemonSet's next
 	// pod takes over.
@@ -169,134 +203,120 @@ func importEvictdImage(t *testing.T, n *testnode.Node) {
 	}
 }
 
-// daemonSetManifest reads deploy/daemonset.yaml and sets what differs on
-// the test node; args are added to evictd's.
-func daemonSetManifest(t *testing.T, n *testnode.Node, addr string, args ...string) (*v1.ConfigMap, *appsv1.DaemonSet) {
+// renderChart renders evictd's chart with the real helm for node n: in
+// dsNamespace as dsAccount, the test's image, the node's paths, the
+// metrics on loopback at port, and evictd's flags of the test node
+// (testnode.EvictdFlags) but those the chart sets, then args. It returns
+// the objects rendered.
+func renderChart(t *testing.T, n *testnode.Node, port int, args ...string) []*unstructured.Unstructured {
 	t.Helper()
-	var (
-		cm *v1.ConfigMap
-		ds *appsv1.DaemonSet
-	)
-	data, err := os.ReadFile(daemonSetFile)
+	helm, err := testcluster.Binary("helm")
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var extra []string
+	for _, f := range n.EvictdFlags() {
+		switch name, _, _ := strings.Cut(f, "="); name {
+		case "--kubeconfig", "--hostname-override", "--root-dir", "--pod-logs-dir", "--container-runtime-endpoint":
+		default:
+			extra = append(extra, f)
+		}
+	}
+	repo, tag, _ := strings.Cut(dsImage, ":")
+	values := map[string]any{
+		"namespace":       dsNamespace,
+		"createNamespace": true,
+		"serviceAccount":  map[string]any{"name": dsAccount},
+		"image":           map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
+		"apiServer":       n.Cluster().URL(),
+		// Not the kubernetes Service's ClusterIP, which nothing routes
+		// on the test node: apiServer.
+		"apiServerInCluster": false,
+		"kubeletRootDir":     n.RootDir(),
+		"podLogsDir":         n.PodLogsDir(),
+		"runtime": map[string]any{
+			"endpoint": n.Runtime().Endpoint(),
+			"dirs": []map[string]any{
+				{"name": "runtime-socket", "path": filepath.Dir(n.Runtime().Socket()), "type": "Directory", "readOnly": false},
+				{"name": "runtime-root", "path": n.Runtime().RootDir(), "type": "DirectoryOrCreate", "readOnly": true},
+			},
+		},
+		"metrics":   map[string]any{"host": "127.0.0.1", "port": port},
+		"extraArgs": append(extra, args...),
+	}
+	data, err := yaml.Marshal(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	version, err := n.Admin().Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(helm, "template", "evictd", chartDir, "--kube-version", version.GitVersion, "--values", file).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("helm template: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("helm template: %v", err)
+	}
+	var objs []*unstructured.Unstructured
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", daemonSetFile, err)
+			t.Fatalf("helm template's output: %v", err)
 		}
-		var probe map[string]any
-		if err := yaml.Unmarshal(doc, &probe); err != nil {
-			t.Fatalf("%s: %v", daemonSetFile, err)
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatalf("helm template's output: %v", err)
 		}
-		if len(probe) == 0 { // comments alone
+		if len(u.Object) == 0 { // comments alone
 			continue
 		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		objs = append(objs, u)
+	}
+	return objs
+}
+
+// applyAll applies objs to n's API server server-side, in their order,
+// as the admin (the chart's RBAC and policy replace the ones the test
+// cluster applied from deploy/ where they share a name).
+func applyAll(t *testing.T, n *testnode.Node, objs []*unstructured.Unstructured) {
+	t.Helper()
+	cfg := n.Cluster().AdminConfig()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(n.Admin().Discovery()))
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			t.Fatalf("%s: %v", daemonSetFile, err)
+			t.Fatalf("%s %s: %v", gvk.Kind, o.GetName(), err)
 		}
-		switch o := obj.(type) {
-		case *v1.ConfigMap:
-			cm = o
-		case *appsv1.DaemonSet:
-			ds = o
-		default:
-			t.Fatalf("%s: unexpected %T", daemonSetFile, obj)
-		}
-	}
-	if cm == nil || ds == nil {
-		t.Fatalf("%s: want a ConfigMap and a DaemonSet", daemonSetFile)
-	}
-
-	// The kubeconfig: the test API server's address.
-	kc := cm.Data["kubeconfig"]
-	if !strings.Contains(kc, "server: https://kubernetes.default.svc\n") {
-		t.Fatalf("%s: the kubeconfig's server line is not the one the test replaces:\n%s", daemonSetFile, kc)
-	}
-	cm.Data["kubeconfig"] = strings.Replace(kc, "https://kubernetes.default.svc", n.Cluster().URL(), 1)
-
-	spec := &ds.Spec.Template.Spec
-	ctr := &spec.Containers[0]
-	ctr.Image = dsImage
-	ctr.ImagePullPolicy = v1.PullNever
-	hostPaths := map[string]string{
-		"kubelet-root":   n.RootDir(),
-		"pod-logs":       n.PodLogsDir(),
-		"runtime-socket": filepath.Dir(n.Runtime().Socket()),
-		"runtime-root":   n.Runtime().RootDir(),
-	}
-	for i := range spec.Volumes {
-		vol := &spec.Volumes[i]
-		p, ok := hostPaths[vol.Name]
-		if !ok {
-			continue
-		}
-		if vol.HostPath == nil {
-			t.Fatalf("%s: volume %s is not a hostPath", daemonSetFile, vol.Name)
-		}
-		vol.HostPath.Path = p
-		delete(hostPaths, vol.Name)
-		for j := range ctr.VolumeMounts {
-			if ctr.VolumeMounts[j].Name == vol.Name {
-				ctr.VolumeMounts[j].MountPath = p
-			}
-		}
-	}
-	if len(hostPaths) != 0 {
-		t.Fatalf("%s: volumes %v not found", daemonSetFile, hostPaths)
-	}
-
-	// evictd's flags: the node's paths and allocatable settings, as
-	// EvictdFlags gives them, and the metrics port; the kubeconfig, node
-	// name and host roots stay the manifest's.
-	set := map[string]string{"--metrics-bind-address": addr}
-	var extra []string
-	for _, f := range n.EvictdFlags() {
-		name, _, _ := strings.Cut(f, "=")
-		switch name {
-		case "--kubeconfig", "--hostname-override":
-		case "--root-dir", "--pod-logs-dir", "--container-runtime-endpoint":
-			set[name] = f[len(name)+1:]
-		default:
-			extra = append(extra, f)
-		}
-	}
-	for i, a := range ctr.Args {
-		name, _, _ := strings.Cut(a, "=")
-		if v, ok := set[name]; ok {
-			ctr.Args[i] = name + "=" + v
-			delete(set, name)
-		}
-	}
-	if len(set) != 0 {
-		t.Fatalf("%s: flags %v not found among evictd's args %v", daemonSetFile, set, ctr.Args)
-	}
-	ctr.Args = append(append(ctr.Args, extra...), args...)
-	// --kubeconfig-in-cluster: the kubelet's KUBERNETES_SERVICE_* name
-	// the kubernetes Service's ClusterIP, which nothing routes on the
-	// test node; the container's own variables take precedence.
-	if slices.Contains(ctr.Args, "--kubeconfig-in-cluster") {
-		u, err := url.Parse(n.Cluster().URL())
+		body, err := o.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctr.Env = append(ctr.Env, v1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: u.Hostname()}, v1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: u.Port()})
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	p, _ := strconv.Atoi(port)
-	for _, probe := range []*v1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe} {
-		if probe == nil || probe.HTTPGet == nil {
-			t.Fatalf("%s: want HTTP liveness and readiness probes", daemonSetFile)
+		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if ns := o.GetNamespace(); ns != "" {
+			r = dyn.Resource(m.Resource).Namespace(ns)
 		}
-		probe.HTTPGet.Port.IntVal = int32(p)
+		force := true
+		if _, err := r.Patch(t.Context(), o.GetName(), types.ApplyPatchType, body,
+			metav1.PatchOptions{FieldManager: "evictd-e2e", Force: &force, FieldValidation: "Strict"}); err != nil {
+			t.Fatalf("server-side apply of %s %s/%s: %v", gvk.Kind, o.GetNamespace(), o.GetName(), err)
+		}
 	}
-	return cm, ds
 }
 
 // waitEvictdPod waits until the DaemonSet's pod, other than the one of UID

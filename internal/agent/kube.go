@@ -26,6 +26,7 @@ import (
 	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/podsource"
 	"github.com/evictd/evictd/internal/secretfile"
+	"github.com/evictd/evictd/internal/tokenrenew"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -48,6 +49,9 @@ type kube struct {
 	evicter     *evict.Evicter
 	events      nodeEvents
 	broadcaster record.EventBroadcaster
+	// renewer renews the kubeconfig's node-bound token; nil when it is
+	// not one, or --token-renewal=false.
+	renewer *tokenrenew.Renewer
 	// relisted says that the pod cache was listed afresh, for a pass at once.
 	relisted chan struct{}
 }
@@ -68,7 +72,10 @@ type kube struct {
 //     NewBearerAuthWithRefreshRoundTripper (round_trippers.go) reads
 //     through NewCachedFileTokenSource (token_source.go): read again about
 //     once a minute (a minute's expiry, 10 s early), keeping the last good
-//     token when a read fails or the file is empty;
+//     token when a read fails or the file is empty. evictd's own renewal
+//     (--token-renewal, tokenrenew.Renewer) writes it with days to spare
+//     by default, and the old token stays valid until it expires, so that
+//     minute costs nothing;
 //   - client-certificate and client-key set TLS.ReloadTLSFiles
 //     (transport.go, loadTLSFiles): each new handshake loads the pair
 //     again, at most once a second (cachingCertificateLoader), and
@@ -184,6 +191,8 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 	}
 
+	renewer := newRenewer(cfg, rc, client, met, log)
+
 	// The node's pods: read, evicted and deleted as the node itself, so
 	// that the API server refuses any pod bound to another node whatever
 	// evictd asks.
@@ -240,6 +249,7 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 	})
 	return &kube{
 		client:   client,
+		renewer:  renewer,
 		relisted: relisted,
 		pods:     pods,
 		status:   status,
@@ -264,6 +274,41 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 	}, nil
 }
 
+// newRenewer returns the Renewer of rc's tokenFile when cfg.TokenRenewal
+// is set and the file holds a ServiceAccount token bound to a Node, nil
+// otherwise, saying why in the log. Its requests go through client, under
+// evictd's own identity.
+func newRenewer(cfg *config.Config, rc *rest.Config, client *kubeclient.Client, met *metrics.Metrics, log *slog.Logger) *tokenrenew.Renewer {
+	switch {
+	case rc.BearerTokenFile == "":
+		return nil
+	case !cfg.TokenRenewal:
+		log.Info("--token-renewal=false: the kubeconfig's tokenFile is renewed by hand", "tokenFile", rc.BearerTokenFile)
+		return nil
+	}
+	r, err := tokenrenew.NewRenewer(tokenrenew.RenewerConfig{
+		Path:        rc.BearerTokenFile,
+		RenewBefore: cfg.TokenRenewBefore,
+		Lifetime:    cfg.TokenLifetime,
+		Log:         log.With("component", "token"),
+		OnRenewal:   met.CountTokenRenewal,
+	}, client)
+	if err != nil {
+		log.Info("the kubeconfig's tokenFile is not renewed by evictd", "reason", err)
+		return nil
+	}
+	before, lifetime := "a third of its lifetime", "its own, at most 720h"
+	if cfg.TokenRenewBefore > 0 {
+		before = cfg.TokenRenewBefore.String()
+	}
+	if cfg.TokenLifetime > 0 {
+		lifetime = cfg.TokenLifetime.String()
+	}
+	log.Info("renewing the kubeconfig's node-bound token before it expires", "tokenFile", rc.BearerTokenFile,
+		"renewBefore", before, "lifetime", lifetime)
+	return r
+}
+
 // start runs the informers, the status writer, the Lease and the owed
 // evictions' retries in g until ctx is done, and waits (bounded) for the
 // first list of pods.
@@ -272,6 +317,9 @@ func (k *kube) start(ctx context.Context, g *errgroup.Group, log *slog.Logger) {
 	g.Go(func() error { return k.status.Run(ctx) })
 	g.Go(func() error { return k.evicter.Run(ctx) })
 	g.Go(func() error { return k.lease.Run(ctx) })
+	if k.renewer != nil {
+		g.Go(func() error { return k.renewer.Run(ctx) })
+	}
 	syncCtx, cancel := context.WithTimeout(ctx, initialSyncTimeout)
 	defer cancel()
 	if err := k.pods.WaitForSync(syncCtx); err != nil {

@@ -264,6 +264,20 @@ func TestFlagSyntax(t *testing.T) {
 		{"impersonate-node off", []string{"--impersonate-node=false"}, func(c *Config) any { return c.ImpersonateNode }, false, ""},
 		{"impersonate-node garbled", []string{"--impersonate-node=maybe"}, nil, nil,
 			`invalid argument "maybe" for "--impersonate-node" flag: strconv.ParseBool: parsing "maybe": invalid syntax`},
+		{"token-renewal default", nil, func(c *Config) any { return c.TokenRenewal }, true, ""},
+		{"token-renewal off", []string{"--token-renewal=false"}, func(c *Config) any { return c.TokenRenewal }, false, ""},
+		{"token-renew-before default", nil, func(c *Config) any { return c.TokenRenewBefore }, time.Duration(0), ""},
+		{"token-renew-before", []string{"--token-renew-before=9m55s"}, func(c *Config) any { return c.TokenRenewBefore }, 9*time.Minute + 55*time.Second, ""},
+		{"token-renew-before negative", []string{"--token-renew-before=-1h"}, nil, nil,
+			`--token-renew-before: invalid value "-1h0m0s": must not be negative`},
+		{"token-lifetime default", nil, func(c *Config) any { return c.TokenLifetime }, time.Duration(0), ""},
+		{"token-lifetime", []string{"--token-lifetime=24h"}, func(c *Config) any { return c.TokenLifetime }, 24 * time.Hour, ""},
+		{"token-lifetime below the API server's minimum", []string{"--token-lifetime=5m"}, nil, nil,
+			`--token-lifetime: invalid value "5m0s": must be 0 (the current token's own lifetime) or from 10m0s to 720h0m0s`},
+		{"token-lifetime above the policy's maximum", []string{"--token-lifetime=721h"}, nil, nil,
+			`--token-lifetime: invalid value "721h0m0s": must be 0 (the current token's own lifetime) or from 10m0s to 720h0m0s`},
+		{"token-renew-before not below token-lifetime", []string{"--token-lifetime=1h", "--token-renew-before=1h"}, nil, nil,
+			`--token-renew-before: invalid value "1h0m0s": must be below --token-lifetime (1h0m0s), or each token would be renewed as soon as it is written`},
 		{"hard-eviction-stop-wait default", nil, func(c *Config) any { return c.HardEvictionStopWait }, time.Second, ""},
 		{"hard-eviction-stop-wait", []string{"--hard-eviction-stop-wait=250ms"}, func(c *Config) any { return c.HardEvictionStopWait }, 250 * time.Millisecond, ""},
 		{"hard-eviction-stop-wait zero", []string{"--hard-eviction-stop-wait=0"}, nil, nil,
@@ -339,8 +353,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 57 {
-		t.Errorf("got %d flags, want 57", n)
+	if n != 60 {
+		t.Errorf("got %d flags, want 60", n)
 	}
 }
 

@@ -14,6 +14,14 @@ const (
 	maxRuntimeRetry = time.Minute
 )
 
+// The bounds of --token-lifetime: the API server's shortest TokenRequest
+// and deploy/policy.yaml's longest (kubeclient.MinTokenLifetime and
+// MaxTokenLifetime; config does not import the API-server side).
+const (
+	minTokenLifetime = 10 * time.Minute
+	maxTokenLifetime = 720 * time.Hour
+)
+
 // MinLeaseDuration is the shortest --lease-duration: renewed every quarter
 // of it, a shorter Lease would be renewed more often than the kubelet
 // renews its node Lease (every 10s of 40s).
@@ -105,6 +113,16 @@ type Durations struct {
 	// (evict.Config.StopWait). --hard-eviction-stop-wait, positive.
 	// Default 1s.
 	HardEvictionStopWait time.Duration
+	// TokenRenewBefore is how long before its expiry the kubeconfig's
+	// node-bound token is renewed (tokenrenew.RenewerConfig.RenewBefore).
+	// --token-renew-before, not negative; 0 (default) means once a third
+	// of its lifetime is left.
+	TokenRenewBefore time.Duration
+	// TokenLifetime is the lifetime asked for each renewed token
+	// (tokenrenew.RenewerConfig.Lifetime). --token-lifetime, 0 (default:
+	// the current token's own) or from kubeclient.MinTokenLifetime (10m)
+	// to kubeclient.MaxTokenLifetime (720h).
+	TokenLifetime time.Duration
 	// CleanupTimeout bounds the wait for an evicted pod to go, after its
 	// grace period: the Evicter's wait (evict.Config.CleanupTimeout) and
 	// the loop's before it evicts again (manager.Config.CleanupTimeout).
@@ -130,6 +148,8 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 		{"fast-poll-interval", o.fastPollInterval, false},
 		{"local-kill-after", o.localKillAfter, false},
 		{"hard-eviction-stop-wait", o.stopWait, true},
+		{"token-renew-before", o.tokenRenewBefore, false},
+		{"token-lifetime", o.tokenLifetime, false},
 	} {
 		switch {
 		case d.v < 0:
@@ -145,6 +165,12 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 	}
 	if o.leaseDuration < MinLeaseDuration {
 		bad("lease-duration", o.leaseDuration.String(), fmt.Sprintf("must be at least %s", MinLeaseDuration))
+	}
+
+	if l := o.tokenLifetime; l != 0 && (l < minTokenLifetime || l > maxTokenLifetime) {
+		bad("token-lifetime", l.String(), fmt.Sprintf("must be 0 (the current token's own lifetime) or from %s to %s", minTokenLifetime, maxTokenLifetime))
+	} else if l != 0 && o.tokenRenewBefore >= l {
+		bad("token-renew-before", o.tokenRenewBefore.String(), fmt.Sprintf("must be below --token-lifetime (%s), or each token would be renewed as soon as it is written", l))
 	}
 
 	h := o.housekeepingInterval
@@ -169,6 +195,8 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 		FastPollInterval:          o.fastPollInterval,
 		LocalKillAfter:            o.localKillAfter,
 		HardEvictionStopWait:      o.stopWait,
+		TokenRenewBefore:          o.tokenRenewBefore,
+		TokenLifetime:             o.tokenLifetime,
 		CleanupTimeout:            podCleanupTimeout,
 	}
 }

@@ -99,6 +99,9 @@ type Options struct {
 	leaseDuration             time.Duration
 	leaseNamespace            string
 	impersonateNode           bool
+	tokenRenewal              bool
+	tokenRenewBefore          time.Duration
+	tokenLifetime             time.Duration
 	featureGates              map[string]bool
 
 	configFile           string
@@ -227,6 +230,13 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.impersonateNode, "impersonate-node", true,
 		"Read, delete and evict the node's pods as the node's own identity, system:node:<node>, by constrained impersonation (Kubernetes 1.36 or later, or 1.35 with the ConstrainedImpersonation feature gate): "+
 			"the API server's Node authorizer and NodeRestriction then refuse every pod bound to another node. false: as evictd's ServiceAccount, which deploy/rbac-before-1.36.yaml must grant (deploy/README.md).")
+	fs.BoolVar(&o.tokenRenewal, "token-renewal", true,
+		"Renew the --kubeconfig's tokenFile when it holds a ServiceAccount token bound to a Node (kubectl create token --bound-object-kind Node): before it expires, evictd requests its successor through the TokenRequest API (same ServiceAccount, Node and audiences) and writes it over the file (mode 0600, atomically), "+
+			"which deploy/rbac.yaml's Role evictd-token grants and deploy/policy.yaml bounds to the node's own token. Any other credential is left alone. false: renewed by hand.")
+	fs.DurationVar(&o.tokenRenewBefore, "token-renew-before", 0,
+		"How long, as a Go duration, before the token's expiry --token-renewal renews it; failed attempts are retried from 10s, doubling up to 5m. (default 0: once a third of the token's lifetime is left, 240h of 720h)")
+	fs.DurationVar(&o.tokenLifetime, "token-lifetime", 0,
+		"Lifetime, as a Go duration, that --token-renewal asks for each new token: from 10m (the API server's minimum) to 720h (deploy/policy.yaml's maximum); the API server may grant less. (default 0: the current token's own lifetime, at most 720h)")
 	fs.BoolVar(&o.mergeDefaults, "merge-default-eviction-settings", false,
 		"Add every default hard threshold that a partial --eviction-hard map leaves out (KubeletConfiguration mergeDefaultEvictionSettings). (default false)")
 	fs.DurationVar(&o.housekeepingInterval, "housekeeping-interval", defaultHousekeepingInterval,

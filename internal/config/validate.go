@@ -91,6 +91,11 @@ type Config struct {
 	// ImpersonateNode reads, deletes and evicts the node's pods as
 	// system:node:<node> (--impersonate-node, default true).
 	ImpersonateNode bool
+	// TokenRenewal renews the kubeconfig's tokenFile when it holds a
+	// node-bound ServiceAccount token (--token-renewal, default true);
+	// Durations.TokenRenewBefore and TokenLifetime say when and for how
+	// long.
+	TokenRenewal bool
 
 	// Durations are the duration flags, validated, and every duration
 	// derived from them, one field each (cfg.HousekeepingInterval,
@@ -201,6 +206,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		TrustedDaemonSetNamespaces: slices.Clone(o.trustedDSNamespaces),
 		LeaseNamespace:             o.leaseNamespace,
 		ImpersonateNode:            o.impersonateNode,
+		TokenRenewal:               o.tokenRenewal,
 		DryRun:                     o.dryRun,
 		HardEvictionLocalStop:      o.localStop,
 		MetricsBindAddress:         o.metricsBindAddress,

@@ -26,6 +26,7 @@ func TestVocabulary(t *testing.T) {
 		{"evictd_wakeups_total", "source", asStrings(wakeupSourceValues())},
 		{"evictd_api_errors_total", "verb", asStrings(apiVerbValues())},
 		{"evictd_api_requests_refused_total", "code", valuesOf(refusedCodes)},
+		{"evictd_token_renewals_total", "result", asStrings(valuesOf(tokenRenewals))},
 		{"evictd_runtime_errors_total", "operation", asStrings(runtimeOperationValues())},
 		{"evictd_reclaim_total", "kind", asStrings(valuesOf(reclaimKinds))},
 		{"evictd_reclaim_total", "result", asStrings(reclaimResultValues())},

@@ -75,6 +75,7 @@ type Metrics struct {
 	expiry    *expiryCollector
 	reviews   *prometheus.CounterVec
 	reviewDur *prometheus.HistogramVec
+	renewals  *prometheus.CounterVec
 
 	// err holds what New could not register.
 	err error
@@ -197,9 +198,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_evictions_in_last_hour",
 			Help: "Evictions issued (evicted or stopped locally) in the sliding hour before the last pass, the count --max-evictions-per-hour caps.",
 		}),
-		byUnit:  newUnitGauges(),
-		refused: newRefused(),
-		expiry:  newExpiryCollector(),
+		byUnit:   newUnitGauges(),
+		refused:  newRefused(),
+		expiry:   newExpiryCollector(),
+		renewals: newRenewals(),
 	}
 	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
@@ -252,6 +254,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.expiry = registerOrShare(reg, m.expiry, &errs)
 	m.reviews = registerOrShare(reg, m.reviews, &errs)
 	m.reviewDur = registerOrShare(reg, m.reviewDur, &errs)
+	m.renewals = registerOrShare(reg, m.renewals, &errs)
 	m.err = errors.Join(errs...)
 }
 
@@ -297,6 +300,9 @@ func (m *Metrics) initCounters() {
 	}
 	for _, c := range refusedCodes {
 		m.refused.WithLabelValues(c.v)
+	}
+	for _, r := range tokenRenewals {
+		m.renewals.WithLabelValues(string(r.v))
 	}
 	for _, op := range runtimeOperations {
 		m.rtErrors.WithLabelValues(string(op.v))

@@ -44,6 +44,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		{"evictd_wakeups_total", m.wakeups, 4},
 		{"evictd_evictions_withheld_total", m.withheld, 3},
 		{"evictd_eviction_cap_reached_total", m.capHits, 1},
+		{"evictd_token_renewals_total", m.renewals, 2},
 		// authenticated, unauthenticated, error of a token; allowed,
 		// denied, error of an access.
 		{"evictd_scrape_reviews_total", m.reviews, 6},
@@ -101,6 +102,7 @@ var allNames = []string{
 	"evictd_threshold_met",
 	"evictd_threshold_pids",
 	"evictd_threshold_ratio",
+	"evictd_token_renewals_total",
 	"evictd_wakeups_total",
 }
 
@@ -129,6 +131,7 @@ func exerciseAll(m *Metrics) {
 	m.IncRuntimeError(RuntimeStopContainers)
 	m.IncAPIError(APIPodEvict)
 	m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimImages, FreedBytes: 1})
+	m.CountTokenRenewal(nil)
 	m.SetCredentialExpiries(func() map[Credential]time.Time { return map[Credential]time.Time{CredentialToken: t0} })
 	m.ObserveReview(ReviewToken, ReviewAuthenticated, time.Millisecond)
 }
