@@ -229,8 +229,11 @@ func renderChart(t *testing.T, n *testnode.Node, port int, args ...string) []*un
 		"serviceAccount":  map[string]any{"name": dsAccount},
 		"image":           map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
 		"apiServer":       n.Cluster().URL(),
-		"kubeletRootDir":  n.RootDir(),
-		"podLogsDir":      n.PodLogsDir(),
+		// Not the kubernetes Service's ClusterIP, which nothing routes
+		// on the test node: apiServer.
+		"apiServerInCluster": false,
+		"kubeletRootDir":     n.RootDir(),
+		"podLogsDir":         n.PodLogsDir(),
 		"runtime": map[string]any{
 			"endpoint": n.Runtime().Endpoint(),
 			"dirs": []map[string]any{

@@ -73,6 +73,8 @@ type Metrics struct {
 	byUnit    map[unit]*unitGauges
 	refused   *prometheus.CounterVec
 	expiry    *expiryCollector
+	reviews   *prometheus.CounterVec
+	reviewDur *prometheus.HistogramVec
 	renewals  *prometheus.CounterVec
 
 	// err holds what New could not register.
@@ -201,6 +203,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		expiry:   newExpiryCollector(),
 		renewals: newRenewals(),
 	}
+	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
 	m.SetVersion(mainVersion())
 	if reg != nil {
@@ -249,6 +252,8 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.registerUnits(reg, &errs)
 	m.refused = registerOrShare(reg, m.refused, &errs)
 	m.expiry = registerOrShare(reg, m.expiry, &errs)
+	m.reviews = registerOrShare(reg, m.reviews, &errs)
+	m.reviewDur = registerOrShare(reg, m.reviewDur, &errs)
 	m.renewals = registerOrShare(reg, m.renewals, &errs)
 	m.err = errors.Join(errs...)
 }
@@ -316,6 +321,9 @@ func (m *Metrics) initCounters() {
 	}
 	for _, r := range withheldReasons {
 		m.withheld.WithLabelValues(string(r.v))
+	}
+	for _, p := range reviewPairs {
+		m.reviews.WithLabelValues(string(p.review), string(p.result))
 	}
 }
 
