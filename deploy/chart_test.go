@@ -21,11 +21,11 @@ var update = flag.Bool("update", false, "write deploy/*.yaml from the chart (mak
 // manifests are the plain files of deploy/ that the chart renders, each
 // from its template of the same name, with every optional part on.
 var manifests = []string{
-	"rbac.yaml", "rbac-before-1.36.yaml", "policy.yaml", "flowcontrol.yaml", "daemonset.yaml",
+	"rbac.yaml", "rbac-before-1.36.yaml", "rbac-auth-delegator.yaml", "policy.yaml", "flowcontrol.yaml", "daemonset.yaml",
 	"daemonset-tolerations.yaml", "memory-pressure-toleration.yaml",
 }
 
-const allParts = "rbacBefore136: true\ndaemonsetTolerations: true\nmemoryPressureToleration: true\n"
+const allParts = "rbacBefore136: true\nmetricsDelegatedAuth: true\ndaemonsetTolerations: true\nmemoryPressureToleration: true\n"
 
 // TestManifestsCurrent checks that deploy/*.yaml, and the copies in
 // deploy/kustomize/base, are the chart's rendering with the default values

@@ -63,7 +63,7 @@ func TestUnitSettings(t *testing.T) {
 		want         []string
 	}{
 		{"Unit", "Wants", []string{"containerd.service", "network-online.target"}},
-		{"Unit", "After", []string{"containerd.service", "kubelet.service", "network-online.target"}},
+		{"Unit", "After", []string{"containerd.service", "crio.service", "kubelet.service", "network-online.target"}},
 		{"Unit", "StartLimitIntervalSec", []string{"0"}},
 		{"Service", "Type", []string{"notify"}},
 		{"Service", "NotifyAccess", []string{"main"}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	evictdagent "github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/config"
@@ -39,7 +40,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	case evictdagent.KubeconfigAwaited(cfg):
 		standalone = fmt.Sprintf("--kubeconfig %s does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, %s, until it is written and evictd restarted.", cfg.Kubeconfig, cfg.StandaloneActs())
 	case cfg.Kubeconfig != "":
-		if _, err := evictdagent.RestConfig(cfg.Kubeconfig); err != nil {
+		if _, err := evictdagent.KubeRestConfig(cfg, os.Getenv); err != nil {
 			fmt.Fprintf(stderr, "evictd check-config: %v\n", err)
 			return 1
 		}

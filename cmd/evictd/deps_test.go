@@ -81,7 +81,11 @@ func TestAgentLinksOnlyItsAPIGroups(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
-	allowedGroups := map[string]bool{"k8s.io/api/core/v1": true, "k8s.io/api/policy/v1": true, "k8s.io/api/coordination/v1": true}
+	allowedGroups := map[string]bool{
+		"k8s.io/api/core/v1": true, "k8s.io/api/policy/v1": true, "k8s.io/api/coordination/v1": true,
+		// TokenReviews and SubjectAccessReviews: --metrics-delegated-auth.
+		"k8s.io/api/authentication/v1": true, "k8s.io/api/authorization/v1": true,
+	}
 	banned := []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/informers", "k8s.io/client-go/applyconfigurations", "k8s.io/client-go/discovery"}
 	deps := strings.Fields(string(out))
 	if len(deps) == 0 {
@@ -89,7 +93,7 @@ func TestAgentLinksOnlyItsAPIGroups(t *testing.T) {
 	}
 	for _, dep := range deps {
 		if strings.HasPrefix(dep, "k8s.io/api/") && !allowedGroups[dep] {
-			t.Errorf("evictd links API group %s; only core/v1, policy/v1 and coordination/v1 are used", dep)
+			t.Errorf("evictd links API group %s; only core/v1, policy/v1, coordination/v1, authentication/v1 and authorization/v1 are used", dep)
 		}
 		for _, b := range banned {
 			if dep == b || strings.HasPrefix(dep, b+"/") {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +93,31 @@ func TestDaemonSetNode(t *testing.T) {
 	}
 	if cm == nil || ds == nil || ds.Namespace != dsNamespace || ds.Spec.Template.Spec.ServiceAccountName != dsAccount {
 		t.Fatalf("the chart rendered no ConfigMap and DaemonSet of %s/%s", dsNamespace, dsAccount)
+	}
+	// Nothing routes the kubernetes Service's ClusterIP on the test node
+	// (no kube-proxy): the container's own KUBERNETES_SERVICE_HOST and
+	// _PORT, which take the place of those the kubelet sets, name the
+	// test API server, as the Service's would on a cluster.
+	u, err := url.Parse(n.Cluster().URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() != "DaemonSet" {
+			continue
+		}
+		ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		ctr := ctrs[0].(map[string]any)
+		env, _ := ctr["env"].([]any)
+		ctr["env"] = append(env,
+			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": u.Hostname()},
+			map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": u.Port()})
+		if err := unstructured.SetNestedSlice(o.Object, ctrs, "spec", "template", "spec", "containers"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--kubeconfig-in-cluster") {
+		t.Errorf("the chart's DaemonSet runs evictd without --kubeconfig-in-cluster: %v", ds.Spec.Template.Spec.Containers[0].Args)
 	}
 	applyAll(t, n, objs)
 	t.Cleanup(func() { deleteDaemonSet(t, n, ds, cm) })
@@ -228,9 +254,12 @@ func renderChart(t *testing.T, n *testnode.Node, port int, args ...string) []*un
 		"createNamespace": true,
 		"serviceAccount":  map[string]any{"name": dsAccount},
 		"image":           map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
-		"apiServer":       n.Cluster().URL(),
-		"kubeletRootDir":  n.RootDir(),
-		"podLogsDir":      n.PodLogsDir(),
+		// Not used: evictd reaches the API server at the kubernetes
+		// Service's address from the environment (apiServerInCluster,
+		// the chart's default), which TestDaemonSetNode gives it.
+		"apiServer":      "https://kubeconfig-server-unused.invalid",
+		"kubeletRootDir": n.RootDir(),
+		"podLogsDir":     n.PodLogsDir(),
 		"runtime": map[string]any{
 			"endpoint": n.Runtime().Endpoint(),
 			"dirs": []map[string]any{

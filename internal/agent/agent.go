@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -94,7 +95,7 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	}
 	var kubeRC *rest.Config
 	if cfg.Kubeconfig != "" {
-		if kubeRC, err = RestConfig(cfg.Kubeconfig); err != nil {
+		if kubeRC, err = KubeRestConfig(cfg, os.Getenv); err != nil {
 			return fmt.Errorf("cannot use the kubeconfig: %w", err)
 		}
 	}
@@ -196,7 +197,7 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		if err := metrics.RegisterInformer(a.reg, "pods", a.kube.pods, nil); err != nil {
 			return fmt.Errorf("cannot register the pod informer's metrics: %w", err)
 		}
-		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "node", cfg.NodeName)
+		log.Info("connected to the API server", "kubeconfig", cfg.Kubeconfig, "server", kubeRC.Host, "node", cfg.NodeName)
 		for _, s := range setAside {
 			a.kube.events.Warn(reasonThresholdSetAside, fmt.Sprintf("evictd set threshold %s aside: %v; the other thresholds protect the node", s.Threshold, s.Err))
 		}
@@ -231,7 +232,11 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	}
 
 	a.srv = server.New(cfg.MetricsBindAddress, a.reg, a.loop.Ready, func() any { return a.loop.Status() }, log)
-	if err := a.srv.Secure(server.Access{CertFile: cfg.MetricsTLSCertFile, KeyFile: cfg.MetricsTLSPrivateKeyFile, TokenFile: cfg.MetricsBearerTokenFile}); err != nil {
+	access := server.Access{CertFile: cfg.MetricsTLSCertFile, KeyFile: cfg.MetricsTLSPrivateKeyFile, TokenFile: cfg.MetricsBearerTokenFile}
+	if cfg.MetricsDelegatedAuth {
+		access.Delegated = a.delegation(met)
+	}
+	if err := a.srv.Secure(access); err != nil {
 		return fmt.Errorf("cannot guard the metrics endpoint: %w", err)
 	}
 	if ln := opts.Listener; ln != nil {
@@ -248,6 +253,19 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	log.Info("evictd starting", "version", opts.Version, "commit", opts.Commit, "thresholds", len(a.loop.Thresholds()), "layout", layout.String(),
 		"housekeepingInterval", cfg.HousekeepingInterval, "maxEvictionsPerHour", cfg.MaxEvictionsPerHour, "metrics", cfg.MetricsBindAddress)
 	return nil
+}
+
+// delegation is how the API server reviews the scrapers' tokens
+// (--metrics-delegated-auth): through evictd's own identity, never the
+// node's. Standalone while an optional kubeconfig is awaited, there is no
+// API server: every review fails, and the endpoints answer 503 to any
+// token but --metrics-bearer-token-file's rather than let them through.
+func (a *Agent) delegation(met *metrics.Metrics) *server.Delegation {
+	if a.kube == nil {
+		a.log.Warn("--metrics-delegated-auth without an API server (the kubeconfig is awaited): /metrics and /status answer 503 to any token but --metrics-bearer-token-file's until evictd restarts with its kubeconfig")
+		return &server.Delegation{Tokens: noTokenReviews{}, Access: noAccessReviews{}, Observe: met.ObserveReview}
+	}
+	return &server.Delegation{Tokens: a.kube.client.TokenReviews(), Access: a.kube.client.SubjectAccessReviews(), Observe: met.ObserveReview}
 }
 
 // Run runs every part of the agent until ctx ends, then returns nil, or

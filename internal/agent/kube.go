@@ -2,8 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -36,6 +40,9 @@ const initialSyncTimeout = 5 * time.Second
 // deleted as the node's own identity (cfg.ImpersonateNode), everything
 // else under evictd's own.
 type kube struct {
+	// client is evictd's own identity, never the node's: the reviews
+	// of the scrapers of /metrics (--metrics-delegated-auth).
+	client      *kubeclient.Client
 	pods        *podsource.Source
 	status      *nodestatus.Publisher
 	lease       *lease.Keeper
@@ -98,6 +105,61 @@ func RestConfig(path string) (*rest.Config, error) {
 		}
 	}
 	return rc, nil
+}
+
+// KubeRestConfig is RestConfig of cfg.Kubeconfig, reaching the API
+// server at InClusterServer's address instead of the kubeconfig's server
+// with cfg.KubeconfigInCluster. getenv is os.Getenv.
+func KubeRestConfig(cfg *config.Config, getenv func(string) string) (*rest.Config, error) {
+	rc, err := RestConfig(cfg.Kubeconfig)
+	if err != nil || !cfg.KubeconfigInCluster {
+		return rc, err
+	}
+	if rc.Host, err = InClusterServer(getenv); err != nil {
+		return nil, fmt.Errorf("--kubeconfig-in-cluster: %w", err)
+	}
+	return rc, nil
+}
+
+// InClusterServer is the API server's address as a pod reaches it without
+// cluster DNS, from the variables the kubelet sets in every container (as
+// client-go's rest.InClusterConfig reads them):
+// https://KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT, an IPv6 host in
+// brackets. A variable missing or malformed is an error naming it.
+func InClusterServer(getenv func(string) string) (string, error) {
+	host, port := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
+	switch {
+	case host == "" && port == "":
+		return "", errors.New("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: evictd does not run in a pod")
+	case host == "":
+		return "", errors.New("KUBERNETES_SERVICE_HOST is not set")
+	case port == "":
+		return "", errors.New("KUBERNETES_SERVICE_PORT is not set")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", fmt.Errorf("KUBERNETES_SERVICE_PORT %q is not a port number from 1 to 65535", port)
+	}
+	if net.ParseIP(host) == nil {
+		if len(host) > 253 || !validHostName(host) {
+			return "", fmt.Errorf("KUBERNETES_SERVICE_HOST %q is not an IP address or host name", host)
+		}
+	}
+	return "https://" + net.JoinHostPort(host, port), nil
+}
+
+// validHostName reports whether s is made of DNS labels.
+func validHostName(s string) bool {
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // newKube connects to the API server with rc, from RestConfig of
@@ -186,6 +248,7 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 		}
 	})
 	return &kube{
+		client:   client,
 		renewer:  renewer,
 		relisted: relisted,
 		pods:     pods,

@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
@@ -171,4 +173,23 @@ func remindStandalone(ctx context.Context, clk clock.WithTicker, interval time.D
 				"kubeconfig", path)
 		}
 	}
+}
+
+// errNoAPIServer fails the reviews of scrapers while evictd runs
+// standalone.
+var errNoAPIServer = errors.New("no API server: evictd runs standalone until its kubeconfig is written and it restarts")
+
+// noTokenReviews and noAccessReviews review the scrapers while evictd
+// runs standalone: every review fails (503), none lets a token through.
+type (
+	noTokenReviews  struct{}
+	noAccessReviews struct{}
+)
+
+func (noTokenReviews) Create(context.Context, *authenticationv1.TokenReview, metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	return nil, errNoAPIServer
+}
+
+func (noAccessReviews) Create(context.Context, *authorizationv1.SubjectAccessReview, metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+	return nil, errNoAPIServer
 }

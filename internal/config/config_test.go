@@ -353,8 +353,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 58 {
-		t.Errorf("got %d flags, want 58", n)
+	if n != 60 {
+		t.Errorf("got %d flags, want 60", n)
 	}
 }
 

@@ -10,8 +10,8 @@ import (
 	"github.com/evictd/evictd/internal/secretfile"
 )
 
-// checkMetricsAccess validates the TLS and bearer-token flags of the
-// metrics endpoint into c, refusing (through fail) a private key or token
+// checkMetricsAccess validates the TLS, bearer-token and delegated
+// authentication flags of the metrics endpoint into c, refusing (through fail) a private key or token
 // file that group or others can read or write (secretfile.Check), and
 // notes a non-loopback --metrics-bind-address served with neither. That is a note, not a refusal: an agent that does
 // not start leaves the node unguarded against pressure, which is worse than
@@ -19,6 +19,10 @@ import (
 // network may already stand in front of the port.
 func (o *Options) checkMetricsAccess(c *Config, src func(string) string, bad func(flag, value, why string), fail func(error)) {
 	c.MetricsTLSCertFile, c.MetricsTLSPrivateKeyFile, c.MetricsBearerTokenFile = o.metricsTLSCert, o.metricsTLSKey, o.metricsTokenFile
+	c.MetricsDelegatedAuth = o.metricsDelegatedAuth
+	if o.metricsDelegatedAuth && o.kubeconfig == "" {
+		bad("metrics-delegated-auth", "true", "needs "+src("kubeconfig")+": the API server reviews the scrapers' tokens")
+	}
 	cert, key := o.metricsTLSCert, o.metricsTLSKey
 	switch {
 	case cert != "" && key == "":
@@ -58,11 +62,12 @@ func (o *Options) checkMetricsAccess(c *Config, src func(string) string, bad fun
 	if err != nil || isLoopback(host) {
 		return
 	}
+	tokens := o.metricsTokenFile != "" || o.metricsDelegatedAuth
 	switch {
-	case cert == "" && o.metricsTokenFile == "":
-		c.Notes = append(c.Notes, fmt.Sprintf("%s %s is not a loopback address and neither TLS (%s, %s) nor a bearer token (%s) guards it: "+
+	case cert == "" && !tokens:
+		c.Notes = append(c.Notes, fmt.Sprintf("%s %s is not a loopback address and neither TLS (%s, %s) nor a bearer token (%s, %s) guards it: "+
 			"anyone who reaches the port reads /metrics and /status (pod names, namespaces, decisions).",
-			src("metrics-bind-address"), o.metricsBindAddress, src("metrics-tls-cert-file"), src("metrics-tls-private-key-file"), src("metrics-bearer-token-file")))
+			src("metrics-bind-address"), o.metricsBindAddress, src("metrics-tls-cert-file"), src("metrics-tls-private-key-file"), src("metrics-bearer-token-file"), src("metrics-delegated-auth")))
 	case cert == "":
 		c.Notes = append(c.Notes, fmt.Sprintf("%s %s is not a loopback address and serves plain HTTP: the bearer token crosses the network in clear; add %s and %s.",
 			src("metrics-bind-address"), o.metricsBindAddress, src("metrics-tls-cert-file"), src("metrics-tls-private-key-file")))

@@ -53,6 +53,14 @@ func TestMetricsAccessFlags(t *testing.T) {
 	if len(c.Notes) != 0 {
 		t.Errorf("guarded non-loopback address: got notes %q, want none", c.Notes)
 	}
+	c, err = complete("--kubeconfig=/etc/evictd/kubeconfig", "--kubeconfig-in-cluster", "--metrics-delegated-auth", "--metrics-bind-address=0.0.0.0:9847",
+		"--metrics-tls-cert-file="+files.Cert, "--metrics-tls-private-key-file="+files.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.MetricsDelegatedAuth || !c.KubeconfigInCluster || len(c.Notes) != 0 {
+		t.Errorf("got delegated %v, in-cluster %v, notes %q; want true, true and no note", c.MetricsDelegatedAuth, c.KubeconfigInCluster, c.Notes)
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -77,6 +85,10 @@ func TestMetricsAccessFlags(t *testing.T) {
 			`--metrics-tls-private-key-file ` + openKey + `: mode 0644 lets group or others read or write it; chmod 600 it`},
 		{"token others can read", []string{"--metrics-bearer-token-file=" + openToken},
 			`--metrics-bearer-token-file ` + openToken + `: mode 0644 lets group or others read or write it; chmod 600 it`},
+		{"delegated without an API server", []string{"--metrics-delegated-auth"},
+			`--metrics-delegated-auth: invalid value "true": needs --kubeconfig: the API server reviews the scrapers' tokens`},
+		{"in-cluster without a kubeconfig", []string{"--kubeconfig-in-cluster"},
+			`--kubeconfig-in-cluster: invalid value "true": needs --kubeconfig, which names the credentials and the CA`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := complete(tc.args...)
@@ -104,6 +116,7 @@ func TestMetricsExposureNotes(t *testing.T) {
 		{[]string{"--metrics-bind-address=:9847"}, "neither TLS"},
 		{[]string{"--metrics-bind-address=10.0.0.5:9847"}, "neither TLS"},
 		{[]string{"--metrics-bind-address=10.0.0.5:9847", "--metrics-bearer-token-file=" + token}, "crosses the network in clear"},
+		{[]string{"--metrics-bind-address=10.0.0.5:9847", "--kubeconfig=/k", "--metrics-delegated-auth"}, "crosses the network in clear"},
 	} {
 		c, err := complete(tc.args...)
 		if err != nil {

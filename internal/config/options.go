@@ -90,6 +90,7 @@ type Options struct {
 	minimumImageTTL           time.Duration
 	kubeconfig                string
 	kubeconfigOptional        bool
+	kubeconfigInCluster       bool
 	standaloneStop            bool
 	trustedDSNamespaces       []string
 	hostnameOverride          string
@@ -117,6 +118,7 @@ type Options struct {
 	metricsTLSCert       string
 	metricsTLSKey        string
 	metricsTokenFile     string
+	metricsDelegatedAuth bool
 	imageFSPath          string
 	procRoot             string
 	cgroupMount          string
@@ -205,6 +207,9 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.kubeconfigOptional, "kubeconfig-optional", false,
 		"Start standalone, as without --kubeconfig, while the --kubeconfig file does not exist, instead of refusing to start: the package's environment file sets it, so that a node where the kubeconfig is not written yet runs evictd, warning at start and every "+KubeconfigReminder.String()+" that it has no API server (evictd_standalone 1), until the file is written and evictd restarted. "+
 			"A kubeconfig that exists but cannot be used is still refused. (default false)")
+	fs.BoolVar(&o.kubeconfigInCluster, "kubeconfig-in-cluster", false,
+		"Reach the API server at https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the kubernetes Service's address the kubelet gives every container (as client-go's in-cluster configuration does), instead of the --kubeconfig's server: "+
+			"no cluster DNS needed. The --kubeconfig still names the credentials and the CA, checked as always; needs --kubeconfig. (default false)")
 	fs.BoolVar(&o.standaloneStop, "standalone-stop", false,
 		"While evictd runs standalone (no --kubeconfig, or --kubeconfig-optional before the file is written), stop the pod a hard memory or PID threshold evicts by killing its containers through the container runtime, as the kernel's OOM killer would but before it: the kubelet restarts them as the pod's restart policy says. With no priorities or requests to rank by, only pods from the API server outside kube-system and not Guaranteed may be stopped; soft and disk thresholds are reported, not acted on. The package's environment file sets it. (default false: standalone evictd acts on nothing)")
 	fs.StringSliceVar(&o.trustedDSNamespaces, "trusted-daemonset-namespaces", []string{"kube-system"},
@@ -249,13 +254,17 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 			"and stops the pod's containers through the container runtime if --hard-eviction-local-stop has not already; until then the kubelet may restart them, and their preStop hooks do not run. 0 disables: the eviction fails and the next pass decides again.")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", defaultMetricsBindAddress,
 		"host:port to serve /metrics, /healthz, /readyz and /status on; an empty host means all interfaces. "+
-			"Beyond loopback, guard it with --metrics-tls-cert-file and --metrics-bearer-token-file.")
+			"Beyond loopback, guard it with --metrics-tls-cert-file and --metrics-bearer-token-file or --metrics-delegated-auth.")
 	fs.StringVar(&o.metricsTLSCert, "metrics-tls-cert-file", "",
 		"Path of the PEM certificate (chain) to serve /metrics and the other endpoints over TLS with; needs --metrics-tls-private-key-file. (default none: plain HTTP)")
 	fs.StringVar(&o.metricsTLSKey, "metrics-tls-private-key-file", "",
 		"Path of the PEM private key of --metrics-tls-cert-file; mode 0600 or stricter, owned by root or evictd's user. The pair is re-read when either file changes. (default none)")
 	fs.StringVar(&o.metricsTokenFile, "metrics-bearer-token-file", "",
 		"Path of a file holding the bearer token that /metrics and /status ask for (Authorization: Bearer); /healthz and /readyz stay open for probes. Mode 0600 or stricter, owned by root or evictd's user; re-read when it changes. (default none: no token asked)")
+	fs.BoolVar(&o.metricsDelegatedAuth, "metrics-delegated-auth", false,
+		"Accept on /metrics and /status a bearer token the API server accepts (a TokenReview) for a user it allows to get that path (a SubjectAccessReview of the non-resource URL, verb get), as the kubelet's webhook authentication and authorization do: "+
+			"401 without a token or with one it does not accept, 403 for a user not allowed, 503 when it does not answer within 5s. Answers are kept 2m (tokens), 5m (allowed) and 30s (denied). "+
+			"With --metrics-bearer-token-file, either token is accepted. The reviews are made as evictd's own identity, which needs create on tokenreviews and subjectaccessreviews (ClusterRole system:auth-delegator); needs --kubeconfig. (default false)")
 	fs.StringVar(&o.imageFSPath, "imagefs-path", "",
 		`Directory path on the container runtime's image filesystem, the filesystem imagefs.* signals observe. (default "": imagefs not observed)`)
 	fs.StringVar(&o.procRoot, "proc-root", defaultProcRoot,

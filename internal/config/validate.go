@@ -72,6 +72,10 @@ type Config struct {
 	// KubeconfigOptional (--kubeconfig-optional) makes a Kubeconfig that
 	// does not exist mean standalone rather than a refusal to start.
 	KubeconfigOptional bool
+	// KubeconfigInCluster (--kubeconfig-in-cluster) reaches the API
+	// server at KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT rather
+	// than at the Kubeconfig's server. Default false.
+	KubeconfigInCluster bool
 	// StandaloneStop (--standalone-stop) makes standalone evictd (no
 	// Kubeconfig, or an optional one not written yet) kill, through the
 	// container runtime, the containers of the pod a hard memory or PID
@@ -113,6 +117,10 @@ type Config struct {
 	// MetricsBearerTokenFile holds the token /metrics and /status ask
 	// for; mode 0600 or stricter (secretfile.Check). Default none.
 	MetricsBearerTokenFile string
+	// MetricsDelegatedAuth has the API server review the bearer tokens
+	// of /metrics and /status (TokenReview, SubjectAccessReview);
+	// needs Kubeconfig. Default false.
+	MetricsDelegatedAuth bool
 	// ImageFSPath is a path on the image filesystem; "" asks the CRI.
 	ImageFSPath string
 	// ProcRoot and CgroupMount are where procfs and cgroupfs are mounted.
@@ -193,6 +201,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		CgroupDriver:               o.cgroupDriver,
 		Kubeconfig:                 o.kubeconfig,
 		KubeconfigOptional:         o.kubeconfigOptional,
+		KubeconfigInCluster:        o.kubeconfigInCluster,
 		StandaloneStop:             o.standaloneStop,
 		TrustedDaemonSetNamespaces: slices.Clone(o.trustedDSNamespaces),
 		LeaseNamespace:             o.leaseNamespace,
@@ -217,6 +226,9 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	c.Durations = o.durations(bad)
 	if o.kubeconfigOptional && o.kubeconfig == "" {
 		c.Notes = append(c.Notes, "--kubeconfig-optional has no effect without --kubeconfig: evictd runs standalone.")
+	}
+	if o.kubeconfigInCluster && o.kubeconfig == "" {
+		bad("kubeconfig-in-cluster", "true", "needs "+src("kubeconfig")+", which names the credentials and the CA")
 	}
 
 	if o.maxEvictionsPerHour < 0 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -21,22 +23,30 @@ import (
 )
 
 // Client reaches the core/v1, policy/v1 and coordination.k8s.io/v1
-// resources evictd reads and writes, with one HTTP client (one connection pool, one rate limiter per
-// group as in client-go's clientset).
+// resources evictd reads and writes, and the authentication.k8s.io/v1
+// and authorization.k8s.io/v1 reviews with which it checks who scrapes
+// its endpoints, with one HTTP client (one connection pool, one rate
+// limiter per group as in client-go's clientset: a flood of reviews
+// waits in its own, not in the pods' or the node's).
 type Client struct {
 	scheme *runtime.Scheme
 	params runtime.ParameterCodec
 	core   *rest.RESTClient // /api/v1
 	policy *rest.RESTClient // /apis/policy/v1
 	coord  *rest.RESTClient // /apis/coordination.k8s.io/v1
+	authn  *rest.RESTClient // /apis/authentication.k8s.io/v1
+	authz  *rest.RESTClient // /apis/authorization.k8s.io/v1
 }
 
-// NewScheme returns a scheme holding core/v1, policy/v1 and
-// coordination.k8s.io/v1 and the meta
+// NewScheme returns a scheme holding core/v1, policy/v1,
+// coordination.k8s.io/v1, authentication.k8s.io/v1 and
+// authorization.k8s.io/v1 and the meta
 // types that go with them (options, Status, WatchEvent).
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, policyv1.AddToScheme, coordinationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{
+		v1.AddToScheme, policyv1.AddToScheme, coordinationv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme,
+	} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("build the API scheme: %w", err)
 		}
@@ -81,6 +91,12 @@ func NewForConfig(c *rest.Config) (*Client, error) {
 	if k.coord, err = restFor(coordinationv1.SchemeGroupVersion, "/apis"); err != nil {
 		return nil, err
 	}
+	if k.authn, err = restFor(authenticationv1.SchemeGroupVersion, "/apis"); err != nil {
+		return nil, err
+	}
+	if k.authz, err = restFor(authorizationv1.SchemeGroupVersion, "/apis"); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 
@@ -110,6 +126,24 @@ func (c *Client) Leases(namespace string) *gentype.ClientWithList[*coordinationv
 	return gentype.NewClientWithList("leases", c.coord, c.params, namespace,
 		func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },
 		gentype.PrefersProtobuf[*coordinationv1.Lease]())
+}
+
+// TokenReviews returns a client of authentication.k8s.io/v1 TokenReviews:
+// the API server says who a bearer token is. Call it on the client of
+// evictd's own identity, not on NewForConfigAsNode's.
+func (c *Client) TokenReviews() *gentype.Client[*authenticationv1.TokenReview] {
+	return gentype.NewClient("tokenreviews", c.authn, c.params, "",
+		func() *authenticationv1.TokenReview { return &authenticationv1.TokenReview{} },
+		gentype.PrefersProtobuf[*authenticationv1.TokenReview]())
+}
+
+// SubjectAccessReviews returns a client of authorization.k8s.io/v1
+// SubjectAccessReviews: the API server says whether a user may do
+// something. Call it on the client of evictd's own identity.
+func (c *Client) SubjectAccessReviews() *gentype.Client[*authorizationv1.SubjectAccessReview] {
+	return gentype.NewClient("subjectaccessreviews", c.authz, c.params, "",
+		func() *authorizationv1.SubjectAccessReview { return &authorizationv1.SubjectAccessReview{} },
+		gentype.PrefersProtobuf[*authorizationv1.SubjectAccessReview]())
 }
 
 // EventSink returns a record.EventSink that writes each event in its own

@@ -73,6 +73,8 @@ type Metrics struct {
 	byUnit    map[unit]*unitGauges
 	refused   *prometheus.CounterVec
 	expiry    *expiryCollector
+	reviews   *prometheus.CounterVec
+	reviewDur *prometheus.HistogramVec
 	renewals  *prometheus.CounterVec
 	walksCut  *prometheus.CounterVec
 	diskStale prometheus.Gauge
@@ -205,6 +207,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		walksCut:  newWalksCut(),
 		diskStale: newDiskStale(),
 	}
+	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
 	m.SetVersion(mainVersion())
 	if reg != nil {
@@ -253,6 +256,8 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.registerUnits(reg, &errs)
 	m.refused = registerOrShare(reg, m.refused, &errs)
 	m.expiry = registerOrShare(reg, m.expiry, &errs)
+	m.reviews = registerOrShare(reg, m.reviews, &errs)
+	m.reviewDur = registerOrShare(reg, m.reviewDur, &errs)
 	m.renewals = registerOrShare(reg, m.renewals, &errs)
 	m.walksCut = registerOrShare(reg, m.walksCut, &errs)
 	m.diskStale = registerOrShare(reg, m.diskStale, &errs)
@@ -325,6 +330,9 @@ func (m *Metrics) initCounters() {
 	}
 	for _, r := range walkCuts {
 		m.walksCut.WithLabelValues(string(r.v))
+	}
+	for _, p := range reviewPairs {
+		m.reviews.WithLabelValues(string(p.review), string(p.result))
 	}
 }
 

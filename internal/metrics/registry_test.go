@@ -46,6 +46,9 @@ func TestCountersStartAtZero(t *testing.T) {
 		{"evictd_eviction_cap_reached_total", m.capHits, 1},
 		{"evictd_token_renewals_total", m.renewals, 2},
 		{"evictd_pod_disk_walks_cut_total", m.walksCut, 2},
+		// authenticated, unauthenticated, error of a token; allowed,
+		// denied, error of an access.
+		{"evictd_scrape_reviews_total", m.reviews, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,6 +86,8 @@ var allNames = []string{
 	"evictd_reclaim_total",
 	"evictd_reclaimed_bytes_total",
 	"evictd_runtime_errors_total",
+	"evictd_scrape_review_duration_seconds",
+	"evictd_scrape_reviews_total",
 	"evictd_signal_available",
 	"evictd_signal_available_bytes",
 	"evictd_signal_available_inodes",
@@ -133,6 +138,7 @@ func exerciseAll(m *Metrics) {
 	m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimImages, FreedBytes: 1})
 	m.CountTokenRenewal(nil)
 	m.SetCredentialExpiries(func() map[Credential]time.Time { return map[Credential]time.Time{CredentialToken: t0} })
+	m.ObserveReview(ReviewToken, ReviewAuthenticated, time.Millisecond)
 }
 
 // TestLint runs every family through promtool's naming rules.

@@ -28,6 +28,14 @@ type Access struct {
 	// /healthz and /readyz stay open, for probes that carry no
 	// credentials.
 	TokenFile string
+	// Delegated, when not nil, has the API server check the bearer
+	// token of a request to /metrics or /status (a TokenReview) and
+	// whether its user may get that path (a SubjectAccessReview): 401
+	// for no token or one the API server does not accept, 403 for a
+	// user not allowed, 503 when the API server gives no answer in
+	// time. With TokenFile too, either token is accepted: the file's is
+	// compared first and never sent to the API server.
+	Delegated *Delegation
 }
 
 // Secure sets how the server guards its endpoints; call it before Listen
@@ -67,6 +75,13 @@ func (s *Server) Secure(a Access) error {
 		}
 		s.tokenSum = token
 	}
+	if a.Delegated != nil {
+		d, err := newDelegate(*a.Delegated, s.clock, s.log)
+		if err != nil {
+			return err
+		}
+		s.delegate = d
+	}
 	return nil
 }
 
@@ -103,16 +118,17 @@ func ReadToken(kind, path string) ([]byte, error) {
 	return token, nil
 }
 
-// guard lets a request through to h only with the bearer token, when the
-// server asks for one. The comparison is of SHA-256 sums in constant time,
-// so neither the token's bytes nor its length show in the answer's timing.
+// guard lets a request through to h only with a bearer token the server
+// accepts, when it asks for one: the token of TokenFile, compared as
+// SHA-256 sums in constant time, so neither the token's bytes nor its
+// length show in the answer's timing; else, with Delegated, a token the
+// API server accepts for a user it allows to get the path.
 func (s *Server) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.tokenSum == nil {
+		if s.tokenSum == nil && s.delegate == nil {
 			h.ServeHTTP(w, r)
 			return
 		}
-		want := s.tokenSum.get()
 		const prefix = "Bearer "
 		got := r.Header.Get("Authorization")
 		if len(got) <= len(prefix) || got[:len(prefix)] != prefix {
@@ -120,12 +136,29 @@ func (s *Server) guard(h http.Handler) http.Handler {
 			writeText(w, http.StatusUnauthorized, "a bearer token is required")
 			return
 		}
-		sum := sha256.Sum256([]byte(got[len(prefix):]))
-		if subtle.ConstantTimeCompare(sum[:], want) != 1 {
+		token := got[len(prefix):]
+		if s.tokenSum != nil {
+			sum := sha256.Sum256([]byte(token))
+			if subtle.ConstantTimeCompare(sum[:], s.tokenSum.get()) == 1 {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		if s.delegate == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="evictd", error="invalid_token"`)
 			writeText(w, http.StatusUnauthorized, "wrong bearer token")
 			return
 		}
-		h.ServeHTTP(w, r)
+		code, msg := s.delegate.check(r.Context(), token, r.URL.Path)
+		switch code {
+		case 0:
+			h.ServeHTTP(w, r)
+			return
+		case http.StatusUnauthorized:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="evictd", error="invalid_token"`)
+		case http.StatusServiceUnavailable:
+			w.Header().Set("Retry-After", "10")
+		}
+		writeText(w, code, msg)
 	})
 }

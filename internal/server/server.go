@@ -43,6 +43,7 @@ type Server struct {
 	srv  *http.Server
 
 	tokenSum *reloading[[]byte] // SHA-256 of the bearer token /metrics and /status ask for; nil: none
+	delegate *delegate          // the API server's reviews of other tokens; nil: none
 
 	// retry is the schedule of listen attempts while the address cannot
 	// be bound (defaultRetry); clock times them.
@@ -137,7 +138,7 @@ func (s *Server) Run(ctx context.Context) error {
 	} else {
 		go func() { serveErr <- s.srv.Serve(ln) }()
 	}
-	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil,
+	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil, "delegatedAuth", s.delegate != nil,
 		"maxConnections", maxConns, "socketActivated", passed, "listenAttempts", attempts)
 
 	select {
