@@ -171,7 +171,7 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	deps := manager.Deps{
 		Clock:     clock.RealClock{},
 		Sources:   sources,
-		Pods:      standalonePods{cfg: hc, sandboxes: a.runtime.readySandboxes},
+		Pods:      standalonePods{cfg: hc, sandboxes: a.runtime.readySandboxes, spare: cfg.StandaloneStop && !cfg.DryRun},
 		Stats:     a.stats,
 		Reclaimer: runtimeReclaimer{a.runtime},
 		Metrics:   met,

@@ -24,12 +24,14 @@ import (
 // standalonePods is the pod source of standalone mode: with no API server,
 // the pods are the pod cgroups under kubepods, known by UID and QoS class,
 // named after their ready sandboxes in the container runtime. Their
-// priorities and requests are not known, so only the pods a stop may hit
-// without them are left evictable (standaloneSpare); the others are
-// Spared.
+// priorities and requests are not known, so when evictd stops pods
+// (spare: --standalone-stop) only those a stop may hit without them are
+// left evictable (standaloneSpare) and the others are Spared; otherwise
+// its decisions are a dry run's, on what it knows.
 type standalonePods struct {
 	cfg       host.Config
 	sandboxes func(context.Context) (map[string]cri.Sandbox, error)
+	spare     bool
 }
 
 func (p standalonePods) Pods(ctx context.Context) ([]signals.Pod, error) {
@@ -38,18 +40,20 @@ func (p standalonePods) Pods(ctx context.Context) ([]signals.Pod, error) {
 		return nil, err
 	}
 	sbs, err := p.sandboxes(ctx)
-	nameAndSpare(pods, sbs, err)
+	nameAndSpare(pods, sbs, err, p.spare)
 	return pods, nil
 }
 
-// nameAndSpare names each pod after its ready sandbox in sbs, marks the
-// static ones, and spares those standalone evictd must leave alone; with
-// sbErr (the runtime did not answer) it spares them all.
-func nameAndSpare(pods []signals.Pod, sbs map[string]cri.Sandbox, sbErr error) {
+// nameAndSpare names each pod after its ready sandbox in sbs and marks
+// the static ones; with spare it also spares those standalone evictd must
+// leave alone, and with sbErr (the runtime did not answer) all of them.
+func nameAndSpare(pods []signals.Pod, sbs map[string]cri.Sandbox, sbErr error, spare bool) {
 	for i := range pods {
 		pod := &pods[i]
 		if sbErr != nil {
-			pod.Spared = "standalone: the container runtime did not list its sandbox"
+			if spare {
+				pod.Spared = "standalone: the container runtime did not list its sandbox"
+			}
 			continue
 		}
 		var sb *cri.Sandbox
@@ -60,7 +64,9 @@ func nameAndSpare(pods []signals.Pod, sbs map[string]cri.Sandbox, sbErr error) {
 			// a static pod is critical as it is to the kubelet.
 			pod.Static = s.Source != "" && s.Source != cri.ConfigSourceAPI
 		}
-		pod.Spared = standaloneSpare(pod, sb)
+		if spare {
+			pod.Spared = standaloneSpare(pod, sb)
+		}
 	}
 }
 

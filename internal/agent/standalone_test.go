@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/evictd/evictd/internal/cri"
@@ -44,7 +45,18 @@ func TestNameAndSpare(t *testing.T) {
 		"u-static": {Namespace: "kube-system", Name: "etcd-node", UID: "u-static", Source: "file"},
 	}
 	pods := []signals.Pod{{UID: "u-api", QOS: signals.Burstable}, {UID: "u-static", QOS: signals.BestEffort}, {UID: "u-gone", QOS: signals.BestEffort}}
-	nameAndSpare(pods, sbs, nil)
+	// Observing only: named, static marked, nothing spared.
+	observed := slices.Clone(pods)
+	nameAndSpare(observed, sbs, nil, false)
+	if observed[0].Name != "web" || !observed[1].Static || observed[2].Critical() {
+		t.Errorf("observing only: got %+v", observed)
+	}
+	nameAndSpare(observed, nil, errors.New("runtime down"), false)
+	if observed[2].Spared != "" {
+		t.Errorf("observing only, the runtime down: %s spared", observed[2].UID)
+	}
+
+	nameAndSpare(pods, sbs, nil, true)
 	want := []signals.Pod{
 		{Namespace: "default", Name: "web", UID: "u-api", QOS: signals.Burstable},
 		{Namespace: "kube-system", Name: "etcd-node", UID: "u-static", QOS: signals.BestEffort, Static: true},
@@ -60,7 +72,7 @@ func TestNameAndSpare(t *testing.T) {
 	}
 
 	// The runtime down: every pod spared, none evictable.
-	nameAndSpare(pods, nil, errors.New("runtime down"))
+	nameAndSpare(pods, nil, errors.New("runtime down"), true)
 	for _, p := range pods {
 		if !p.Critical() {
 			t.Errorf("pod %s evictable with the runtime down: %+v", p.UID, p)
