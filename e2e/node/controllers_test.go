@@ -204,8 +204,14 @@ func restart(t *testing.T, n *testnode.Node) {
 	})
 	since := condition(t, n, memoryCondition).LastTransitionTime
 
+	// The node is under pressure already: the victim is evictable from
+	// the moment it is bound, running or still being created (under load
+	// the pass may come before its container runs), so the test does not
+	// wait for it to run.
 	deleted := watchDeletion(t, n, "default", "victim")
-	run(t, n, labelled(n.Pod("victim", "alloc", "--mib", "50")))
+	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), labelled(n.Pod("victim", "alloc", "--mib", "50")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-deleted:
 	case <-time.After(30 * time.Second):
