@@ -19,16 +19,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools="$root/hack/tools"
 
-# required_version GOMOD MODULE prints the version GOMOD requires of MODULE.
-required_version() {
-	local v
-	v=$(awk -v m="$2" '($1 == "require" && $2 == m) || ($1 == m && $2 ~ /^v/) { print ($1 == "require" ? $3 : $2); exit }' "$1")
-	if [[ -z "$v" ]]; then
-		echo "build-k8s: $1 does not require $2" >&2
-		exit 1
-	fi
-	echo "$v"
-}
+prog=build-k8s
+# shellcheck source=hack/build-lib.sh
+source "$root/hack/build-lib.sh"
 
 k8s_version=$(required_version "$tools/k8s/go.mod" k8s.io/kubernetes)
 etcd_version=$(required_version "$tools/etcd/go.mod" go.etcd.io/etcd/server/v3)
@@ -43,48 +36,6 @@ elif [[ $# -gt 0 ]]; then
 	echo "usage: $0 [--print-env]" >&2
 	exit 2
 fi
-
-# Builds are static and independent of any go.work above the repo; the
-# wrapper modules' committed go.sum must already be complete.
-export CGO_ENABLED=0 GOWORK=off
-
-tmp_dirs=()
-cleanup() {
-	local d
-	for d in "${tmp_dirs[@]}"; do rm -rf "$d"; done
-}
-trap cleanup EXIT
-
-# build MODULE_DIR DEST_DIR LDFLAGS NAME=PACKAGE... builds every NAME missing
-# from DEST_DIR into a temporary directory and renames it into place. Packages
-# shared between the commands compile once, in Go's build cache.
-build() {
-	local mod="$1" dest="$2" ldflags="$3"
-	shift 3
-	local missing=() spec name tmp start
-	for spec in "$@"; do
-		name=${spec%%=*}
-		if [[ -x "$dest/$name" ]]; then
-			echo "build-k8s: $dest/$name present"
-		else
-			missing+=("$spec")
-		fi
-	done
-	[[ ${#missing[@]} -eq 0 ]] && return 0
-
-	mkdir -p "$dest"
-	tmp=$(mktemp -d "$dest/.build.XXXXXX")
-	tmp_dirs+=("$tmp")
-	start=$SECONDS
-	for spec in "${missing[@]}"; do
-		name=${spec%%=*}
-		echo "build-k8s: building $dest/$name (the first build takes minutes)"
-		(cd "$mod" && go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/$name" "${spec#*=}")
-		mv -f "$tmp/$name" "$dest/$name"
-		echo "build-k8s: built $name ($((SECONDS - start)) s so far)"
-	done
-	rm -rf "$tmp"
-}
 
 # The version stamps Kubernetes' own release build sets (hack/lib/version.sh),
 # so the binaries and the nodes they register report the real version.

@@ -18,16 +18,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools="$root/hack/tools"
 
-# required_version GOMOD MODULE prints the version GOMOD requires of MODULE.
-required_version() {
-	local v
-	v=$(awk -v m="$2" '($1 == "require" && $2 == m) || ($1 == m && $2 ~ /^v/) { print ($1 == "require" ? $3 : $2); exit }' "$1")
-	if [[ -z "$v" ]]; then
-		echo "build-tools: $1 does not require $2" >&2
-		exit 1
-	fi
-	echo "$v"
-}
+prog=build-tools
+# shellcheck source=hack/build-lib.sh
+source "$root/hack/build-lib.sh"
 
 helm_version=$(required_version "$tools/helm/go.mod" helm.sh/helm/v3)
 kustomize_version=$(required_version "$tools/kustomize/go.mod" sigs.k8s.io/kustomize/kustomize/v5)
@@ -43,33 +36,6 @@ elif [[ $# -gt 0 ]]; then
 	exit 2
 fi
 
-export CGO_ENABLED=0 GOWORK=off
-
-tmp_dirs=()
-cleanup() {
-	local d
-	for d in "${tmp_dirs[@]}"; do rm -rf "$d"; done
-}
-trap cleanup EXIT
-
-# build MODULE_DIR DEST NAME PACKAGE LDFLAGS builds DEST/NAME when missing.
-build() {
-	local mod="$1" dest="$2" name="$3" pkg="$4" ldflags="$5" tmp start
-	if [[ -x "$dest/$name" ]]; then
-		echo "build-tools: $dest/$name present"
-		return 0
-	fi
-	mkdir -p "$dest"
-	tmp=$(mktemp -d "$dest/.build.XXXXXX")
-	tmp_dirs+=("$tmp")
-	start=$SECONDS
-	echo "build-tools: building $dest/$name (the first build takes minutes)"
-	(cd "$mod" && go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/$name" "$pkg")
-	mv -f "$tmp/$name" "$dest/$name"
-	rm -rf "$tmp"
-	echo "build-tools: built $name ($((SECONDS - start)) s)"
-}
-
 # The version stamps of the tools' own release builds, so `helm version`
 # and `kustomize version` report the pinned versions, and helm's default
 # Kubernetes version (for a chart's kubeVersion and `lint`'s deprecation
@@ -82,6 +48,6 @@ helm_ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
 for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
 	helm_ldflags+=" -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$k8s_minor"
 done
-build "$tools/helm" "$helm_dir" helm helm.sh/helm/v3/cmd/helm "$helm_ldflags"
-build "$tools/kustomize" "$kustomize_dir" kustomize sigs.k8s.io/kustomize/kustomize/v5 \
-	"-s -w -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$kustomize_version"
+build "$tools/helm" "$helm_dir" "$helm_ldflags" helm=helm.sh/helm/v3/cmd/helm
+build "$tools/kustomize" "$kustomize_dir" "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$kustomize_version" \
+	kustomize=sigs.k8s.io/kustomize/kustomize/v5
