@@ -23,7 +23,8 @@ import (
 // the hog, a BestEffort pod of default growing at 20 MiB/s. Standalone
 // evictd knows neither priorities nor requests, so it spares the first two
 // (kube-system, Guaranteed) and kills the hog's container at the crossing:
-// exit code 137, the pod Failed (restartPolicy Never), never Succeeded;
+// exit code 137, the pod Failed (restartPolicy Never), never Succeeded,
+// though it carries a forged kubernetes.io/config.source: file;
 // the others keep running, and the kernel's OOM killer has had nothing
 // to do.
 func TestStandaloneStopNode(t *testing.T) {
@@ -42,6 +43,10 @@ func TestStandaloneStopNode(t *testing.T) {
 	before := oomKills(t, n)
 	hog := labelled(n.Pod("hog", "alloc", "--base", "50", "--mib", "600", "--rate", "20"))
 	hog.Spec.RestartPolicy = v1.RestartPolicyNever
+	// The tenant claims its pod is static: the kubelet writes its own
+	// config.source over it before the sandbox gets the pod's annotations,
+	// so evictd still reads "api".
+	hog.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
 	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
