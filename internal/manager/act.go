@@ -201,6 +201,7 @@ func (m *Manager) evict(ctx context.Context, req decide.Request) Attempt {
 		a.Result = ResultTerminating
 	case errors.Is(err, decide.ErrStoppedLocally):
 		a.Result = ResultStoppedLocally
+		m.acted[req.Pod.UID] = m.deps.Clock.Now()
 	case errors.Is(err, decide.ErrStoppedStandalone):
 		a.Result = ResultStoppedStandalone
 	case errors.Is(err, decide.ErrNotActed):

@@ -121,6 +121,7 @@ func (m *Manager) noteOverdue(inFlight []decide.InFlight, now time.Time) {
 func (m *Manager) recordGone(req decide.Request, err error) {
 	if err == nil {
 		m.seenGone[req.Pod.UID] = m.deps.Clock.Now()
+		m.acted[req.Pod.UID] = m.deps.Clock.Now()
 	}
 }
 
@@ -191,4 +192,53 @@ func (m *Manager) leaveOutReportedGone(pods []signals.Pod, now time.Time) []sign
 		out = append(out, p)
 	}
 	return out
+}
+
+// actedMemory is how long a pod evictd acted on is remembered while the
+// pod source still lists it.
+const actedMemory = time.Hour
+
+// leaveOutActedWithoutStats drops from pods those evictd has stopped
+// through the runtime (an eviction owed while the API server was away) or
+// seen go, for which stats has nothing of what the pass reads: their containers and cgroups are
+// gone, so evicting them again frees nothing, and without stats they would
+// rank first (as pods just started do). After an outage the pod source's
+// cache can list such a pod for a minute or more, and a hog growing beside
+// it would reach the kernel's OOM killer while evictd stopped the empty
+// pod again and again. A pod of theirs that has stats again (its
+// containers restarted by the kubelet) is ranked as any other. It forgets
+// the pods the cache no longer lists, and those acted on more than
+// actedMemory ago.
+func (m *Manager) leaveOutActedWithoutStats(pods []signals.Pod, stats map[string]signals.PodStats, kinds signals.PodStatsKinds, now time.Time) []signals.Pod {
+	if len(m.acted) == 0 || kinds == 0 {
+		return pods
+	}
+	listed := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		listed[p.UID] = true
+	}
+	for uid, at := range m.acted {
+		if !listed[uid] || now.Sub(at) >= actedMemory {
+			delete(m.acted, uid)
+		}
+	}
+	out := make([]signals.Pod, 0, len(pods))
+	for _, p := range pods {
+		if _, acted := m.acted[p.UID]; acted {
+			if st, ok := stats[p.UID]; !ok || !measured(st, kinds) {
+				m.deps.Log.Debug("left out: evictd stopped it or saw it go, and it has no stats (nothing left to stop)", "pod", p.Ref())
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// measured reports whether st has a figure of one of kinds: a pod that has
+// none ranks as a pod without stats.
+func measured(st signals.PodStats, kinds signals.PodStatsKinds) bool {
+	return kinds.Has(signals.PodMemory) && st.MemoryWorkingSet != nil ||
+		kinds.Has(signals.PodProcesses) && st.Processes != nil ||
+		kinds.Has(signals.PodDisk) && (len(st.Containers) > 0 || len(st.Volumes) > 0)
 }

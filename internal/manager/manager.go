@@ -63,6 +63,9 @@ type Manager struct {
 	// replaced, finished, terminating) while the pod source's cache still
 	// listed them, by UID, with when it said so (see leaveOutReportedGone).
 	reportedGone map[string]time.Time
+	// acted are the pods evictd stopped through the runtime or saw go
+	// (see leaveOutActedWithoutStats), by UID, with when.
+	acted map[string]time.Time
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -99,6 +102,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		overdueSaid:  map[string]bool{},
 		seenGone:     map[string]time.Time{},
 		reportedGone: map[string]time.Time{},
+		acted:        map[string]time.Time{},
 		lastStatsErr: map[signals.PodStatsKinds]string{},
 		hour:         hourWindow{limit: cfg.MaxEvictionsPerHour},
 		bucket:       newTokenBucket(cfg.LocalStorageEvictionQPS, cfg.LocalStorageEvictionBurst),
@@ -262,6 +266,7 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	if len(pods) > 0 {
 		stats, statsErr = m.deps.Stats.PodStats(ctx, start, pods, kinds)
 	}
+	pods = m.leaveOutActedWithoutStats(pods, stats, kinds, start)
 	last := m.lastStatsErr[kinds]
 	m.warnOnChange(&last, statsErr, "some pod stats could not be read; those pods rank first")
 	m.lastStatsErr[kinds] = last

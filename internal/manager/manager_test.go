@@ -691,3 +691,50 @@ func TestLoopRearmsWakeupsWithEachPassObservations(t *testing.T) {
 		t.Errorf("last Update's memory.available = %+v (present %v), want 50Mi at %s", o, ok, t0.Add(10*time.Second))
 	}
 }
+
+// TestLoopActedPodWithoutStats: a pod evictd stopped through the runtime
+// (the API server away) and whose cgroup has then gone, so that it has no
+// stats, is left out of the ranking while the pod cache still lists it:
+// the next pod is evicted, not the empty one again (which, without stats,
+// would rank first). Once it has stats again (its containers restarted by
+// the kubelet) it ranks as before.
+func TestLoopActedPodWithoutStats(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	stats := &switchStats{stats: defaultStats()}
+	h := newHarnessTuned(t, false, ths, defaultPods(), nil, func(_ *Config, d *Deps) { d.Stats = stats })
+	h.ev.errFor = map[string]error{"hog": fmt.Errorf("x: %w", decide.ErrStoppedLocally)}
+	h.next("start")
+	h.src.set(50 * mi)
+	if st := h.tick(); st.Result != "stopped locally default/hog (eviction owed)" {
+		t.Fatalf("result: got %q, want the hog stopped locally", st.Result)
+	}
+	h.next("wake")
+	h.ev.errFor = nil
+	stats.set(fixedStats{"u-calm": defaultStats()["u-calm"]})
+	if st := h.tick(); st.Result != "evicted default/calm" {
+		t.Errorf("result with the stopped hog listed without stats: got %q, want the next pod evicted", st.Result)
+	}
+	h.next("wake")
+	stats.set(defaultStats())
+	if st := h.tick(); st.Result != "evicted default/hog" {
+		t.Errorf("result with the hog's containers back: got %q, want the hog evicted", st.Result)
+	}
+}
+
+// switchStats is a pod stats source whose stats the test changes.
+type switchStats struct {
+	mu    sync.Mutex
+	stats fixedStats
+}
+
+func (s *switchStats) set(st fixedStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats = st
+}
+
+func (s *switchStats) PodStats(context.Context, time.Time, []signals.Pod, signals.PodStatsKinds) (map[string]signals.PodStats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats, nil
+}
