@@ -140,7 +140,8 @@ func (e *Evicter) stopAway(ctx context.Context, log *slog.Logger, r decide.Reque
 	if stop != nil {
 		// Prepared since the eviction began, and started after
 		// Config.StopWait at the latest: start it now and wait for it.
-		stop.release(true)
+		// Killed: the pod does not read Failed (see stopKill).
+		stop.kill()
 		select {
 		case <-stop.done:
 			err = stop.err
@@ -148,7 +149,7 @@ func (e *Evicter) stopAway(ctx context.Context, log *slog.Logger, r decide.Reque
 			err = ctx.Err()
 		}
 	} else {
-		err = e.cfg.StopLocally(ctx, r.Pod, r.GracePeriod)
+		err = e.cfg.StopLocally(ctx, r.Pod, 0)
 	}
 	if err != nil {
 		return fmt.Errorf("%s, and stopping the pod's containers through the runtime failed: %w", why, err)

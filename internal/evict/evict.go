@@ -278,8 +278,8 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 		case errors.Is(err, decide.ErrPodGone):
 			stop.release(false)
 		default:
-			stop.release(true)
-			log.Warn("the pod's containers are stopped through the runtime, but the API server did not take the eviction; the kubelet may start them again", "err", err)
+			stop.kill()
+			log.Warn("the pod's containers are killed through the runtime, but the API server did not take the eviction; the kubelet may start them again", "err", err)
 		}
 		return fmt.Errorf("evict %s: %w", ref, err)
 	}
@@ -335,15 +335,45 @@ type localStop struct {
 	err  error
 	// ran is true once StopLocally was called (not called off).
 	ran bool
-	// start is sent whether to stop now (true) or not at all (false).
-	start chan bool
+	// start is sent how to stop: not at all, with the grace period, or
+	// killed (grace 0).
+	start chan stopMode
 }
 
-// release starts the stop now (run) or calls it off; only the first call,
-// and only before Config.StopWait has passed, counts.
+// stopMode is how a localStop stops the pod's containers.
+type stopMode int
+
+const (
+	stopOff stopMode = iota
+	// stopGraceful: SIGTERM and the grace period, once the pod reads
+	// Failed (the terminal status written) or the API server has taken
+	// the eviction.
+	stopGraceful
+	// stopKill: SIGKILL at once (grace 0), when the pod does not read
+	// Failed: a program that exits 0 on SIGTERM would make the kubelet
+	// count the pod a success (a Job's completion), where a kill's exit
+	// code 137 makes it Failed.
+	stopKill
+)
+
+// release starts the stop now with the grace period (run) or calls it
+// off; only the first call of release or kill, and only before
+// Config.StopWait has passed, counts.
 func (s *localStop) release(run bool) {
+	m := stopOff
+	if run {
+		m = stopGraceful
+	}
 	select {
-	case s.start <- run:
+	case s.start <- m:
+	default:
+	}
+}
+
+// kill starts the stop now with grace 0 (stopKill); see release.
+func (s *localStop) kill() {
+	select {
+	case s.start <- stopKill:
 	default:
 	}
 }
@@ -360,7 +390,9 @@ func (s *localStop) release(run bool) {
 // already reads Failed (terminal.go): containers that exit before the
 // kubelet has the terminal status make the pod a success. StopWait bounds
 // that wait: an API server slower than that does not hold the node's
-// memory, at the price of that phase.
+// memory. A stop that starts without the status (StopWait passed, the API
+// server away or refusing) kills the containers (stopKill), so that the
+// pod ends Failed all the same, at the price of their grace period.
 //
 // The stop is not cut short when the wait ends first (the kubelet then
 // raced it, and a cancelled CRI call would only leave a container
@@ -373,20 +405,24 @@ func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r decide.Req
 
 // stopWithin is stopBeside for pod's containers with grace seconds.
 func (e *Evicter) stopWithin(ctx context.Context, log *slog.Logger, pod *signals.Pod, grace int64) *localStop {
-	s := &localStop{done: make(chan struct{}), start: make(chan bool, 1)}
+	s := &localStop{done: make(chan struct{}), start: make(chan stopMode, 1)}
 	bound := time.Duration(grace)*time.Second + e.cfg.CleanupTimeout
 	t := e.cfg.Clock.NewTimer(e.cfg.StopWait)
 	go func() {
 		defer close(s.done)
 		select {
-		case run := <-s.start:
+		case m := <-s.start:
 			t.Stop()
-			if !run {
+			switch m {
+			case stopOff:
 				return
+			case stopKill:
+				grace = 0
 			}
 		case <-t.C():
-			s.release(true) // later releases count for nothing
-			log.Debug("the API server has not taken the eviction yet; stopping the pod's containers anyway", "stopWait", e.cfg.StopWait)
+			s.kill() // later releases count for nothing
+			grace = 0
+			log.Debug("the API server has not taken the eviction yet; killing the pod's containers anyway", "stopWait", e.cfg.StopWait)
 		}
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 		defer cancel()
