@@ -37,8 +37,8 @@ import (
 // writes its request as soon as it is connected, and it is answered in
 // microseconds; connections held idle, or fed a byte at a time, are
 // closed by the next one to arrive, the probe's own. Memory stays bounded:
-// probeConns connections, each a goroutine and a 4 KiB buffer, and a
-// request must arrive within probeReadTimeout anyway.
+// probeConns connections at most, each a goroutine and its two 4 KiB
+// buffers, and a request must arrive within probeReadTimeout anyway.
 //
 // What a local attacker can still do: make a probe fail by opening
 // connections faster than evictd accepts them, tens of thousands a
@@ -105,7 +105,7 @@ func NewProbes(addr string, ready func() error, log *slog.Logger) *Server {
 // the server has let it go (its goroutine ends at once, its read or write
 // failing), so that no more than limit goroutines serve at once. Unlike
 // netutil.LimitListener it never leaves a connection waiting in the
-// backlog behind held ones.
+// backlog behind held ones, only for an evicted one's goroutine to end.
 func newestWins(ln net.Listener, limit int) net.Listener {
 	return &newestListener{Listener: ln, slots: make(chan struct{}, limit)}
 }
