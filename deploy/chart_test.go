@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,6 +109,7 @@ func TestChartValues(t *testing.T) {
 			if s := kubeconfigServer(t, objs); s != "https://kubernetes.default.svc" {
 				t.Errorf("kubeconfig server %q", s)
 			}
+			checkProbes(t, ds, "127.0.0.1:9847", 9848)
 		},
 	}, {
 		name:   "own namespace and ServiceAccount",
@@ -171,9 +174,16 @@ monitoring: {service: true, serviceMonitor: true, podMonitor: true, prometheusRu
 		id: identity{"evictd-system", "node-evictd"},
 		check: func(t *testing.T, objs []object) {
 			checkMonitoring(t, objs, 9900)
-			if c := renderedDaemonSet(t, objs).Spec.Template.Spec.Containers[0]; !hasArg(c.Args, "--metrics-bind-address=0.0.0.0:9900") || c.LivenessProbe.HTTPGet.Port.IntValue() != 9900 {
-				t.Errorf("args %q, liveness port %v: want 0.0.0.0:9900", c.Args, c.LivenessProbe.HTTPGet.Port)
-			}
+			// Scrapers on the node's address; the probes still on
+			// their own port on loopback.
+			checkProbes(t, renderedDaemonSet(t, objs), "0.0.0.0:9900", 9848)
+		},
+	}, {
+		name:   "probes' own port",
+		values: "health: {port: 19848}\n",
+		id:     identity{"kube-system", "evictd"},
+		check: func(t *testing.T, objs []object) {
+			checkProbes(t, renderedDaemonSet(t, objs), "127.0.0.1:9847", 19848)
 		},
 	}, {
 		name:   "openshift",
@@ -192,6 +202,34 @@ monitoring: {service: true, serviceMonitor: true, podMonitor: true, prometheusRu
 			checkIdentity(t, objs, tc.id)
 			tc.check(t, objs)
 		})
+	}
+}
+
+// checkProbes checks that evictd serves its metrics on metrics and answers
+// the probes on 127.0.0.1:health (--healthz-bind-address), and that the
+// liveness and readiness probes ask that port there, never the metrics
+// address, whose connections anyone reaching it can hold.
+func checkProbes(t *testing.T, ds *appsv1.DaemonSet, metrics string, health int) {
+	t.Helper()
+	c := ds.Spec.Template.Spec.Containers[0]
+	healthAddr := "127.0.0.1:" + strconv.Itoa(health)
+	for _, a := range []string{"--metrics-bind-address=" + metrics, "--healthz-bind-address=" + healthAddr} {
+		if !hasArg(c.Args, a) {
+			t.Errorf("no arg %s in %q", a, c.Args)
+		}
+	}
+	for _, p := range []struct {
+		name, path string
+		probe      *v1.Probe
+	}{{"liveness", "/healthz", c.LivenessProbe}, {"readiness", "/readyz", c.ReadinessProbe}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("no %s httpGet probe", p.name)
+			continue
+		}
+		g := p.probe.HTTPGet
+		if got := net.JoinHostPort(g.Host, g.Port.String()); got != healthAddr || g.Path != p.path || g.Scheme != "" && g.Scheme != v1.URISchemeHTTP {
+			t.Errorf("%s probe asks %s %s%s, want HTTP %s%s", p.name, g.Scheme, got, g.Path, healthAddr, p.path)
+		}
 	}
 }
 
@@ -405,6 +443,10 @@ func TestChartRejects(t *testing.T) {
 		{"serviceAccount: {name: Evictd}\n", "serviceAccount.name"},
 		{"createNamespace: true\n", "createNamespace"},
 		{"metrics: {port: 0}\n", "metrics.port"},
+		{"health: {port: 0}\n", "health.port 0 is not a port number"},
+		{"health: {port: 70000}\n", "health.port 70000 is not a port number"},
+		{"health: {port: 9847}\n", "health.port 9847 is metrics.port"},
+		{"metrics: {port: 9848}\n", "health.port 9848 is metrics.port"},
 		{"monitoring: {serviceMonitor: true}\n", "monitoring.service"},
 		{"monitoring: {service: true}\n", "metrics.host"},
 		{"runtime: {dirs: [{name: x, path: relative}]}\n", "runtime.dirs[0].path"},

@@ -7,13 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,22 +59,26 @@ const (
 // the binary under test and imported into the node's containerd, on a real
 // node: the kubelet runs it with its projected token, it evicts a memory
 // hog on a hard threshold (its containers stopped through the runtime from
-// inside the pod) and is never its own victim; its pod deleted, the
+// inside the pod) and is never its own victim; whoever holds every
+// connection of its metrics port for longer than the liveness probe's
+// failureThreshold × periodSeconds neither restarts it nor makes it
+// unready, the probes asking a port of their own; its pod deleted, the
 // DaemonSet's next pod takes over and evicts the next hog. With default
 // values the chart renders deploy/*.yaml (deploy's TestManifestsCurrent).
 //
 // The values are the chart's but for what differs on the test node, as an
 // operator would set them: the image, the API server's address, the
-// kubelet's, pod logs' and containerd's paths, the metrics port, and the
-// test node's cgroup root, allocatable settings and threshold.
+// kubelet's, pod logs' and containerd's paths, the metrics and probes'
+// ports, and the test node's cgroup root, allocatable settings and
+// threshold.
 func TestDaemonSetNode(t *testing.T) {
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-daemonset"})
 	importEvictdImage(t, n)
-	ports, err := testcluster.FreePorts(1)
+	ports, err := testcluster.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := renderChart(t, n, ports[0],
+	objs := renderChart(t, n, ports[0], ports[1],
 		"--eviction-hard=memory.available<500Mi",
 		"--eviction-pressure-transition-period=5s")
 	var (
@@ -143,6 +151,7 @@ func TestDaemonSetNode(t *testing.T) {
 		_, err := c.CoordinationV1().Leases(dsNamespace).Get(ctx, "evictd-"+n.Name(), metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
+	holdMetricsSlots(t, n, ds, first, ports[0])
 
 	// The pod deleted (a rollout, a drain, a crash): the DaemonSet's next
 	// pod takes over.
@@ -158,6 +167,119 @@ func TestDaemonSetNode(t *testing.T) {
 		}
 	}
 	cleanPods(t, n)
+}
+
+// metricsSlots is how many connections evictd serves at once on its
+// metrics address (internal/server's maxConns); more wait in the backlog.
+const metricsSlots = 64
+
+// holdMetricsSlots holds every connection slot of evictd's metrics address
+// with idle clients, and as many more in its backlog, for two liveness
+// periods longer than the kubelet takes to restart a container whose
+// liveness probe fails (failureThreshold × periodSeconds), and checks
+// meanwhile that evictd's pod stays Ready and its container is never
+// restarted, and that the kubelet saw no probe fail: its probes ask the
+// probes' own port (--healthz-bind-address). That the slots are held is
+// checked too: a probe of the metrics address misses the kubelet's
+// timeout.
+func holdMetricsSlots(t *testing.T, n *testnode.Node, ds *appsv1.DaemonSet, pod *v1.Pod, metricsPort int) {
+	t.Helper()
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(metricsPort)
+	live := ds.Spec.Template.Spec.Containers[0].LivenessProbe
+	if live == nil || live.HTTPGet == nil {
+		t.Fatal("the chart's DaemonSet has no httpGet liveness probe")
+	}
+	if p := live.HTTPGet.Port.IntValue(); p == metricsPort {
+		t.Errorf("the liveness probe asks the metrics port %d", p)
+	}
+	// The kubelet's defaults where the chart sets none.
+	period, threshold := live.PeriodSeconds, live.FailureThreshold
+	if period == 0 {
+		period = 10
+	}
+	if threshold == 0 {
+		threshold = 3
+	}
+	holdFor := time.Duration(period*(threshold+2)) * time.Second
+	unhealthyBefore := unhealthy(t, n, pod)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range 2 * metricsSlots {
+		wg.Go(func() { holdIdle(ctx, metricsAddr) })
+	}
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	heldSince := time.Now()
+	t.Logf("holding %d connections to evictd's metrics address %s for %s (liveness: every %d s, %d failures)",
+		2*metricsSlots, metricsAddr, holdFor, period, threshold)
+
+	probed := false
+	for time.Since(heldSince) < holdFor {
+		if !probed && time.Since(heldSince) > 2*time.Second {
+			probed = true
+			c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			if resp, err := c.Get("http://" + metricsAddr + "/healthz"); err == nil {
+				resp.Body.Close()
+				t.Errorf("/healthz on the metrics address answered %d with its slots held: the slots were not held, nothing was tested", resp.StatusCode)
+			}
+		}
+		p, err := n.Admin().CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("evictd's pod %s: %v", pod.Name, err)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				t.Fatalf("after %s with the metrics slots held: evictd's container %s restarted %d times (%s)", time.Since(heldSince).Round(time.Second), cs.Name, cs.RestartCount, podSummary(p))
+			}
+		}
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || c.Type == v1.PodReady && c.Status == v1.ConditionTrue
+		}
+		if !ready {
+			t.Fatalf("after %s with the metrics slots held: evictd's pod is not Ready (%s)", time.Since(heldSince).Round(time.Second), podSummary(p))
+		}
+		time.Sleep(time.Second)
+	}
+	if k := unhealthy(t, n, pod); k > unhealthyBefore {
+		for _, e := range events(t, n, pod.Namespace, "Pod", pod.Name, "Unhealthy") {
+			t.Logf("Unhealthy: %s (count %d, last %s)", e.Message, e.Count, e.LastTimestamp)
+		}
+		t.Errorf("the kubelet's probes of evictd's pod failed while the metrics slots were held: %d Unhealthy events, %d before", k, unhealthyBefore)
+	}
+}
+
+// unhealthy counts the kubelet's Unhealthy events on the pod (a probe
+// failed), their Count added up.
+func unhealthy(t *testing.T, n *testnode.Node, pod *v1.Pod) int {
+	total := 0
+	for _, e := range events(t, n, pod.Namespace, "Pod", pod.Name, "Unhealthy") {
+		total += max(int(e.Count), 1)
+	}
+	return total
+}
+
+// holdIdle keeps a connection to addr open and idle until ctx ends: when
+// the server closes it (after its 5 s for a request), it dials again.
+func holdIdle(ctx context.Context, addr string) {
+	var d net.Dialer
+	for ctx.Err() == nil {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		stop := context.AfterFunc(ctx, func() { c.Close() })
+		_, _ = io.Copy(io.Discard, c)
+		stop()
+		c.Close()
+	}
 }
 
 // evictHog starts a BestEffort pod that allocates past the hard threshold
@@ -231,10 +353,10 @@ func importEvictdImage(t *testing.T, n *testnode.Node) {
 
 // renderChart renders evictd's chart with the real helm for node n: in
 // dsNamespace as dsAccount, the test's image, the node's paths, the
-// metrics on loopback at port, and evictd's flags of the test node
-// (testnode.EvictdFlags) but those the chart sets, then args. It returns
-// the objects rendered.
-func renderChart(t *testing.T, n *testnode.Node, port int, args ...string) []*unstructured.Unstructured {
+// metrics on loopback at port and the probes' own at healthPort, and
+// evictd's flags of the test node (testnode.EvictdFlags) but those the
+// chart sets, then args. It returns the objects rendered.
+func renderChart(t *testing.T, n *testnode.Node, port, healthPort int, args ...string) []*unstructured.Unstructured {
 	t.Helper()
 	helm, err := testcluster.Binary("helm")
 	if err != nil {
@@ -268,6 +390,7 @@ func renderChart(t *testing.T, n *testnode.Node, port int, args ...string) []*un
 			},
 		},
 		"metrics":   map[string]any{"host": "127.0.0.1", "port": port},
+		"health":    map[string]any{"port": healthPort},
 		"extraArgs": append(extra, args...),
 	}
 	data, err := yaml.Marshal(values)

@@ -59,6 +59,7 @@ type Agent struct {
 	wakeups  *wakeup.Memory // nil when the memory cgroups cannot be found
 	loop     *manager.Manager
 	srv      *server.Server
+	probes   *server.Server // nil without --healthz-bind-address
 	layout   signals.FsLayout
 	redialed bool // the runtime was not reachable at start: Run retries it
 	// awaited is the optional kubeconfig that did not exist at start
@@ -250,8 +251,16 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 				"socket", ln.Addr().String(), "metricsBindAddress", cfg.MetricsBindAddress)
 		}
 	}
+	if cfg.HealthzBindAddress != "" {
+		// The kubelet's probes, on a listener that connections to the
+		// metrics address cannot crowd out (server.NewProbes). Never the
+		// socket systemd passes: under systemd the watchdog, not a probe,
+		// tells whether evictd is alive.
+		a.probes = server.NewProbes(cfg.HealthzBindAddress, a.loop.Ready, log)
+	}
 	log.Info("evictd starting", "version", opts.Version, "commit", opts.Commit, "thresholds", len(a.loop.Thresholds()), "layout", layout.String(),
-		"housekeepingInterval", cfg.HousekeepingInterval, "maxEvictionsPerHour", cfg.MaxEvictionsPerHour, "metrics", cfg.MetricsBindAddress)
+		"housekeepingInterval", cfg.HousekeepingInterval, "maxEvictionsPerHour", cfg.MaxEvictionsPerHour, "metrics", cfg.MetricsBindAddress,
+		"healthz", cfg.HealthzBindAddress)
 	return nil
 }
 
@@ -286,10 +295,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.kube.start(ctx, g, a.log)
 		g.Go(func() error { return a.kube.forwardRelists(ctx, a.loop.Wake) })
 	}
-	// The server retries a port that is taken in the background and does
+	// The servers retry a port that is taken in the background and do
 	// not return meanwhile: a local user who binds it first must not stop
 	// the loop, nor the watchdog, which is fed from the loop's readiness.
 	g.Go(func() error { return a.srv.Run(ctx) })
+	if a.probes != nil {
+		g.Go(func() error { return a.probes.Run(ctx) })
+	}
 	g.Go(func() error { return a.loop.Run(ctx) })
 	g.Go(func() error { return systemd.Watchdog(ctx, func() bool { return a.loop.Ready() == nil }, a.log) })
 	if a.wakeups != nil {

@@ -43,7 +43,8 @@ func configFor(t *testing.T, args ...string) *config.Config {
 // own process, with no container runtime at its endpoint, runs it until
 // its first pass has observed the node's memory and served /status, and
 // stops it by cancelling the context: Run returns nil and every part has
-// ended.
+// ended. Its endpoints are served on a listener passed to it, as systemd
+// passes one; its probes' own (--healthz-bind-address) it binds itself.
 func TestAgentInProcess(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,6 +54,7 @@ func TestAgentInProcess(t *testing.T) {
 	cfg := configFor(t,
 		"--root-dir", t.TempDir(),
 		"--metrics-bind-address", addr,
+		"--healthz-bind-address", "127.0.0.1:0",
 		"--container-runtime-endpoint", "unix://"+filepath.Join(t.TempDir(), "none.sock"),
 		"--housekeeping-interval", "200ms",
 	)
@@ -84,6 +86,19 @@ func TestAgentInProcess(t *testing.T) {
 	}
 	if !hasObservation(st, signals.MemoryAvailable) {
 		t.Errorf("the first pass observed no %s: %+v", signals.MemoryAvailable, st.Observations)
+	}
+	// After a pass, ready on the probes' address, which serves nothing
+	// else.
+	for strings.HasSuffix(a.probes.Addr(), ":0") {
+		if time.Now().After(deadline) {
+			t.Fatal("the probes' address not bound in time")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ok\n", "/status": "404 page not found\n"} {
+		if body, err := get("http://" + a.probes.Addr() + path); err != nil || body != want {
+			t.Errorf("GET %s on the probes' address: got %q, %v, want %q", path, body, err, want)
+		}
 	}
 	cancel()
 	select {

@@ -48,6 +48,7 @@ func TestDefaults(t *testing.T) {
 		{"HousekeepingInterval", c.HousekeepingInterval, 10 * time.Second},
 		{"DryRun", c.DryRun, false},
 		{"MetricsBindAddress", c.MetricsBindAddress, "127.0.0.1:9847"},
+		{"HealthzBindAddress", c.HealthzBindAddress, ""},
 		{"ImageFSPath", c.ImageFSPath, ""},
 		{"ProcRoot", c.ProcRoot, "/proc"},
 		{"CgroupMount", c.CgroupMount, "/sys/fs/cgroup"},
@@ -220,6 +221,16 @@ func TestFlagSyntax(t *testing.T) {
 			`--metrics-bind-address: invalid value "127.0.0.1:http": port "http" is not a number from 0 to 65535`},
 		{"metrics-bind-address port too big", []string{"--metrics-bind-address=127.0.0.1:70000"}, nil, nil,
 			`--metrics-bind-address: invalid value "127.0.0.1:70000": port "70000" is not a number from 0 to 65535`},
+		{"healthz-bind-address", []string{"--healthz-bind-address=127.0.0.1:9848"},
+			func(c *Config) any { return c.HealthzBindAddress }, "127.0.0.1:9848", ""},
+		{"healthz-bind-address port 0 beside metrics port 0", []string{"--metrics-bind-address=127.0.0.1:0", "--healthz-bind-address=127.0.0.1:0"},
+			func(c *Config) any { return c.HealthzBindAddress }, "127.0.0.1:0", ""},
+		{"healthz-bind-address no port", []string{"--healthz-bind-address=127.0.0.1"}, nil, nil,
+			`--healthz-bind-address: invalid value "127.0.0.1": want host:port: address 127.0.0.1: missing port in address`},
+		{"healthz-bind-address port too big", []string{"--healthz-bind-address=127.0.0.1:98480"}, nil, nil,
+			`--healthz-bind-address: invalid value "127.0.0.1:98480": port "98480" is not a number from 0 to 65535`},
+		{"healthz-bind-address the metrics port", []string{"--healthz-bind-address=[::1]:9847"}, nil, nil,
+			`--healthz-bind-address: invalid value "[::1]:9847": port 9847 is --metrics-bind-address's: the probes need a port of their own`},
 		{"trusted-daemonset-namespaces default", nil,
 			func(c *Config) any { return c.TrustedDaemonSetNamespaces }, []string{"kube-system"}, ""},
 		{"trusted-daemonset-namespaces", []string{"--trusted-daemonset-namespaces=kube-system,monitoring"},
@@ -353,8 +364,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 60 {
-		t.Errorf("got %d flags, want 60", n)
+	if n != 61 {
+		t.Errorf("got %d flags, want 61", n)
 	}
 }
 

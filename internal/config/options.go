@@ -115,6 +115,7 @@ type Options struct {
 	localKillAfter       time.Duration
 	stopWait             time.Duration
 	metricsBindAddress   string
+	healthzBindAddress   string
 	metricsTLSCert       string
 	metricsTLSKey        string
 	metricsTokenFile     string
@@ -255,6 +256,9 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", defaultMetricsBindAddress,
 		"host:port to serve /metrics, /healthz, /readyz and /status on; an empty host means all interfaces. "+
 			"Beyond loopback, guard it with --metrics-tls-cert-file and --metrics-bearer-token-file or --metrics-delegated-auth.")
+	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "",
+		"host:port to answer the kubelet's liveness and readiness probes on: /healthz and /readyz alone, plain HTTP, on a listener of their own that connections to --metrics-bind-address cannot crowd out "+
+			"(the DaemonSet's probes ask 127.0.0.1:9848); its port must differ from --metrics-bind-address's. /healthz and /readyz are served on --metrics-bind-address too. (default none: no listener of their own)")
 	fs.StringVar(&o.metricsTLSCert, "metrics-tls-cert-file", "",
 		"Path of the PEM certificate (chain) to serve /metrics and the other endpoints over TLS with; needs --metrics-tls-private-key-file. (default none: plain HTTP)")
 	fs.StringVar(&o.metricsTLSKey, "metrics-tls-private-key-file", "",

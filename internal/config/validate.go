@@ -110,6 +110,10 @@ type Config struct {
 	HardEvictionLocalStop bool
 	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
 	MetricsBindAddress string
+	// HealthzBindAddress is host:port for /healthz and /readyz alone, the
+	// probes' own listener; its port is not MetricsBindAddress's. Default
+	// "": none, the probes ask MetricsBindAddress.
+	HealthzBindAddress string
 	// MetricsTLSCertFile and MetricsTLSPrivateKeyFile, both or neither,
 	// make the endpoints serve TLS; the key file is mode 0600 or
 	// stricter (secretfile.Check). Default none.
@@ -210,6 +214,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		DryRun:                     o.dryRun,
 		HardEvictionLocalStop:      o.localStop,
 		MetricsBindAddress:         o.metricsBindAddress,
+		HealthzBindAddress:         o.healthzBindAddress,
 		ImageFSPath:                o.imageFSPath,
 		PodLogsDir:                 o.podLogsDir,
 		MaxEvictionsPerHour:        o.maxEvictionsPerHour,
@@ -294,6 +299,13 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 
 	if err := checkHostPort(o.metricsBindAddress); err != nil {
 		bad("metrics-bind-address", o.metricsBindAddress, err.Error())
+	}
+	if o.healthzBindAddress != "" {
+		if err := checkHostPort(o.healthzBindAddress); err != nil {
+			bad("healthz-bind-address", o.healthzBindAddress, err.Error())
+		} else if port, ok := samePort(o.healthzBindAddress, o.metricsBindAddress); ok {
+			bad("healthz-bind-address", o.healthzBindAddress, fmt.Sprintf("port %s is %s's: the probes need a port of their own", port, src("metrics-bind-address")))
+		}
 	}
 	o.checkMetricsAccess(c, src, bad, func(err error) { errs = append(errs, err) })
 	if c.LogLevel, err = parseLogLevel(o.logLevel); err != nil {
@@ -439,6 +451,17 @@ func checkHostPort(addr string) error {
 		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
 	}
 	return nil
+}
+
+// samePort returns the port a and b (both host:port) share, unless it is
+// 0 (a free port each) or they do not parse.
+func samePort(a, b string) (string, bool) {
+	_, pa, errA := net.SplitHostPort(a)
+	_, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return "", false
+	}
+	return pa, true
 }
 
 func parseLogLevel(s string) (slog.Level, error) {

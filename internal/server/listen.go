@@ -9,15 +9,16 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// maxConns bounds the connections served at once. Prometheus scrapes and
-// probes need a few; more wait in the kernel's listen backlog, costing
-// evictd no goroutine or buffer, until a served one closes. Without the
-// bound, ten thousand idle connections would push evictd past its unit's
-// MemoryMax.
+// maxConns bounds the connections New's server serves at once. Prometheus
+// scrapes and probes need a few; more wait in the kernel's listen backlog,
+// costing evictd no goroutine or buffer, until a served one closes.
+// Without the bound, ten thousand idle connections would push evictd past
+// its unit's MemoryMax. Whoever reaches the port can hold all 64 with idle
+// connections, and a probe then waits behind them: the kubelet's probes
+// ask NewProbes' address instead (probes.go), which these cannot crowd out.
 const maxConns = 64
 
 // defaultRetry is the schedule of listen attempts while the address cannot
@@ -39,18 +40,19 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return s.listenError(err)
 	}
-	s.ln = netutil.LimitListener(ln, maxConns)
+	s.ln = s.hold(ln)
 	return nil
 }
 
 // UseListener makes the server serve on ln, a socket already listening
 // (the one systemd passes by socket activation), instead of binding its
-// address: Run neither binds nor retries. ln is still limited to maxConns
-// connections. Call it before Run.
+// address: Run neither binds nor retries. ln is still bounded as a bound
+// address would be (maxConns connections for New's server). Call it
+// before Run.
 func (s *Server) UseListener(ln net.Listener) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ln = netutil.LimitListener(ln, maxConns)
+	s.ln = s.hold(ln)
 	s.passed = true
 }
 
@@ -112,7 +114,7 @@ func (s *Server) listenRetrying(ctx context.Context) (net.Listener, int, error) 
 }
 
 func (s *Server) listenError(err error) error {
-	return fmt.Errorf("listen on %s for metrics and health endpoints: %w", s.addr, err)
+	return fmt.Errorf("listen on %s for %s: %w", s.addr, s.purpose, err)
 }
 
 // checkAddr refuses an address no retry can bind: one that is not

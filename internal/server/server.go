@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 )
@@ -36,11 +37,19 @@ const (
 	shutdownTimeout = 5 * time.Second
 )
 
-// Server serves /metrics, /healthz, /readyz and /status on one address.
+// Server serves evictd's endpoints on one address: New's /metrics,
+// /healthz, /readyz and /status, or NewProbes' /healthz and /readyz alone.
 type Server struct {
 	addr string
 	log  *slog.Logger
 	srv  *http.Server
+
+	// serves names the endpoints in the log, purpose in listen errors;
+	// hold bounds the connections of the listener bound or passed, to
+	// conns at once.
+	serves, purpose string
+	hold            func(net.Listener) net.Listener
+	conns           int
 
 	tokenSum *reloading[[]byte] // SHA-256 of the bearer token /metrics and /status ask for; nil: none
 	delegate *delegate          // the API server's reviews of other tokens; nil: none
@@ -51,7 +60,7 @@ type Server struct {
 	clock clock.Clock
 
 	mu     sync.Mutex
-	ln     net.Listener // bound and limited to maxConns connections; nil: not yet
+	ln     net.Listener // bound (or passed) and wrapped by hold; nil: not yet
 	passed bool         // ln came from UseListener, not from binding addr
 }
 
@@ -64,24 +73,20 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{addr: addr, log: log.With("component", "http"), retry: defaultRetry, clock: clock.RealClock{}}
+	s := &Server{
+		addr: addr, log: log.With("component", "http"), retry: defaultRetry, clock: clock.RealClock{},
+		serves: "/metrics, /healthz, /readyz, /status", purpose: "metrics and health endpoints",
+		hold:  func(ln net.Listener) net.Listener { return netutil.LimitListener(ln, maxConns) },
+		conns: maxConns,
+	}
 
 	mux := http.NewServeMux()
 	if reg != nil {
 		mux.Handle("GET /metrics", s.guard(promhttp.InstrumentMetricHandler(reg, s.metricsHandler(reg))))
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeText(w, http.StatusOK, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if ready != nil {
-			if err := ready(); err != nil {
-				writeText(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
-				return
-			}
-		}
-		writeText(w, http.StatusOK, "ok")
-	})
+	// Also here, not only on NewProbes' address: scrapers and probes
+	// configured before there was one ask this address.
+	handleHealth(mux, ready)
 	mux.Handle("GET /status", s.guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if status == nil {
 			writeText(w, http.StatusNotFound, "no status available")
@@ -138,8 +143,8 @@ func (s *Server) Run(ctx context.Context) error {
 	} else {
 		go func() { serveErr <- s.srv.Serve(ln) }()
 	}
-	s.log.Info("serving /metrics, /healthz, /readyz, /status", "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil, "delegatedAuth", s.delegate != nil,
-		"maxConnections", maxConns, "socketActivated", passed, "listenAttempts", attempts)
+	s.log.Info("serving "+s.serves, "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil, "delegatedAuth", s.delegate != nil,
+		"maxConnections", s.conns, "socketActivated", passed, "listenAttempts", attempts)
 
 	select {
 	case err := <-serveErr:
@@ -162,6 +167,24 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Info("http server stopped", "addr", addr)
 	return nil
+}
+
+// handleHealth answers GET /healthz with 200 while evictd runs, and GET
+// /readyz with 200 while ready() (nil: always) returns nil, else 503 with
+// its error.
+func handleHealth(mux *http.ServeMux, ready func() error) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeText(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil {
+			if err := ready(); err != nil {
+				writeText(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+				return
+			}
+		}
+		writeText(w, http.StatusOK, "ok")
+	})
 }
 
 // writeText writes a plain-text body with its status code.

@@ -29,6 +29,18 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The address of the probes' own listener: loopback, on a port of its own. */}}
+{{- define "evictd.healthAddress" -}}
+{{- $port := int .Values.health.port -}}
+{{- if or (lt $port 1) (gt $port 65535) -}}
+{{- fail (printf "values: health.port %v is not a port number" .Values.health.port) -}}
+{{- end -}}
+{{- if eq $port (int .Values.metrics.port) -}}
+{{- fail (printf "values: health.port %d is metrics.port: the probes need a port of their own" $port) -}}
+{{- end -}}
+{{- printf "127.0.0.1:%d" $port -}}
+{{- end -}}
+
 {{/* Whether anything outside the node scrapes evictd. */}}
 {{- define "evictd.scraped" -}}
 {{- if or .Values.monitoring.service .Values.monitoring.serviceMonitor .Values.monitoring.podMonitor -}}
