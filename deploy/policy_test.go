@@ -38,6 +38,7 @@ const (
 type policyEnv struct {
 	admin kubernetes.Interface
 	onA   kubernetes.Interface // evictd's ServiceAccount, token bound to node A
+	cfgA  *rest.Config         // onA's configuration, for evictd's own clients
 	asA   kubernetes.Interface // the same token acting as node A (system:node:node-a), as evictd reads, evicts and deletes pods
 	asB   kubernetes.Interface // the same token trying to act as node B
 }
@@ -53,9 +54,15 @@ var plainIdentity = identity{"kube-system", "evictd"}
 // newPolicyEnvAs is newPolicyEnv with evictd's ServiceAccount id: the
 // plain files of deploy/ for plainIdentity, else the chart rendered for id
 // and applied server-side.
+//
+// The API server runs with DRANodeAllocatableResources, the one feature
+// gate of v1.36 that is off by default and adds a field to the pod status
+// (nodeAllocatableResourceClaimStatuses): without it the server drops the
+// field before admission, and TestPolicyByExclusion could not show the
+// policy refusing it.
 func newPolicyEnvAs(t *testing.T, id identity) (*testcluster.Cluster, *policyEnv) {
 	t.Helper()
-	c := testcluster.StartForTest(t, testcluster.Options{})
+	c := testcluster.StartForTest(t, testcluster.Options{APIServerFlags: []string{"--feature-gates=DRANodeAllocatableResources=true"}})
 	ctx := t.Context()
 	admin, err := kubernetes.NewForConfig(c.AdminConfig())
 	if err != nil {
@@ -107,7 +114,7 @@ func newPolicyEnvAs(t *testing.T, id identity) (*testcluster.Cluster, *policyEnv
 		}
 		return client
 	}
-	e := &policyEnv{admin: admin, onA: onA, asA: asNode(nodeA), asB: asNode(nodeB)}
+	e := &policyEnv{admin: admin, onA: onA, cfgA: c.TokenConfig(token), asA: asNode(nodeA), asB: asNode(nodeB)}
 	e.waitPolicy(t)
 	return c, e
 }
@@ -143,6 +150,13 @@ func conditionPatch(typ string) []byte {
 // for the API server).
 func (e *policyEnv) pod(t *testing.T, name, node string) *v1.Pod {
 	t.Helper()
+	return e.podWith(t, name, node, nil)
+}
+
+// podWith is pod with change, unless nil, made to the pod before it is
+// created.
+func (e *policyEnv) podWith(t *testing.T, name, node string, change func(*v1.Pod)) *v1.Pod {
+	t.Helper()
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: v1.PodSpec{
@@ -150,6 +164,9 @@ func (e *policyEnv) pod(t *testing.T, name, node string) *v1.Pod {
 			AutomountServiceAccountToken: new(false),
 			Containers:                   []v1.Container{{Name: "c", Image: "example.invalid/none"}},
 		},
+	}
+	if change != nil {
+		change(p)
 	}
 	p, err := e.admin.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
 	if err != nil {
@@ -170,8 +187,9 @@ func terminalPatch(phase, reason, dtReason, annotation string) []byte {
 		`"conditions":[{"type":"DisruptionTarget","status":"True","reason":%q,"message":"written by the test"}]}}`, meta, phase, reason, dtReason)
 }
 
-func disruptionPatch() []byte {
-	return []byte(`{"status":{"conditions":[{"type":"DisruptionTarget","status":"True","reason":"TerminationByKubelet","message":"written by the test"}]}}`)
+// disruptionPatch sets a pod's DisruptionTarget condition with reason.
+func disruptionPatch(reason string) []byte {
+	return fmt.Appendf(nil, `{"status":{"conditions":[{"type":"DisruptionTarget","status":"True","reason":%q,"message":"written by the test"}]}}`, reason)
 }
 
 // updateNode changes node through client with change as evictd writes
@@ -263,7 +281,7 @@ func testPolicyOwnNodeOnly(t *testing.T, id identity) {
 		}},
 		{"taint on node B", func() error { return setTaint(ctx, e.onA, nodeB, "evictd.io/memory-pressure") }},
 		{"status patch of a pod on node B", func() error {
-			_, err := pods.Patch(ctx, b1.Name, types.StrategicMergePatchType, disruptionPatch(), metav1.PatchOptions{}, "status")
+			_, err := pods.Patch(ctx, b1.Name, types.StrategicMergePatchType, disruptionPatch(decide.DisruptionTargetReason), metav1.PatchOptions{}, "status")
 			return err
 		}},
 		{"event from node B", func() error {
@@ -318,6 +336,10 @@ func testPolicyOwnNodeOnly(t *testing.T, id identity) {
 		{"another condition of a pod on node A", func() error {
 			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType,
 				[]byte(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Test"}]}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"another writer's DisruptionTarget condition on a pod on node A", func() error {
+			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, disruptionPatch("TerminationByKubelet"), metav1.PatchOptions{}, "status")
 			return err
 		}},
 		{"phase of a pod on node A", func() error {
@@ -421,7 +443,7 @@ func testPolicyOwnNodeOnly(t *testing.T, id identity) {
 		}},
 		{"taint on node A", func() error { return setTaint(ctx, e.onA, nodeA, "evictd.io/memory-pressure") }},
 		{"status patch of a pod on node A", func() error {
-			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, disruptionPatch(), metav1.PatchOptions{}, "status")
+			_, err := pods.Patch(ctx, a1.Name, types.StrategicMergePatchType, disruptionPatch(decide.DisruptionTargetReason), metav1.PatchOptions{}, "status")
 			return err
 		}},
 		{"terminal status of an eviction on a pod on node A", func() error {
