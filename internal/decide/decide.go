@@ -174,11 +174,17 @@ func (d *Decider) Decide(now time.Time, obs signals.Observations, pods []signals
 // threshold met but not actionable (waiting for its grace period, stale,
 // held for its minimum reclaim) ranks no pod, so it needs no more.
 func (d *Decider) Needs(ev thresholds.Evaluation) signals.PodStatsKinds {
-	k := signals.PodDisk
-	if len(ev.Actionable) > 0 {
-		k |= ranking.StatsFor(ev.Actionable[0].Signal, d.cfg.Layout)
+	return signals.PodDisk | d.RankNeeds(ev)
+}
+
+// RankNeeds is the part of Needs that ranks pods for ev's first
+// actionable threshold, none when no threshold is actionable: a pod
+// without those ranks as a pod without stats.
+func (d *Decider) RankNeeds(ev thresholds.Evaluation) signals.PodStatsKinds {
+	if len(ev.Actionable) == 0 {
+		return 0
 	}
-	return k
+	return ranking.StatsFor(ev.Actionable[0].Signal, d.cfg.Layout)
 }
 
 // DecideEvaluated is Decide on ev, the evaluation Evaluate returned for

@@ -200,7 +200,8 @@ const actedMemory = time.Hour
 
 // leaveOutActedWithoutStats drops from pods those evictd has stopped
 // through the runtime (an eviction owed while the API server was away) or
-// seen go, for which stats has nothing of what the pass reads: their containers and cgroups are
+// seen go, for which stats has none of the figures that rank pods for the
+// pass's threshold (kinds, Decider.RankNeeds): their containers and cgroups are
 // gone, so evicting them again frees nothing, and without stats they would
 // rank first (as pods just started do). After an outage the pod source's
 // cache can list such a pod for a minute or more, and a hog growing beside

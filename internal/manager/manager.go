@@ -266,7 +266,7 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	if len(pods) > 0 {
 		stats, statsErr = m.deps.Stats.PodStats(ctx, start, pods, kinds)
 	}
-	pods = m.leaveOutActedWithoutStats(pods, stats, kinds, start)
+	pods = m.leaveOutActedWithoutStats(pods, stats, m.decider.RankNeeds(ev), start)
 	last := m.lastStatsErr[kinds]
 	m.warnOnChange(&last, statsErr, "some pod stats could not be read; those pods rank first")
 	m.lastStatsErr[kinds] = last

@@ -710,7 +710,12 @@ func TestLoopActedPodWithoutStats(t *testing.T) {
 	}
 	h.next("wake")
 	h.ev.errFor = nil
-	stats.set(fixedStats{"u-calm": defaultStats()["u-calm"]})
+	// Its disk stats are kept (the disk cache keeps a finished pod's),
+	// its memory is gone with its cgroup.
+	stats.set(fixedStats{
+		"u-calm": defaultStats()["u-calm"],
+		"u-hog":  {UID: "u-hog", Time: t0, Containers: []signals.ContainerStats{{Name: "app", Logs: &signals.FsUsage{Bytes: mi, Inodes: 1}}}},
+	})
 	if st := h.tick(); st.Result != "evicted default/calm" {
 		t.Errorf("result with the stopped hog listed without stats: got %q, want the next pod evicted", st.Result)
 	}
