@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -84,19 +85,26 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	// The tables write a cell at a time: buffered, and flushed at the
+	// end of each step, a step is a few writes instead of one per cell.
+	w := bufio.NewWriter(stdout)
 	for _, note := range cfg.Notes {
-		fmt.Fprintf(stdout, "note: %s\n", note)
+		fmt.Fprintf(w, "note: %s\n", note)
 	}
 	if slices.ContainsFunc(sc.Steps, func(s snapshot.Step) bool { return s.HugePages > 0 }) {
-		fmt.Fprintf(stdout, "note: the snapshot has hugepages; %s\n", cfg.MemoryAvailableSemantics())
+		fmt.Fprintf(w, "note: the snapshot has hugepages; %s\n", cfg.MemoryAvailableSemantics())
 	}
 	for i, step := range sc.Steps {
 		if i > 0 {
-			fmt.Fprintln(stdout)
+			fmt.Fprintln(w)
 		}
 		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
 		dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
-		newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds()).write(stdout)
+		newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds()).write(w)
+		if err := w.Flush(); err != nil {
+			fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
+			return 1
+		}
 	}
 	return 0
 }
