@@ -100,7 +100,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 		if resp.StatusCode == http.StatusUnauthorized {
 			hint = " (give the agent's token with --metrics-bearer-token-file)"
 		}
-		fmt.Fprintf(stderr, "evictd status: %s answered %s: %s%s\n", url, resp.Status, bytes.TrimSpace(body), hint)
+		textf(stderr, "evictd status: %s answered %s: %s%s\n", url, resp.Status, bytes.TrimSpace(body), hint)
 		return 1
 	}
 	if *output == "json" {
@@ -163,13 +163,13 @@ func writeStatus(w io.Writer, st *manager.Status, now time.Time) error {
 	if st.DryRun {
 		head += ", dry run: nothing is acted on"
 	}
-	fmt.Fprintln(w, head)
+	textf(w, "%s\n", head)
 	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SIGNAL\tAVAILABLE\tCAPACITY\tTHRESHOLD\tKIND\tSTATE")
 	for _, r := range statusRows(st) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.signal, r.available, r.capacity, r.threshold, r.kind, r.state)
+		textf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.signal, r.available, r.capacity, r.threshold, r.kind, r.state)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -177,27 +177,27 @@ func writeStatus(w io.Writer, st *manager.Status, now time.Time) error {
 	fmt.Fprintln(w)
 
 	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	fmt.Fprintf(tw, "pressure:\t%s\n", pressures(st.Pressures))
+	textf(tw, "pressure:\t%s\n", pressures(st.Pressures))
 	dec := st.Decision
-	fmt.Fprintf(tw, "decision:\t%s: %s\n", dec.Outcome, dec.Reason)
+	textf(tw, "decision:\t%s: %s\n", dec.Outcome, dec.Reason)
 	if dec.Pod != nil {
 		kind := "soft"
 		if dec.Hard {
 			kind = "hard"
 		}
-		fmt.Fprintf(tw, "\tevict %s for %s (%s, grace period %ds)\n", dec.Pod.Ref(), dec.Signal, kind, dec.GracePeriod)
+		textf(tw, "\tevict %s for %s (%s, grace period %ds)\n", dec.Pod.Ref(), dec.Signal, kind, dec.GracePeriod)
 	}
 	for _, v := range dec.LocalStorage {
 		ref := "?"
 		if v.Pod != nil {
 			ref = v.Pod.Ref()
 		}
-		fmt.Fprintf(tw, "\tevict %s: %s %s used, limit %s\n", ref, v.Signal, human(v.Usage, signals.ResourceEphemeralStorage), human(v.Limit, signals.ResourceEphemeralStorage))
+		textf(tw, "\tevict %s: %s %s used, limit %s\n", ref, v.Signal, human(v.Usage, signals.ResourceEphemeralStorage), human(v.Limit, signals.ResourceEphemeralStorage))
 	}
 	if st.Result != "" {
-		fmt.Fprintf(tw, "result:\t%s\n", st.Result)
+		textf(tw, "result:\t%s\n", st.Result)
 	}
-	fmt.Fprintf(tw, "evictions:\t%s\n", evictions(st.Limits))
+	textf(tw, "evictions:\t%s\n", evictions(st.Limits))
 	for i, f := range st.InFlight {
 		label := ""
 		if i == 0 {
@@ -207,7 +207,7 @@ func writeStatus(w io.Writer, st *manager.Status, now time.Time) error {
 		if f.Overdue {
 			state = "terminating since " + f.DeletionTimestamp.UTC().Format(time.RFC3339) + ", overdue"
 		}
-		fmt.Fprintf(tw, "%s\t%s %s\n", label, f.Pod, state)
+		textf(tw, "%s\t%s %s\n", label, f.Pod, state)
 	}
 	return tw.Flush()
 }
