@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,7 +24,7 @@ import (
 )
 
 const statusHelp = `Usage: evictd status [-o text|json] [--metrics-bind-address ADDR]
-                     [--metrics-ca-file FILE | --tls] [--metrics-bearer-token-file FILE]
+                     [--metrics-ca-file FILE | --tls] [--metrics-bearer-token-file FILE] [--agent-user USER]
 
 Ask a running agent for its last pass (its /status endpoint) and print it:
 each signal's available amount and capacity against its thresholds as the
@@ -31,6 +32,13 @@ agent enforces them (bytes in Ki, Mi, Gi; inodes and PIDs as counts; memory
 stall as a percentage of time), the pressure conditions, the last decision
 and its result, and the evictions in the last hour. -o json prints the
 agent's JSON as it is.
+
+The bearer token (--metrics-bearer-token-file) is sent only over TLS
+verified with --metrics-ca-file (or with the system's CAs, --tls), or over
+plain HTTP to a loopback address whose listening socket root, the caller or
+--agent-user owns (/proc/net/tcp): a local user who took the agent's port
+while it restarted gets a connection and no token, and status says who
+holds the port.
 `
 
 // status asks a running agent for its last pass and prints it as a table,
@@ -45,7 +53,11 @@ func status(args []string, stdout, stderr io.Writer) int {
 		"Path of the PEM CA certificate(s) that verify the agent's TLS certificate (its --metrics-tls-cert-file); implies --tls. "+
 			"The address must be one the certificate names. (default none)")
 	useTLS := fs.Bool("tls", false, "Speak TLS to the agent, verifying its certificate with the system's CAs unless --metrics-ca-file is given. (default false)")
-	tokenFile := fs.String("metrics-bearer-token-file", "", "Path of the file holding the agent's bearer token (its --metrics-bearer-token-file); mode 0600 or stricter, owned by root or the caller. (default none)")
+	tokenFile := fs.String("metrics-bearer-token-file", "", "Path of the file holding the agent's bearer token (its --metrics-bearer-token-file); mode 0600 or stricter, owned by root or the caller. "+
+		"It is sent over TLS verified with a CA, or over plain HTTP to a loopback address whose listening socket root, the caller or --agent-user owns; "+
+		"anywhere else status refuses to send it. (default none)")
+	agentUser := fs.String("agent-user", "", "The user evictd runs as when it is not root (a name or a uid; under DynamicUser=, the uid of its running process): "+
+		"a token goes over plain HTTP to a loopback socket it owns too. (default none: root and the caller only)")
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
 			return 0
@@ -63,6 +75,15 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd status: %v\n", err)
 		return 2
 	}
+	trusted := []int{0, os.Geteuid()}
+	if *agentUser != "" {
+		uid, err := lookupUser(*agentUser)
+		if err != nil {
+			fmt.Fprintf(stderr, "evictd status: --agent-user: invalid value %q: %v\n", *agentUser, err)
+			return 2
+		}
+		trusted = append(trusted, uid)
+	}
 	var token []byte
 	if *tokenFile != "" {
 		// The same refusal as the agent's: a token others can read is
@@ -71,7 +92,14 @@ func status(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "evictd status: %v\n", err)
 			return 2
 		}
+		if scheme == "http" {
+			// Not authenticated by a certificate: by who owns the socket.
+			client = &http.Client{Transport: guardedTransport(&peerCheck{procRoot: "/proc", trusted: trusted, wait: time.Second})}
+		}
 	}
+	// The agent never redirects; a redirect is answered as an error, not
+	// followed with the token.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
@@ -85,6 +113,10 @@ func status(args []string, stdout, stderr io.Writer) int {
 		req.Header.Set("Authorization", "Bearer "+string(token))
 	}
 	resp, err := client.Do(req)
+	if upe := (*untrustedPeerError)(nil); errors.As(err, &upe) {
+		fmt.Fprintf(stderr, "evictd status: %v\n", upe)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd status: is the agent running? %v\n", err)
 		return 1
@@ -131,7 +163,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 // to skip verification: a token sent to an unverified server is given away.
 func statusClient(caFile string, useTLS bool) (*http.Client, string, error) {
 	if caFile == "" && !useTLS {
-		return http.DefaultClient, "http", nil
+		return &http.Client{Transport: http.DefaultTransport}, "http", nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
