@@ -60,11 +60,11 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, cfg.MemoryAvailableSemantics())
 	hugeNote, hugeWarning := checkConfigHugePages(cfg)
 	for _, note := range cfg.Notes {
-		fmt.Fprintf(stdout, "note: %s\n", note)
+		textf(stdout, "note: %s\n", note)
 	}
 	for _, note := range []string{capNote, hugeNote} {
 		if note != "" {
-			fmt.Fprintf(stdout, "note: %s\n", note)
+			textf(stdout, "note: %s\n", note)
 		}
 	}
 	if hugeWarning != "" {
@@ -74,14 +74,14 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		capWarnings = append(capWarnings, standalone)
 	}
 	for _, w := range append(cfg.Warnings, capWarnings...) {
-		fmt.Fprintf(stdout, "warning: %s\n", w)
+		textf(stdout, "warning: %s\n", w)
 	}
 	if len(setAside) == 0 {
 		return 0
 	}
 	// The agent starts without them; CI should still fail.
 	for _, s := range setAside {
-		fmt.Fprintf(stdout, "error: %v: the agent sets %s aside and starts with the other thresholds\n", s.Err, s.Threshold)
+		textf(stdout, "error: %v: the agent sets %s aside and starts with the other thresholds\n", s.Err, s.Threshold)
 	}
 	fmt.Fprintf(stderr, "evictd check-config: %d threshold(s) cannot hold on this node; the agent would set them aside and start with the others:\n", len(setAside))
 	for _, s := range setAside {

@@ -25,7 +25,7 @@ Usage:
   evictd simulate --snapshot FILE [flags] [-o text|json]
                                        replay a node snapshot and print what evictd would do
   evictd status [-o text|json] [--metrics-bind-address ADDR] [--metrics-ca-file FILE | --tls]
-                [--metrics-bearer-token-file FILE]
+                [--metrics-bearer-token-file FILE] [--agent-user USER]
                                        show what a running agent last saw and decided
   evictd version [-o text|json]        print the version, commit and Go version
   evictd help [COMMAND]                print this help, or a command's

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,3 +83,27 @@ func printable(s string) string {
 }
 
 func notPrintable(r rune) bool { return !unicode.IsPrint(r) }
+
+// textf writes to w as fmt.Fprintf does, each argument of a string kind
+// (signals.Signal, decide.Outcome…), error or fmt.Stringer made printable
+// first; the format's own tabs and newlines stay. Every text line that
+// quotes what the agent, a snapshot or the API server said is written
+// with it: pod names, reasons and results are a tenant's or a server's
+// words.
+func textf(w io.Writer, format string, args ...any) {
+	for i, a := range args {
+		switch v := a.(type) {
+		case error:
+			args[i] = printable(v.Error())
+		case fmt.Stringer:
+			args[i] = printable(v.String())
+		case []byte:
+			args[i] = printable(string(v))
+		default:
+			if rv := reflect.ValueOf(a); rv.Kind() == reflect.String {
+				args[i] = printable(rv.String())
+			}
+		}
+	}
+	fmt.Fprintf(w, format, args...)
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -53,7 +54,8 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	}
 	sc, err := snapshot.ReadFile(*path)
 	if err != nil {
-		fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
+		// The error may quote a key of the snapshot as written.
+		textf(stderr, "evictd simulate: %v\n", err)
 		return 1
 	}
 
@@ -84,19 +86,26 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	// The tables write a cell at a time: buffered, and flushed at the
+	// end of each step, a step is a few writes instead of one per cell.
+	w := bufio.NewWriter(stdout)
 	for _, note := range cfg.Notes {
-		fmt.Fprintf(stdout, "note: %s\n", note)
+		textf(w, "note: %s\n", note)
 	}
 	if slices.ContainsFunc(sc.Steps, func(s snapshot.Step) bool { return s.HugePages > 0 }) {
-		fmt.Fprintf(stdout, "note: the snapshot has hugepages; %s\n", cfg.MemoryAvailableSemantics())
+		fmt.Fprintf(w, "note: the snapshot has hugepages; %s\n", cfg.MemoryAvailableSemantics())
 	}
 	for i, step := range sc.Steps {
 		if i > 0 {
-			fmt.Fprintln(stdout)
+			fmt.Fprintln(w)
 		}
 		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
 		dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
-		newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds()).write(stdout)
+		newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds()).write(w)
+		if err := w.Flush(); err != nil {
+			fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
+			return 1
+		}
 	}
 	return 0
 }
@@ -268,12 +277,12 @@ func newStepResult(step snapshot.Step, obs signals.Observations, hugepageAware b
 }
 
 func (r stepResult) write(w io.Writer) {
-	fmt.Fprintf(w, "== at %s\n", r.At)
+	textf(w, "== at %s\n", r.At)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "observations:")
 	for _, o := range r.Observations {
 		if o.Stall != "" {
-			fmt.Fprintf(tw, "  %s\t%s of the time stalled\n", o.Signal, o.Stall)
+			textf(tw, "  %s\t%s of the time stalled\n", o.Signal, o.Stall)
 			continue
 		}
 		res := signals.Signal(o.Signal).Resource()
@@ -284,20 +293,20 @@ func (r stepResult) write(w io.Writer) {
 		case o.Signal == string(signals.MemoryAvailable) && r.HugePages > 0:
 			huge = fmt.Sprintf(" (%s of hugepages left in, as kubelet 1.36)", human(r.HugePages, res))
 		}
-		fmt.Fprintf(tw, "  %s\t%s of %s%s\n", o.Signal, human(o.Available, res), human(o.Capacity, res), huge)
+		textf(tw, "  %s\t%s of %s%s\n", o.Signal, human(o.Available, res), human(o.Capacity, res), huge)
 	}
 	fmt.Fprintln(tw, "thresholds:")
 	for _, t := range r.Thresholds {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Threshold, t.Kind, t.State)
+		textf(tw, "  %s\t%s\t%s\n", t.Threshold, t.Kind, t.State)
 	}
 	_ = tw.Flush()
 	if len(r.Pressures) == 0 {
 		fmt.Fprintln(w, "pressure: none")
 	} else {
-		fmt.Fprintf(w, "pressure: %s\n", strings.Join(r.Pressures, ", "))
+		textf(w, "pressure: %s\n", strings.Join(r.Pressures, ", "))
 	}
 	if len(r.Ranking) > 0 {
-		fmt.Fprintf(w, "ranking for %s:\n", r.Signal)
+		textf(w, "ranking for %s:\n", r.Signal)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  #\tpod\tqos\tpriority\tusage\trequest\tdeciding key")
 		for i, c := range r.Ranking {
@@ -305,17 +314,17 @@ func (r stepResult) write(w io.Writer) {
 			if c.Skip != "" {
 				key += " — skipped: " + c.Skip
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", i+1, printable(c.Pod), c.QOS, c.Priority, c.Usage, c.Request, printable(key))
+			textf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", i+1, c.Pod, c.QOS, c.Priority, c.Usage, c.Request, key)
 		}
 		_ = tw.Flush()
 	}
-	fmt.Fprintf(w, "decision: %s — %s\n", r.Outcome, printable(r.Reason))
+	textf(w, "decision: %s — %s\n", r.Outcome, r.Reason)
 	for _, l := range r.LocalStorage {
-		fmt.Fprintf(w, "evict: %s for %s (%s used, limit %s) with a grace period of %ds\n", printable(l.Pod), l.Signal, l.Usage, l.Limit, l.GracePeriod)
-		fmt.Fprintf(w, "event: Warning Evicted %q\n", l.Message)
+		textf(w, "evict: %s for %s (%s used, limit %s) with a grace period of %ds\n", l.Pod, l.Signal, l.Usage, l.Limit, l.GracePeriod)
+		fmt.Fprintf(w, "event: Warning Evicted %q\n", l.Message) // %q escapes what is not printable
 	}
 	if r.Victim != "" {
-		fmt.Fprintf(w, "evict: %s with a grace period of %ds\n", printable(r.Victim), r.GracePeriod)
+		textf(w, "evict: %s with a grace period of %ds\n", r.Victim, r.GracePeriod)
 		fmt.Fprintf(w, "event: Warning Evicted %q\n", r.Message)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,7 +24,7 @@ import (
 )
 
 const statusHelp = `Usage: evictd status [-o text|json] [--metrics-bind-address ADDR]
-                     [--metrics-ca-file FILE | --tls] [--metrics-bearer-token-file FILE]
+                     [--metrics-ca-file FILE | --tls] [--metrics-bearer-token-file FILE] [--agent-user USER]
 
 Ask a running agent for its last pass (its /status endpoint) and print it:
 each signal's available amount and capacity against its thresholds as the
@@ -31,6 +32,13 @@ agent enforces them (bytes in Ki, Mi, Gi; inodes and PIDs as counts; memory
 stall as a percentage of time), the pressure conditions, the last decision
 and its result, and the evictions in the last hour. -o json prints the
 agent's JSON as it is.
+
+The bearer token (--metrics-bearer-token-file) is sent only over TLS
+verified with --metrics-ca-file (or with the system's CAs, --tls), or over
+plain HTTP to a loopback address whose listening socket root, the caller or
+--agent-user owns (/proc/net/tcp): a local user who took the agent's port
+while it restarted gets a connection and no token, and status says who
+holds the port.
 `
 
 // status asks a running agent for its last pass and prints it as a table,
@@ -45,7 +53,11 @@ func status(args []string, stdout, stderr io.Writer) int {
 		"Path of the PEM CA certificate(s) that verify the agent's TLS certificate (its --metrics-tls-cert-file); implies --tls. "+
 			"The address must be one the certificate names. (default none)")
 	useTLS := fs.Bool("tls", false, "Speak TLS to the agent, verifying its certificate with the system's CAs unless --metrics-ca-file is given. (default false)")
-	tokenFile := fs.String("metrics-bearer-token-file", "", "Path of the file holding the agent's bearer token (its --metrics-bearer-token-file); mode 0600 or stricter, owned by root or the caller. (default none)")
+	tokenFile := fs.String("metrics-bearer-token-file", "", "Path of the file holding the agent's bearer token (its --metrics-bearer-token-file); mode 0600 or stricter, owned by root or the caller. "+
+		"It is sent over TLS verified with a CA, or over plain HTTP to a loopback address whose listening socket root, the caller or --agent-user owns; "+
+		"anywhere else status refuses to send it. (default none)")
+	agentUser := fs.String("agent-user", "", "The user evictd runs as when it is not root (a name or a uid; under DynamicUser=, the uid of its running process): "+
+		"a token goes over plain HTTP to a loopback socket it owns too. (default none: root and the caller only)")
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
 			return 0
@@ -63,6 +75,15 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd status: %v\n", err)
 		return 2
 	}
+	trusted := []int{0, os.Geteuid()}
+	if *agentUser != "" {
+		uid, err := lookupUser(*agentUser)
+		if err != nil {
+			fmt.Fprintf(stderr, "evictd status: --agent-user: invalid value %q: %v\n", *agentUser, err)
+			return 2
+		}
+		trusted = append(trusted, uid)
+	}
 	var token []byte
 	if *tokenFile != "" {
 		// The same refusal as the agent's: a token others can read is
@@ -71,7 +92,14 @@ func status(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "evictd status: %v\n", err)
 			return 2
 		}
+		if scheme == "http" {
+			// Not authenticated by a certificate: by who owns the socket.
+			client = &http.Client{Transport: guardedTransport(&peerCheck{procRoot: "/proc", trusted: trusted, wait: time.Second})}
+		}
 	}
+	// The agent never redirects; a redirect is answered as an error, not
+	// followed with the token.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
@@ -85,6 +113,10 @@ func status(args []string, stdout, stderr io.Writer) int {
 		req.Header.Set("Authorization", "Bearer "+string(token))
 	}
 	resp, err := client.Do(req)
+	if upe := (*untrustedPeerError)(nil); errors.As(err, &upe) {
+		fmt.Fprintf(stderr, "evictd status: %v\n", upe)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd status: is the agent running? %v\n", err)
 		return 1
@@ -100,7 +132,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 		if resp.StatusCode == http.StatusUnauthorized {
 			hint = " (give the agent's token with --metrics-bearer-token-file)"
 		}
-		fmt.Fprintf(stderr, "evictd status: %s answered %s: %s%s\n", url, resp.Status, bytes.TrimSpace(body), hint)
+		textf(stderr, "evictd status: %s answered %s: %s%s\n", url, resp.Status, bytes.TrimSpace(body), hint)
 		return 1
 	}
 	if *output == "json" {
@@ -131,7 +163,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 // to skip verification: a token sent to an unverified server is given away.
 func statusClient(caFile string, useTLS bool) (*http.Client, string, error) {
 	if caFile == "" && !useTLS {
-		return http.DefaultClient, "http", nil
+		return &http.Client{Transport: http.DefaultTransport}, "http", nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
@@ -163,13 +195,13 @@ func writeStatus(w io.Writer, st *manager.Status, now time.Time) error {
 	if st.DryRun {
 		head += ", dry run: nothing is acted on"
 	}
-	fmt.Fprintln(w, head)
+	textf(w, "%s\n", head)
 	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SIGNAL\tAVAILABLE\tCAPACITY\tTHRESHOLD\tKIND\tSTATE")
 	for _, r := range statusRows(st) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.signal, r.available, r.capacity, r.threshold, r.kind, r.state)
+		textf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.signal, r.available, r.capacity, r.threshold, r.kind, r.state)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -177,27 +209,27 @@ func writeStatus(w io.Writer, st *manager.Status, now time.Time) error {
 	fmt.Fprintln(w)
 
 	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	fmt.Fprintf(tw, "pressure:\t%s\n", pressures(st.Pressures))
+	textf(tw, "pressure:\t%s\n", pressures(st.Pressures))
 	dec := st.Decision
-	fmt.Fprintf(tw, "decision:\t%s: %s\n", dec.Outcome, dec.Reason)
+	textf(tw, "decision:\t%s: %s\n", dec.Outcome, dec.Reason)
 	if dec.Pod != nil {
 		kind := "soft"
 		if dec.Hard {
 			kind = "hard"
 		}
-		fmt.Fprintf(tw, "\tevict %s for %s (%s, grace period %ds)\n", dec.Pod.Ref(), dec.Signal, kind, dec.GracePeriod)
+		textf(tw, "\tevict %s for %s (%s, grace period %ds)\n", dec.Pod.Ref(), dec.Signal, kind, dec.GracePeriod)
 	}
 	for _, v := range dec.LocalStorage {
 		ref := "?"
 		if v.Pod != nil {
 			ref = v.Pod.Ref()
 		}
-		fmt.Fprintf(tw, "\tevict %s: %s %s used, limit %s\n", ref, v.Signal, human(v.Usage, signals.ResourceEphemeralStorage), human(v.Limit, signals.ResourceEphemeralStorage))
+		textf(tw, "\tevict %s: %s %s used, limit %s\n", ref, v.Signal, human(v.Usage, signals.ResourceEphemeralStorage), human(v.Limit, signals.ResourceEphemeralStorage))
 	}
 	if st.Result != "" {
-		fmt.Fprintf(tw, "result:\t%s\n", st.Result)
+		textf(tw, "result:\t%s\n", st.Result)
 	}
-	fmt.Fprintf(tw, "evictions:\t%s\n", evictions(st.Limits))
+	textf(tw, "evictions:\t%s\n", evictions(st.Limits))
 	for i, f := range st.InFlight {
 		label := ""
 		if i == 0 {
@@ -207,7 +239,7 @@ func writeStatus(w io.Writer, st *manager.Status, now time.Time) error {
 		if f.Overdue {
 			state = "terminating since " + f.DeletionTimestamp.UTC().Format(time.RFC3339) + ", overdue"
 		}
-		fmt.Fprintf(tw, "%s\t%s %s\n", label, f.Pod, state)
+		textf(tw, "%s\t%s %s\n", label, f.Pod, state)
 	}
 	return tw.Flush()
 }

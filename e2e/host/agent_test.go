@@ -189,3 +189,60 @@ func procField(t *testing.T, path, key string) int64 {
 	t.Fatalf("%s has no %s", path, key)
 	return 0
 }
+
+// TestAgentMetricsDocumented scrapes a real agent and holds what it serves
+// to docs/METRICS.md's table, both ways: every evictd_ family served has a
+// row, every label its row, every label value is named in its row (a
+// signal, in the table); and every family of the table is served, or
+// explained below as one this run cannot serve. The agent runs
+// standalone with thresholds of every unit, one it sets aside, and a
+// kubelet configuration that races it.
+func TestAgentMetricsDocumented(t *testing.T) {
+	doc, err := testagent.LoadMetricsDoc(filepath.Join("..", "..", "docs", "METRICS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubelet := filepath.Join(dir, "kubelet.yaml")
+	if err := os.WriteFile(kubelet, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
+		"evictionHard:\n  memory.available: 100Mi\nnoSuchField: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := testagent.FreeAddr(t)
+	testagent.Start(t, nil, "--metrics-bind-address", addr, "--root-dir", dir, "--kubelet-config", kubelet,
+		// nodefs.available<1Ei cannot hold: it is set aside.
+		"--eviction-hard=memory.available<100Mi,nodefs.available<1Ei,nodefs.inodesFree<1%,pid.available<1%,memory.pressure.some.avg10>99%")
+	testagent.WaitHTTP(t, "http://"+addr+"/readyz")
+	series, err := testagent.ParseExposition(testagent.WaitHTTP(t, "http://"+addr+"/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	explained := map[string]string{
+		"evictd_credential_expiry_timestamp_seconds": "needs a kubeconfig; the agent runs standalone",
+		"evictd_informer_last_heard_seconds":         "needs the API server's pod informer",
+		"evictd_informer_relists_total":              "needs the API server's pod informer",
+		"evictd_scrape_review_duration_seconds":      "needs --metrics-delegated-auth and a scrape reviewed by the API server",
+		"evictd_stats_age_seconds":                   "observed at an eviction decision; no pod here to evict",
+		"evictd_detection_latency_seconds":           "observed at an eviction decision; no pod here to evict",
+		"evictd_eviction_issue_latency_seconds":      "observed when an eviction is issued; standalone evictd issues none",
+	}
+	if _, err := os.Stat("/proc/pressure/memory"); err != nil {
+		for _, f := range []string{"evictd_memory_pressure_stall_ratio", "evictd_memory_pressure_stall_local"} {
+			explained[f] = "no PSI on this kernel"
+		}
+	}
+	for _, s := range doc.Undocumented(series) {
+		t.Error(s)
+	}
+	for _, s := range doc.Unserved(series, explained) {
+		t.Error(s)
+	}
+	families := map[string]bool{}
+	for _, s := range series {
+		if strings.HasPrefix(s.Family, "evictd_") {
+			families[s.Family] = true
+		}
+	}
+	t.Logf("%d evictd_ families served; %d documented, %d of them explained as not served here", len(families), len(doc.Families()), len(explained))
+}

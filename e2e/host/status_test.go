@@ -3,8 +3,10 @@ package host
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,5 +110,56 @@ func TestAgentRefusesBadMetricsFiles(t *testing.T) {
 	}
 	if want := "--metrics-tls-cert-file: invalid value \"" + files.Cert + "\": needs --metrics-tls-private-key-file too"; !strings.Contains(logs.String(), want) {
 		t.Errorf("agent said %q, want %q", logs.String(), want)
+	}
+}
+
+// TestStatusTokenOnlyToTheAgent runs the real agent with a bearer token
+// on loopback over plain HTTP: `evictd status` gives it the token. Then
+// the same binary as nobody, as a local user who took the agent's port
+// would serve it: status connects, sends no request, and names who holds
+// the port; without a token status reads it, so nothing else kept the
+// token from it.
+func TestStatusTokenOnlyToTheAgent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start a server as another user")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.usage_in_bytes"); err != nil {
+		t.Skip("needs the cgroup v1 memory controller at /sys/fs/cgroup/memory")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("no setpriv (util-linux) on PATH")
+	}
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("agent-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	agent := testagent.FreeAddr(t)
+	testagent.Start(t, nil, "--metrics-bind-address", agent, "--root-dir", t.TempDir(), "--metrics-bearer-token-file", token)
+	testagent.WaitHTTP(t, "http://"+agent+"/readyz")
+	if _, stderr, code := testagent.Run(t, "status", "--metrics-bind-address", agent); code != 1 || !strings.Contains(stderr, "401 Unauthorized") {
+		t.Errorf("evictd status without the token: exit %d, stderr %q; want 1 and the agent's 401", code, stderr)
+	}
+	stdout, stderr, code := testagent.Run(t, "status", "--metrics-bind-address", agent, "--metrics-bearer-token-file", token)
+	if code != 0 || !strings.HasPrefix(stdout, "last pass ") {
+		t.Errorf("evictd status with the token, of the agent (root's socket): exit %d, stdout %q, stderr %q; want its last pass", code, stdout, stderr)
+	}
+
+	bin := executableByAll(t)
+	taken := testagent.FreeAddr(t)
+	cmd := exec.Command(setpriv, fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups",
+		bin, "--metrics-bind-address", taken, "--root-dir", filepath.Dir(bin))
+	testagent.StartCmd(t, cmd)
+	testagent.WaitHTTP(t, "http://"+taken+"/readyz")
+	_, stderr, code = testagent.Run(t, "status", "--metrics-bind-address", taken, "--metrics-bearer-token-file", token)
+	// setpriv execs the server: same PID.
+	want := fmt.Sprintf("evictd status: not sending the token to %s: the socket listening there belongs to uid %d (nobody), pid %d (evictd), not to uid 0 (root)",
+		taken, nobody, cmd.Process.Pid)
+	if code != 1 || !strings.HasPrefix(stderr, want) {
+		t.Errorf("evictd status with the token, of nobody's server: exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+	if stdout, stderr, code := testagent.Run(t, "status", "--metrics-bind-address", taken); code != 0 || !strings.HasPrefix(stdout, "last pass ") {
+		t.Errorf("evictd status without a token, of nobody's server: exit %d, stdout %q, stderr %q; want its last pass", code, stdout, stderr)
 	}
 }

@@ -1,20 +1,93 @@
 package metrics
 
 import (
+	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/internal/testing/testagent"
+	"github.com/evictd/evictd/signals"
 )
 
-// TestVocabulary checks each label's list of values against what New
+// TestVocabulary drives a real registry through the code paths that emit
+// (every signal read, its thresholds of both kinds, its decisions and
+// issued evictions; every pressure, trigger, review and credential) and
+// holds every series it then serves to docs/METRICS.md's table: its family
+// has a row, its labels are the row's, and each value is named in the row
+// (a signal, in the table). The other way, every family of the table
+// served by a real agent, is TestAgentMetricsDocumented (e2e/host).
+func TestVocabulary(t *testing.T) {
+	doc, err := testagent.LoadMetricsDoc(filepath.Join("..", "..", "docs", "METRICS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	at := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	m.SetVersion("v0.0.0-test")
+	for _, sig := range signals.All() {
+		m.SetObservation(sig, 1, 2)
+		m.SetObservationAge(sig, 1)
+		m.IncSignalError(sig)
+		m.SetStallLocal(sig, true)
+		for _, kind := range []ThresholdKind{KindHard, KindSoft} {
+			m.SetThreshold(sig, kind, 1, true)
+		}
+		m.ObserveDecision(Decision{Signal: sig, Outcome: decide.OutcomeEvict, At: at, Observed: at.Add(-time.Second), FirstMet: at.Add(-time.Second)})
+		m.ObserveIssueLatency(sig, time.Second)
+	}
+	for _, p := range signals.Pressures() {
+		m.SetPressure(p, true)
+	}
+	for _, tr := range triggerValues() {
+		m.ObservePass(Pass{Trigger: tr, Duration: time.Millisecond, EvictionsInLastHour: 1})
+	}
+	for _, r := range valuesOf(reviews) {
+		for _, res := range valuesOf(reviewResults) {
+			m.ObserveReview(r, res, time.Millisecond)
+		}
+	}
+	m.SetCredentialExpiries(func() map[Credential]time.Time {
+		out := map[Credential]time.Time{}
+		for _, c := range valuesOf(credentials) {
+			out[c] = at
+		}
+		return out
+	})
+	m.SetOwed(1)
+	m.SetDiskStatsStale(1)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var series []testagent.Series
+	for _, mf := range mfs {
+		for _, metric := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range metric.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			series = append(series, testagent.Series{Family: mf.GetName(), Labels: labels})
+		}
+	}
+	if len(series) < 100 {
+		t.Fatalf("the registry served %d series; want the vocabulary's", len(series))
+	}
+	for _, u := range doc.Undocumented(series) {
+		t.Error(u)
+	}
+}
+
+// TestVocabularyHelp checks each label's list of values against what New
 // creates and what HELP says: every value has a series from startup, HELP
 // names every value, and no series carries a value the list lacks.
-func TestVocabulary(t *testing.T) {
+func TestVocabularyHelp(t *testing.T) {
 	tests := []struct {
 		family, label string
 		values        []string

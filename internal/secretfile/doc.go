@@ -1,3 +1,4 @@
 // Package secretfile refuses a credential file that users other than
-// evictd's own can read or change, the way ssh refuses a private key.
+// evictd's own can read or change, or swap through a directory on its
+// path, the way ssh refuses a private key (StrictModes).
 package secretfile

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // file writes a file with exactly mode (the umask does not apply).
@@ -118,5 +120,123 @@ func TestCheckOwner(t *testing.T) {
 				t.Errorf("got %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// mkdir makes dir with exactly mode (the umask does not apply).
+func mkdir(t *testing.T, dir string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestCheckDirectories refuses a credential whose directories, or those of
+// a symlink on the way to it, someone else may write: they could rename
+// the file away and put their own in its place. A sticky directory (/tmp,
+// a projected volume's tmpfs) is safe.
+func TestCheckDirectories(t *testing.T) {
+	dir := t.TempDir() // 0700, under /tmp: root's 1777
+	sticky := mkdir(t, filepath.Join(dir, "sticky"), 0o777|os.ModeSticky)
+	open := mkdir(t, filepath.Join(dir, "open"), 0o777)
+	group := mkdir(t, filepath.Join(dir, "group"), 0o775)
+	good := mkdir(t, filepath.Join(dir, "good"), 0o755)
+	file(t, filepath.Join(good, "token"), 0o600)
+	file(t, filepath.Join(open, "token"), 0o600)
+	for _, tc := range []struct {
+		name string
+		path string
+		want string // "" means accepted
+	}{
+		{"0755 directories", filepath.Join(good, "token"), ""},
+		{"a sticky directory others may write", file(t, filepath.Join(sticky, "token"), 0o600), ""},
+		{"a projected volume on a sticky tmpfs", projected(t, filepath.Join(sticky, "projected"), 0o400), ""},
+		{"in a directory others may write", filepath.Join(open, "token"), "directory " + open + " has mode 0777: group or others may write it, and so put another file in its place; chmod go-w it"},
+		{"in a directory its group may write", file(t, filepath.Join(group, "token"), 0o600), "directory " + group + " has mode 0775"},
+		{"two directories below one others may write", file(t, filepath.Join(open, "a", "b", "token"), 0o600), "directory " + open + " has mode 0777"},
+		{"a link to a good file, in a directory others may write", link(t, filepath.Join(good, "token"), filepath.Join(open, "link")), "directory " + open + " has mode 0777"},
+		{"a link to a file in a directory others may write", link(t, filepath.Join(open, "token"), filepath.Join(good, "link-open")), "directory " + open + " has mode 0777"},
+		{"a relative link through ..", link(t, filepath.Join("..", "open", "token"), filepath.Join(good, "link-up")), "directory " + open + " has mode 0777"},
+		{"a link to a link in a directory others may write", link(t, filepath.Join(open, "link"), filepath.Join(good, "link-link")), "directory " + open + " has mode 0777"},
+		{"a link to a directory, then the file", filepath.Join(link(t, good, filepath.Join(sticky, "good-dir")), "token"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check("--token-file", tc.path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want nil", err)
+				}
+				return
+			}
+			if want := "--token-file " + tc.path + ": " + tc.want; err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("got %v, want an error starting with %q", err, want)
+			}
+		})
+	}
+	loop := link(t, "loop-b", filepath.Join(good, "loop-a"))
+	link(t, "loop-a", filepath.Join(good, "loop-b"))
+	if err := Check("k", loop); err == nil {
+		t.Error("a symlink loop: got nil, want an error")
+	}
+}
+
+// TestCheckDirectoryOwner refuses a directory on the way that another
+// user owns, even 0755: that user may rename the file away.
+func TestCheckDirectoryOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown a directory to another user")
+	}
+	dir := mkdir(t, filepath.Join(t.TempDir(), "theirs"), 0o755)
+	if err := os.Chown(dir, 4321, 0); err != nil {
+		t.Fatal(err)
+	}
+	p := file(t, filepath.Join(dir, "token"), 0o600)
+	want := "k " + p + ": directory " + dir + " is owned by uid 4321, neither root nor evictd's own user (uid 0), so that user can put another file in its place; chown it"
+	if err := Check("k", p); err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+	// The same under a sticky directory.
+	sticky := mkdir(t, filepath.Join(t.TempDir(), "sticky"), 0o777|os.ModeSticky)
+	if err := os.Chown(sticky, 4321, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check("k", file(t, filepath.Join(sticky, "token"), 0o600)); err == nil || !strings.Contains(err.Error(), "is owned by uid 4321") {
+		t.Errorf("a sticky directory another user owns: got %v, want it refused", err)
+	}
+}
+
+// TestCheckReadOnlyMount accepts a directory others may write when it is
+// on a read-only mount, as a container's configMap volume (the kubelet
+// makes its directory 0777 and mounts it read-only): nothing can change
+// it through the mount.
+func TestCheckReadOnlyMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to bind-mount a directory read-only")
+	}
+	dir := t.TempDir()
+	src := mkdir(t, filepath.Join(dir, "volume"), 0o777)
+	file(t, filepath.Join(src, "kubeconfig"), 0o400)
+	mnt := mkdir(t, filepath.Join(dir, "etc-evictd"), 0o755)
+	if err := unix.Mount(src, mnt, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	path := filepath.Join(mnt, "kubeconfig")
+	if err := Check("--kubeconfig", path); err == nil || !strings.Contains(err.Error(), "directory "+mnt+" has mode 0777") {
+		t.Errorf("read-write: got %v, want the directory refused", err)
+	}
+	if err := unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remount read-only: %v", err)
+	}
+	if err := Check("--kubeconfig", path); err != nil {
+		t.Errorf("read-only: got %v, want nil", err)
 	}
 }

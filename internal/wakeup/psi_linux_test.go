@@ -2,14 +2,18 @@ package wakeup
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/evictd/evictd/internal/testing/testalloc"
+	"golang.org/x/sys/unix"
 )
 
 const unifiedMount = "/sys/fs/cgroup/unified"
@@ -103,19 +107,141 @@ func TestMemoryEventsMissing(t *testing.T) {
 }
 
 // TestPSITriggerUnprivilegedWindow: without CAP_SYS_RESOURCE a 1s window
-// is refused, and the error says why.
+// is refused, and the error says why, while a multiple of 2s is accepted;
+// with it, 1s is accepted. The kernel decides on the credentials that
+// opened the file, so with the capability the trigger is armed from a
+// thread whose effective set lacks it. A process without it (another
+// user, or a root whose bounding set lacks it, as in some containers) runs
+// the test again as root of a user namespace of its own, which holds
+// every capability: the kernel looks at the bit alone.
 func TestPSITriggerUnprivilegedWindow(t *testing.T) {
-	requireRoot(t)
-	p, err := NewPSITrigger("/proc/pressure/memory", PSISpec{Stall: 100 * time.Millisecond, Window: time.Second})
+	const path = "/proc/pressure/memory"
+	fi, err := os.Stat(path)
+	if err != nil {
+		skipOrFail(t, "no PSI on this kernel (%s): %v; it is built without CONFIG_PSI or booted with psi=0", kernelRelease(t), err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o002 == 0 {
+		skipOrFail(t, "%s is %04o on this kernel (%s): unprivileged PSI triggers, and the 2s window asked of a process without CAP_SYS_RESOURCE, came with Linux 6.5, which makes it 0666",
+			path, perm, kernelRelease(t))
+	}
+	arm := func(window time.Duration) error {
+		p, err := NewPSITrigger(path, PSISpec{Stall: 100 * time.Millisecond, Window: window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, err := p.arm()
+		if err == nil {
+			closeFD(t, fd)
+		}
+		return err
+	}
+	switch {
+	case hasSysResource(t):
+		if err := arm(time.Second); err != nil {
+			t.Errorf("with CAP_SYS_RESOURCE, a 1s window: got %v, want it accepted", err)
+		}
+	case os.Getenv(envPSIUserNS) != "":
+		t.Fatal("in a user namespace of its own, without CAP_SYS_RESOURCE")
+	default:
+		// Without the capability here (a container's root may lack it),
+		// the test runs again where it has it: the kernel looks at the
+		// bit alone, which a user namespace's owner holds.
+		t.Run("again in a user namespace, with CAP_SYS_RESOURCE", inUserNS)
+	}
+	withoutSysResource(t, func() {
+		if err := arm(time.Second); err == nil || !strings.Contains(err.Error(), "without CAP_SYS_RESOURCE the window must be a multiple of 2s") {
+			t.Errorf("without CAP_SYS_RESOURCE, a 1s window: got %v, want it refused with the 2s hint", err)
+		}
+		if err := arm(2 * time.Second); err != nil {
+			t.Errorf("without CAP_SYS_RESOURCE, a 2s window: got %v, want it accepted", err)
+		}
+	})
+}
+
+// envPSIUserNS marks the run of TestPSITriggerUnprivilegedWindow in a
+// user namespace.
+const envPSIUserNS = "EVICTD_TEST_PSI_IN_USERNS"
+
+// inUserNS runs TestPSITriggerUnprivilegedWindow in a new user namespace,
+// as its root: with every capability, CAP_SYS_RESOURCE among them.
+func inUserNS(t *testing.T) {
+	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := p.arm()
-	if err == nil {
-		closeFD(t, fd)
-		t.Skip("this process has CAP_SYS_RESOURCE: any window is accepted")
+	cmd := exec.Command(self, "-test.run=^TestPSITriggerUnprivilegedWindow$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envPSIUserNS+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
 	}
-	if !strings.Contains(err.Error(), "without CAP_SYS_RESOURCE the window must be a multiple of 2s") {
-		t.Errorf("got %v, want the 2s hint", err)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err != nil && !errors.As(err, &exit):
+		// What matters ran already; only the check of a process with the
+		// capability is left out.
+		t.Skipf("cannot make a user namespace here, so a process with CAP_SYS_RESOURCE is not tested: %v", err)
+	case err != nil:
+		t.Errorf("in a user namespace: %v\n%s", err, out)
+	case !strings.Contains(string(out), "--- PASS: TestPSITriggerUnprivilegedWindow"):
+		t.Errorf("in a user namespace, the test did not pass:\n%s", out)
 	}
+}
+
+func kernelRelease(t *testing.T) string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	return "Linux " + unix.ByteSliceToString(u.Release[:])
+}
+
+// threadCaps returns the calling thread's capability sets.
+func threadCaps(t *testing.T) (*unix.CapUserHeader, *[2]unix.CapUserData) {
+	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(hdr, &data[0]); err != nil {
+		t.Fatalf("capget: %v", err)
+	}
+	return hdr, &data
+}
+
+const sysResource = uint32(1) << (unix.CAP_SYS_RESOURCE % 32)
+
+func hasSysResource(t *testing.T) bool {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_, data := threadCaps(t)
+	return data[unix.CAP_SYS_RESOURCE/32].Effective&sysResource != 0
+}
+
+// withoutSysResource runs f on a thread without CAP_SYS_RESOURCE in its
+// effective set: capabilities are a thread's, so the test's other threads
+// keep theirs, and this one gets it back from its permitted set after f.
+// Should that fail, the thread stays locked and dies with the goroutine.
+func withoutSysResource(t *testing.T, f func()) {
+	runtime.LockOSThread()
+	hdr, data := threadCaps(t)
+	i := unix.CAP_SYS_RESOURCE / 32
+	had := data[i].Effective&sysResource != 0
+	if had {
+		data[i].Effective &^= sysResource
+		if err := unix.Capset(hdr, &data[0]); err != nil {
+			runtime.UnlockOSThread()
+			t.Fatalf("capset without CAP_SYS_RESOURCE: %v", err)
+		}
+		if hasSysResource(t) {
+			t.Fatal("CAP_SYS_RESOURCE still effective after capset")
+		}
+	}
+	f()
+	if had {
+		data[i].Effective |= sysResource
+		if err := unix.Capset(hdr, &data[0]); err != nil {
+			t.Fatalf("capset with CAP_SYS_RESOURCE again: %v", err)
+		}
+	}
+	runtime.UnlockOSThread()
 }
