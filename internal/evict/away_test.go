@@ -484,3 +484,36 @@ func TestBudgetRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestEvictRefusedKilledAndOwed: a hard eviction with the stop beside it
+// (StopWhenIssued) that the API server refuses (a 403, as a restarted
+// server answers until its authorizer has synced) kills the pod's
+// containers (grace 0: the pod does not read Failed) and owes the
+// eviction, to be retried as one the server was away for; with the kill
+// failing too, nothing is owed.
+func TestEvictRefusedKilledAndOwed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stopErr  error
+		wantOwed int
+	}{
+		{"killed", nil, 1},
+		{"the kill fails", errors.New("CRI down too"), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &stops{err: tc.stopErr}
+			ev := New(Config{NodeName: nodeName, Pods: &fakeCache{}, StopLocally: st.stop, StopWhenIssued: true, StopWait: time.Minute},
+				clientFor(t, answering(t, http.StatusForbidden)), nil, testLog(t))
+			err := ev.Evict(t.Context(), awayRequest(true))
+			if want := []string{"default/hog uid-hog 0"}; fmt.Sprint(st.got()) != fmt.Sprint(want) {
+				t.Errorf("StopLocally calls %v, want %v", st.got(), want)
+			}
+			if got := ev.Owed(); got != tc.wantOwed {
+				t.Errorf("Owed() = %d, want %d", got, tc.wantOwed)
+			}
+			if owed := errors.Is(err, decide.ErrStoppedLocally); owed != (tc.wantOwed > 0) || err == nil {
+				t.Errorf("Evict error %v: wraps ErrStoppedLocally %v, want %v", err, owed, tc.wantOwed > 0)
+			}
+		})
+	}
+}

@@ -278,8 +278,21 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 		case errors.Is(err, decide.ErrPodGone):
 			stop.release(false)
 		default:
+			// A refusal: after a restart the API server answers 403
+			// until its authorizer has synced (seen on the real node),
+			// so the eviction is owed and retried as when the server
+			// is away, up to maxOwedRefusals refusals.
 			stop.kill()
-			log.Warn("the pod's containers are killed through the runtime, but the API server did not take the eviction; the kubelet may start them again", "err", err)
+			select {
+			case <-stop.done:
+			case <-ctx.Done():
+			}
+			if stop.ran && stop.err == nil {
+				n := e.owed.add(r, e.cfg.Clock.Now(), log)
+				log.Warn("the pod's containers are killed through the runtime, but the API server did not take the eviction; it is owed and retried", "err", err, "owed", n)
+				return fmt.Errorf("evict %s: the API server refused the eviction (%v); %w", ref, err, decide.ErrStoppedLocally)
+			}
+			log.Warn("the API server did not take the eviction, and the pod's containers could not be killed through the runtime", "err", err)
 		}
 		return fmt.Errorf("evict %s: %w", ref, err)
 	}
