@@ -202,7 +202,9 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		for _, s := range setAside {
 			a.kube.events.Warn(reasonThresholdSetAside, fmt.Sprintf("evictd set threshold %s aside: %v; the other thresholds protect the node", s.Threshold, s.Err))
 		}
-		deps.Pods, deps.Evicter, deps.Status, deps.Events = a.kube.pods, a.kube.evicter, a.kube.status, a.kube.events
+		deps.Evicter, deps.Status, deps.Events = a.kube.evicter, a.kube.status, a.kube.events
+		deps.Pods = &cachedPods{cache: a.kube.pods, discover: func() ([]signals.Pod, error) { return host.DiscoverPods(hc) }, sandboxes: a.runtime.readySandboxes,
+			clock: clock.RealClock{}, log: log, seen: map[string]*unlisted{}}
 	}
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")

@@ -629,3 +629,20 @@ func cmpStrings(a1, b1, a2, b2 string) int {
 	}
 	return strings.Compare(a2, b2)
 }
+
+// KnownUIDs returns the UIDs of every pod of the node the cache holds,
+// active or not (terminating, finished), nil before the first list.
+func (s *Source) KnownUIDs() map[string]bool {
+	if !s.HasSynced() {
+		return nil
+	}
+	all, err := s.cur.Load().lister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]bool, len(all))
+	for _, pod := range all {
+		out[string(pod.UID)] = true
+	}
+	return out
+}

@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/internal/cri"
+	"github.com/evictd/evictd/internal/decide"
+	"github.com/evictd/evictd/signals"
+)
+
+// cacheOf is a pod cache holding pods (active) and known (every UID it
+// holds, active or not).
+type cacheOf struct {
+	pods  []signals.Pod
+	known map[string]bool
+}
+
+func (c cacheOf) Pods(context.Context) ([]signals.Pod, error) { return c.pods, nil }
+func (c cacheOf) InFlight() []decide.InFlight                 { return nil }
+func (c cacheOf) KnownUIDs() map[string]bool                  { return c.known }
+
+// TestCachedPodsUnlisted: a pod cgroup the cache does not hold, with a
+// ready sandbox, is ranked beside the cache's pods once it has been there
+// unlistedAfter (a cache behind the API server), named after its sandbox
+// and spared as standalone evictd spares; one the cache holds (active or
+// terminating), one just made, and one without a ready sandbox are not
+// added.
+func TestCachedPodsUnlisted(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	cgroups := []signals.Pod{
+		{UID: "u-known", QOS: signals.Burstable},
+		{UID: "u-terminating", QOS: signals.BestEffort},
+		{UID: "u-hog", QOS: signals.BestEffort},
+		{UID: "u-guaranteed", QOS: signals.Guaranteed},
+		{UID: "u-system", QOS: signals.BestEffort},
+		{UID: "u-nosandbox", QOS: signals.BestEffort},
+	}
+	sbs := map[string]cri.Sandbox{
+		"u-known":       {Namespace: "default", Name: "known", UID: "u-known", Source: cri.ConfigSourceAPI},
+		"u-terminating": {Namespace: "default", Name: "terminating", UID: "u-terminating", Source: cri.ConfigSourceAPI},
+		"u-hog":         {Namespace: "default", Name: "hog", UID: "u-hog", Source: cri.ConfigSourceAPI},
+		"u-guaranteed":  {Namespace: "default", Name: "guaranteed", UID: "u-guaranteed", Source: cri.ConfigSourceAPI},
+		"u-system":      {Namespace: "kube-system", Name: "system", UID: "u-system", Source: cri.ConfigSourceAPI},
+	}
+	found := func() ([]signals.Pod, error) { return slices.Clone(cgroups), nil }
+	p := &cachedPods{
+		cache: cacheOf{
+			pods:  []signals.Pod{{Namespace: "default", Name: "known", UID: "u-known"}},
+			known: map[string]bool{"u-known": true, "u-terminating": true},
+		},
+		discover:  found,
+		sandboxes: func(context.Context) (map[string]cri.Sandbox, error) { return sbs, nil },
+		clock:     clk,
+		log:       slog.New(slog.NewTextHandler(t.Output(), nil)),
+		seen:      map[string]*unlisted{},
+	}
+	names := func() []string {
+		t.Helper()
+		pods, err := p.Pods(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, pod := range pods {
+			out = append(out, fmt.Sprintf("%s %q", pod.Ref(), pod.Spared))
+		}
+		return out
+	}
+	want := []string{`default/known ""`}
+	if got := names(); !slices.Equal(got, want) {
+		t.Errorf("first sight: %q, want the cache's alone %q", got, want)
+	}
+	clk.Step(unlistedAfter - time.Second)
+	if got := names(); !slices.Equal(got, want) {
+		t.Errorf("%s unlisted: %q, want the cache's alone %q", unlistedAfter-time.Second, got, want)
+	}
+	clk.Step(time.Second)
+	want = []string{`default/known ""`, `default/hog ""`,
+		`default/guaranteed "standalone: Guaranteed, requests unknown"`,
+		`kube-system/system "standalone: kube-system, priority unknown"`}
+	if got := names(); !slices.Equal(got, want) {
+		t.Errorf("%s unlisted: %q, want %q", unlistedAfter, got, want)
+	}
+	// The cache catches up with the hog: it is the cache's alone, and
+	// forgotten, so a new cgroup of that UID waits again.
+	p.cache = cacheOf{pods: []signals.Pod{{Namespace: "default", Name: "hog", UID: "u-hog"}}, known: map[string]bool{"u-hog": true, "u-known": true, "u-terminating": true, "u-guaranteed": true, "u-system": true}}
+	if got, want := names(), []string{`default/hog ""`}; !slices.Equal(got, want) {
+		t.Errorf("cache caught up: %q, want %q", got, want)
+	}
+	if _, ok := p.seen["u-hog"]; ok {
+		t.Error("the hog is still remembered as unlisted once the cache holds it")
+	}
+	// Cgroups that cannot be read: the cache's pods alone.
+	p.discover = func() ([]signals.Pod, error) { return nil, fmt.Errorf("no kubepods") }
+	if got, want := names(), []string{`default/hog ""`}; !slices.Equal(got, want) {
+		t.Errorf("cgroups unreadable: %q, want %q", got, want)
+	}
+}
