@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,6 +77,13 @@ func cleanPods(t *testing.T, n *testnode.Node) {
 			t.Errorf("delete pods of %s: %v", ns, err)
 		}
 	}
+	// The next scenario's pods may have the same names: events name their
+	// objects, so the last scenario's Evicted events would count for them.
+	defer func() {
+		if err := c.CoreV1().Events("default").DeleteCollection(ctx, opts, all); err != nil {
+			t.Errorf("delete events of default: %v", err)
+		}
+	}()
 	for {
 		var left []string
 		for _, ns := range []string{"default", "kube-system"} {
@@ -284,30 +294,137 @@ func metric(t *testing.T, n *testnode.Node, series string) float64 {
 	return -1
 }
 
-// oomKills returns the kubepods memory cgroup's oom_kill counter: how many
-// processes the kernel's OOM killer has killed in it. It is a line of
-// memory.oom_control on cgroup v1 and of memory.events on v2.
+// oomKills returns how many processes the kernel's OOM killer has killed
+// in the kubepods memory cgroup and below it: the oom_kill line of
+// memory.events on v2, which counts the whole subtree, and on v1 the sum
+// of the oom_kill lines of memory.oom_control of kubepods and every cgroup
+// below it, since v1 counts a kill only in the victim's own cgroup (a
+// pod's container), not in its parents. A pod cgroup removed since is not
+// counted any more: compare counts taken while the pods run.
 func oomKills(t *testing.T, n *testnode.Node) int64 {
 	t.Helper()
-	path := filepath.Join(n.PodsMemoryCgroup(), "memory.oom_control")
-	if _, err := os.Stat(path); err != nil {
-		path = filepath.Join(n.PodsMemoryCgroup(), "memory.events")
+	var total int64
+	for _, k := range oomKillsByCgroup(t, n) {
+		total += k
 	}
+	return total
+}
+
+// oomKillsByCgroup returns the oom_kill counters oomKills adds up, by
+// cgroup directory.
+func oomKillsByCgroup(t *testing.T, n *testnode.Node) map[string]int64 {
+	t.Helper()
+	counts, err := oomKillCounts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts
+}
+
+// oomKillCounts is oomKillsByCgroup without a test to fail.
+func oomKillCounts(n *testnode.Node) (map[string]int64, error) {
+	root := n.PodsMemoryCgroup()
+	if b, err := os.ReadFile(filepath.Join(root, "memory.events")); err == nil {
+		k, err := oomKillOf(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s/memory.events: %w", root, err)
+		}
+		return map[string]int64{root: k}, nil
+	}
+	counts := map[string]int64{}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // a pod's cgroup removed during the walk
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(path, "memory.oom_control"))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		k, err := oomKillOf(b)
+		if err != nil {
+			return fmt.Errorf("%s/memory.oom_control: %w", path, err)
+		}
+		counts[path] = k
+		return nil
+	})
+	return counts, err
+}
+
+// watchOOMKills samples oomKillsByCgroup every 200 ms until t ends and
+// returns a function that tells how many OOM kills it has seen since it
+// was called: on v1 a pod's cgroup, and its count, go with the pod, so a
+// count read once at the end would miss the kills of pods deleted since.
+func watchOOMKills(t *testing.T, n *testnode.Node) func() int64 {
+	t.Helper()
+	var mu sync.Mutex
+	first := oomKillsByCgroup(t, n)
+	last := map[string]int64{}
+	maps.Copy(last, first)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			now, err := oomKillCounts(n)
+			if err != nil {
+				continue // a cgroup removed mid-walk: the next sample
+			}
+			mu.Lock()
+			for path, k := range now {
+				last[path] = max(last[path], k)
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		var k int64
+		for path, v := range last {
+			k += v - first[path]
+		}
+		return k
+	}
+}
+
+// oomKillLine reads the oom_kill line of a cgroup file.
+func oomKillLine(t *testing.T, path string) int64 {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	k, err := oomKillOf(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return k
+}
+
+// oomKillOf parses the oom_kill line of memory.oom_control or
+// memory.events.
+func oomKillOf(b []byte) (int64, error) {
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			k, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %q", path, line)
-			}
-			return k
+			return strconv.ParseInt(v, 10, 64)
 		}
 	}
-	t.Fatalf("%s: no oom_kill line", path)
-	return 0
+	return 0, errors.New("no oom_kill line")
 }
 
 func tail(path string, n int) string {
