@@ -202,7 +202,7 @@ e2e e2e-node: k8s-bins runtime build
 	$(MAKE) --no-print-directory e2e-run
 
 e2e-run:
-	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 40m ./e2e/node/
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 60m ./e2e/node/
 
 # The tier of the binary alone on this host (e2e/host): systemd notify,
 # socket activation, its port taken, its own user, this host's cgroups and

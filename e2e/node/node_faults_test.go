@@ -10,10 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/evictd/evictd/internal/kubeclient"
-	"github.com/evictd/evictd/internal/nodestatus"
 	"github.com/evictd/evictd/internal/testing/testalloc"
 	"github.com/evictd/evictd/internal/testing/testnode"
 	"github.com/evictd/evictd/internal/testing/testruntime"
@@ -38,154 +35,12 @@ func TestMain(m *testing.M) {
 func TestNodeFaults(t *testing.T) {
 	fs := testruntime.MountExt4(t, 1024)
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-faults", NodeFs: fs, ImageFs: fs})
-	t.Run("evictd killed -9 while an evicted pod terminates", func(t *testing.T) { killedMidEviction(t, n) })
+	t.Run("evictd killed -9 while an evicted pod terminates", func(t *testing.T) { midEviction(t, n, killed9) })
 	cleanPods(t, n)
 	t.Run("garbled cgroup files", func(t *testing.T) { garbledCgroups(t, n) })
 	cleanPods(t, n)
 	t.Run("containerd down and back", func(t *testing.T) { containerdDown(t, n, fs) })
 	cleanPods(t, n)
-}
-
-// killedMidEviction kills evictd while its Evicter waits for a pod that
-// takes a minute to terminate (a preStop hook that never ends, under the
-// pod's own 60 s grace period), and restarts it as systemd would. The
-// restarted evictd finds its eviction in flight in the API server and
-// evicts no second pod while slow terminates, though the node is still
-// under pressure and an evictable bystander runs; once slow has gone it
-// evicts the bystander, the pressure being real.
-func killedMidEviction(t *testing.T, n *testnode.Node) {
-	args := []string{
-		"--eviction-soft=allocatableMemory.available<1200Mi",
-		"--eviction-soft-grace-period=allocatableMemory.available=1s",
-		"--eviction-max-pod-grace-period=-1",
-		"--eviction-pressure-transition-period=5s",
-	}
-	startEvictd(t, n, args...)
-	// slow runs before the pressure begins: a pod still being created is
-	// evictable too, and on a loaded machine the pass after the pressure
-	// can come before it runs.
-	slow := labelled(n.Pod("slow", "alloc", "--mib", "50"))
-	grace := int64(60)
-	slow.Spec.TerminationGracePeriodSeconds = &grace
-	slow.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
-		PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"/workload", "sleep"}}},
-	}
-	deleted := watchDeletion(t, n, "default", "slow")
-	run(t, n, slow)
-	// A critical pod holds the node under pressure that no eviction can
-	// relieve, so the condition stays True across the restart.
-	crit := labelled(n.Pod("critical", "alloc", "--mib", "1000"))
-	crit.Namespace = "kube-system"
-	crit.Spec.PriorityClassName = "system-node-critical"
-	run(t, n, crit)
-	poll(t, "EvictdMemoryPressure=True", 30*time.Second, func() (bool, string) {
-		return conditionIs(t, n, memoryCondition, v1.ConditionTrue)
-	})
-	since := condition(t, n, memoryCondition).LastTransitionTime
-
-	select {
-	case d := <-deleted:
-		if g := evictedGrace(t, d, "default", "slow", evictdLog(n)); g != grace {
-			t.Errorf("slow evicted with grace %d s, want its own %d", g, grace)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("slow not evicted within 60 s")
-	}
-	// The Evicted event goes out just after the eviction; once it is there
-	// the Evicter is waiting for the pod to go.
-	poll(t, "the Evicted event", 10*time.Second, func() (bool, string) {
-		k := evictions(t, n, "default", "slow")
-		return k >= 1, fmt.Sprintf("%d events", k)
-	})
-	// The bystander starts while the Evicter waits (and the loop with it),
-	// so slow was the only candidate. It is the next one: evictable
-	// (BestEffort, default namespace) and, with slow terminating and left
-	// out, alone in the ranking; the critical pod keeps the soft threshold
-	// met on its own. Without the in-flight wait the restarted evictd
-	// evicts it a grace period (1 s) after its first pass.
-	bystanderDeleted := watchDeletion(t, n, "default", "bystander")
-	bystander := labelled(n.Pod("bystander", "sleep"))
-	short := int64(2)
-	bystander.Spec.TerminationGracePeriodSeconds = &short
-	run(t, n, bystander)
-	pid := n.EvictdPID()
-	if err := n.KillEvictd(); err != nil {
-		t.Fatal(err)
-	}
-	if ok, desc := gone(t, n, "default", "slow"); ok {
-		t.Fatalf("slow went before evictd was killed (%s): not mid-eviction", desc)
-	}
-	offset := logSize(t, n)
-	// systemd's Restart=always.
-	if err := n.StartEvictd(t.Context(), args...); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("evictd pid %d killed while slow terminates, restarted as pid %d", pid, n.EvictdPID())
-	// Two housekeeping intervals of the new evictd under pressure, while
-	// slow is still terminating.
-	poll(t, "two passes of the new evictd", 30*time.Second, func() (bool, string) {
-		v := passes(t, n)
-		return v >= 3, fmt.Sprintf("%v passes", v)
-	})
-	// Terminating: deleted, or Failed (evictd's terminal status) with its
-	// container still running its preStop hook.
-	p, err := n.Admin().CoreV1().Pods("default").Get(t.Context(), "slow", metav1.GetOptions{})
-	if err != nil || p.DeletionTimestamp == nil && !(p.Status.Phase == v1.PodFailed && kubeclient.ContainersRunning(p)) {
-		t.Fatalf("slow should still be terminating: %v %s", err, podSummary(p))
-	}
-	if k := evictions(t, n, "default", "slow"); k != 1 {
-		t.Errorf("slow: %d Evicted events across the restart, want 1", k)
-	}
-	if v := metric(t, n, `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`); v != 0 {
-		t.Errorf("the restarted evictd counts %v evictions, want 0: slow is already terminating", v)
-	}
-	if log := tail(n.LogPath("evictd"), 400); strings.Count(log, `msg="eviction failed"`) > 0 {
-		t.Errorf("the restarted evictd tried to evict again:\n%s", log)
-	}
-	select {
-	case <-bystanderDeleted:
-		t.Fatalf("the restarted evictd evicted the bystander while slow, its eviction in flight, terminates")
-	default:
-	}
-	alive(t, n, "default", "bystander")
-	const withheld = `evictd_evictions_withheld_total{reason="eviction-in-flight"}`
-	if v := metric(t, n, withheld); v < 1 {
-		t.Errorf("%s = %v, want at least 1", withheld, v)
-	}
-	waits := logLinesWith(t, n, offset, `msg="eviction withheld: a pod evictd evicted is still terminating; waiting until it has gone"`)
-	if len(waits) != 1 || !strings.Contains(waits[0], "terminating=default/slow") || !strings.Contains(waits[0], "pod=default/bystander") {
-		t.Errorf("log lines about the wait for slow: %q, want one naming slow and the bystander", waits)
-	}
-	c := condition(t, n, memoryCondition)
-	if c.Status != v1.ConditionTrue || !c.LastTransitionTime.Equal(&since) {
-		t.Errorf("condition across the restart: %s since %s, want True since %s", c.Status, c.LastTransitionTime, since)
-	}
-	if !hasTaint(t, n, memoryTaint) {
-		t.Errorf("the taint %s went away across the restart", memoryTaint)
-	}
-	for _, reason := range []string{nodestatus.EventReason(signals.MemoryPressure, true), nodestatus.EventReason(signals.MemoryPressure, false)} {
-		for _, e := range events(t, n, "default", "Node", n.Name(), reason) {
-			if e.LastTimestamp.After(since.Time.Add(time.Second)) {
-				t.Errorf("node event %s at %s, after the pressure began at %s: the condition flapped", reason, e.LastTimestamp, since)
-			}
-		}
-	}
-	alive(t, n, "kube-system", "critical")
-
-	// Once slow has gone the pressure is still there, and real: the
-	// bystander is evicted.
-	poll(t, "slow to go", 90*time.Second, func() (bool, string) { return gone(t, n, "default", "slow") })
-	select {
-	case <-bystanderDeleted:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("bystander not evicted within 30 s of slow's end; last lines of evictd's log:\n%s", tail(n.LogPath("evictd"), 20))
-	}
-	// Counted once the Evicter has seen it go.
-	const evicted = `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`
-	poll(t, "the bystander's eviction counted", 30*time.Second, func() (bool, string) {
-		v := metric(t, n, evicted)
-		return v == 1, fmt.Sprintf("%s = %v, want 1: the bystander", evicted, v)
-	})
 }
 
 // passes returns how many passes the running evictd has made.

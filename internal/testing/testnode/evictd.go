@@ -83,6 +83,24 @@ func (n *Node) SetEvictdBinary(bin string) {
 	n.evictdBin = bin
 }
 
+// SetEvictdLog makes the next StartEvictd append evictd's output to path
+// (a file on a filesystem of the test's choosing) instead of the node's
+// directory; "" goes back to the node's own. LogPath("evictd") follows.
+func (n *Node) SetEvictdLog(path string) {
+	if path == "" {
+		n.evLog.Store(nil)
+		return
+	}
+	n.evLog.Store(&path)
+}
+
+// EvictdBinary returns the evictd binary the next StartEvictd runs.
+func (n *Node) EvictdBinary() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.evictdBin
+}
+
 // StopEvictd stops evictd with SIGTERM, as systemd does.
 func (n *Node) StopEvictd() error {
 	n.mu.Lock()

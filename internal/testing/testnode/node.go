@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -109,6 +110,8 @@ type Node struct {
 	evArgs  []string
 	metrics string // host:port of evictd's /metrics
 	stopped bool
+
+	evLog atomic.Pointer[string] // evictd's log when not in dir (SetEvictdLog)
 }
 
 // Start brings the node up and returns once the kubelet has registered the
@@ -354,7 +357,12 @@ func (n *Node) Logs(lines int) map[string]string {
 // LogPath returns the log file of "kubelet" or "evictd".
 func (n *Node) LogPath(component string) string { return n.logPath(component) }
 
-func (n *Node) logPath(component string) string { return filepath.Join(n.dir, component+".log") }
+func (n *Node) logPath(component string) string {
+	if p := n.evLog.Load(); p != nil && component == "evictd" {
+		return *p
+	}
+	return filepath.Join(n.dir, component+".log")
+}
 
 // WaitPod polls the pod until cond holds, returning the last pod seen.
 func (n *Node) WaitPod(ctx context.Context, namespace, name string, timeout time.Duration, cond func(*v1.Pod) bool) (*v1.Pod, error) {
