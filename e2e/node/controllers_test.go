@@ -195,14 +195,7 @@ func restart(t *testing.T, n *testnode.Node) {
 	startEvictd(t, n, args...)
 	// A critical pod puts the node under pressure that no eviction can
 	// relieve: the condition stays True throughout.
-	crit := labelled(n.Pod("critical", "alloc", "--mib", "1000"))
-	crit.Namespace = "kube-system"
-	crit.Spec.PriorityClassName = "system-node-critical"
-	run(t, n, crit)
-	poll(t, "EvictdMemoryPressure=True", 30*time.Second, func() (bool, string) {
-		return conditionIs(t, n, memoryCondition, v1.ConditionTrue)
-	})
-	since := condition(t, n, memoryCondition).LastTransitionTime
+	since := holdPressure(t, n)
 
 	// The node is under pressure already: the victim is evictable from
 	// the moment it is bound, running or still being created (under load

@@ -536,3 +536,19 @@ func localStop(ref string, log func() string) string {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// holdPressure runs a critical pod (system-node-critical, kube-system)
+// holding 1000 MiB, which puts a node under allocatableMemory pressure of
+// 1200Mi that no eviction can relieve, waits for EvictdMemoryPressure=True
+// and returns when it became so.
+func holdPressure(t *testing.T, n *testnode.Node) metav1.Time {
+	t.Helper()
+	crit := labelled(n.Pod("critical", "alloc", "--mib", "1000"))
+	crit.Namespace = "kube-system"
+	crit.Spec.PriorityClassName = "system-node-critical"
+	run(t, n, crit)
+	poll(t, "EvictdMemoryPressure=True", 30*time.Second, func() (bool, string) {
+		return conditionIs(t, n, memoryCondition, v1.ConditionTrue)
+	})
+	return condition(t, n, memoryCondition).LastTransitionTime
+}
