@@ -120,6 +120,18 @@ func (c *Child) Allocate(t testing.TB) {
 	}
 }
 
+// TryAllocate is Allocate for a child the kernel may kill meanwhile (an
+// OOM kill in its cgroup): it returns the error instead of failing a test.
+func (c *Child) TryAllocate() error {
+	if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
+		return fmt.Errorf("tell child %d to allocate: %w", c.PID(), err)
+	}
+	if line, err := c.out.ReadString('\n'); err != nil || line != "ready\n" {
+		return fmt.Errorf("child %d: got %q, %v; want ready", c.PID(), line, err)
+	}
+	return nil
+}
+
 // Kill kills the child by PID and waits until it has exited, so its memory
 // is uncharged when Kill returns. It is safe to call more than once and
 // from any goroutine.
