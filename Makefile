@@ -195,8 +195,9 @@ fuzz-short:
 
 # The end-to-end scenarios on a real node (e2e/node): a real kubelet on
 # containerd, evictd beside it; memory, allocatable, PIDs, disk, DaemonSet,
-# PDB, ReplicaSet, evictd restarted under pressure, and the same node in a
-# cgroup v2 guest. As root; about 17 minutes, 5 of them the guest's. `make
+# PDB, ReplicaSet, evictd restarted under pressure, the chaos matrix
+# (TestChaosNode), and the same node in a cgroup v2 guest. As root; about
+# 30 minutes, 5 of them the guest's. `make
 # e2e` is the same tier; e2e-run runs it without the prerequisites.
 e2e e2e-node: k8s-bins runtime build
 	$(MAKE) --no-print-directory e2e-run
