@@ -344,10 +344,10 @@ func limitEvictdMemory(t *testing.T, n *testnode.Node) {
 
 // oomKillEvictd has the kernel's OOM killer kill evictd in its memory
 // cgroup (limitEvictdMemory), as its unit's MemoryMax would: evictd's
-// oom_score_adj is raised to 1000 so that it is the first chosen, and a
-// child takes the rest of the limit and 16 MiB more. What evictd's death
-// gives back at once may not be enough for the child, which the kernel
-// may then kill too: it is only the test's means. Evictd must be gone,
+// oom_score_adj is raised to 1000 so that it is the first chosen, and
+// children take the rest of the limit and 16 MiB more. What evictd's death
+// gives back at once may not be enough for them, and the kernel may then
+// kill one too: they are only the test's means. Evictd must be gone,
 // killed by the kernel (SIGKILL, an OOM kill counted in its cgroup).
 func oomKillEvictd(t *testing.T, n *testnode.Node) {
 	t.Helper()
@@ -360,19 +360,29 @@ func oomKillEvictd(t *testing.T, n *testnode.Node) {
 		t.Fatal(err)
 	}
 	held := testagent.ReadInt(t, filepath.Join(dir, "memory.usage_in_bytes"))
+	// Four children, so that each counts for less than evictd with its
+	// raised oom_score_adj (its resident memory and the whole limit):
+	// one child holding the rest of the limit would count for as much.
+	const children = 4
 	mib := (evictdMemoryMax-held)>>20 + 16
-	child := testalloc.Start(t, t, allocEnv, int(mib))
-	child.MoveTo(t, dir)
-	err := child.TryAllocate()
-	child.Kill()
+	var err error
+	for range children {
+		child := testalloc.Start(t, t, allocEnv, int(mib/children+1))
+		child.MoveTo(t, dir)
+		err = child.TryAllocate()
+		defer child.Kill()
+		if n.EvictdPID() == 0 {
+			break
+		}
+	}
 	poll(t, "evictd to be OOM-killed", 10*time.Second, func() (bool, string) {
 		return n.EvictdPID() == 0, fmt.Sprintf("evictd pid %d still running", pid)
 	})
 	if k := oomKillCount(t, dir) - before; k < 1 {
 		t.Fatalf("evictd exited; %s counts no OOM kill", dir)
 	}
-	t.Logf("evictd (pid %d, %d MiB charged) OOM-killed at its limit of %d MiB beside a child of %d MiB (the child: %v)",
-		pid, held>>20, evictdMemoryMax>>20, mib, err)
+	t.Logf("evictd (pid %d, %d MiB charged) OOM-killed at its limit of %d MiB beside children of %d MiB (the last: %v)",
+		pid, held>>20, evictdMemoryMax>>20, mib/children+1, err)
 }
 
 // oomKillCount reads the oom_kill counter of a v1 memory cgroup.
