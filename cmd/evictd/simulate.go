@@ -70,12 +70,18 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	// Each step is written as it is decided: what simulate holds beyond
 	// the snapshot does not grow with its steps.
 	d := decide.NewDecider(evictdagent.DeciderConfig(cfg, sc.Layout))
+	var last decide.Decision
 	if output == "json" {
+		// A flight record's replay is an object: its steps, then the
+		// comparison with what the agent decided.
+		if sc.Record != nil {
+			io.WriteString(stdout, "{\"steps\": ")
+		}
 		arr := newJSONArray(stdout)
 		for _, step := range sc.Steps {
 			obs := step.ObservationsFor(cfg.HugepageAwareEviction)
-			dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
-			if err := arr.add(newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds())); err != nil {
+			last = d.Decide(step.Time, obs, step.Pods, step.Stats)
+			if err := arr.add(newStepResult(step, obs, cfg.HugepageAwareEviction, last, d.Thresholds())); err != nil {
 				fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
 				return 1
 			}
@@ -83,6 +89,14 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		if err := arr.close(); err != nil {
 			fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
 			return 1
+		}
+		if sc.Record != nil {
+			io.WriteString(stdout, ", \"record\": ")
+			if err := writeJSON(stdout, compareRecord(sc.Record, last)); err != nil {
+				fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
+				return 1
+			}
+			io.WriteString(stdout, "}\n")
 		}
 		return 0
 	}
@@ -100,8 +114,15 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(w)
 		}
 		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
-		dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
-		newStepResult(step, obs, cfg.HugepageAwareEviction, dec, d.Thresholds()).write(w)
+		last = d.Decide(step.Time, obs, step.Pods, step.Stats)
+		newStepResult(step, obs, cfg.HugepageAwareEviction, last, d.Thresholds()).write(w)
+		if err := w.Flush(); err != nil {
+			fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
+			return 1
+		}
+	}
+	if sc.Record != nil {
+		compareRecord(sc.Record, last).write(w)
 		if err := w.Flush(); err != nil {
 			fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
 			return 1

@@ -21,6 +21,7 @@ import (
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/internal/recorder"
 	"github.com/evictd/evictd/internal/server"
 	"github.com/evictd/evictd/internal/wakeup"
 	"github.com/evictd/evictd/signals"
@@ -58,6 +59,7 @@ type Agent struct {
 	kube     *kube          // nil standalone (no --kubeconfig)
 	wakeups  *wakeup.Memory // nil when the memory cgroups cannot be found
 	loop     *manager.Manager
+	records  *recorder.Recorder // nil with --flight-records=0
 	srv      *server.Server
 	probes   *server.Server // nil without --healthz-bind-address
 	layout   signals.FsLayout
@@ -213,6 +215,13 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		deps.Wakeups = a.wakeups
 	}
 
+	// Without its recorder the agent still protects the node.
+	if a.records, err = newRecorder(cfg, layout, opts.Version, met, log); err != nil {
+		log.Error("no flight records are kept", "err", err)
+	} else if a.records != nil {
+		deps.Recorder = a.records
+	}
+
 	var readyOnce sync.Once
 	deps.AfterPass = func(*manager.Status) {
 		readyOnce.Do(func() {
@@ -305,6 +314,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return a.probes.Run(ctx) })
 	}
 	g.Go(func() error { return a.loop.Run(ctx) })
+	if a.records != nil {
+		g.Go(func() error { return a.records.Run(ctx) })
+	}
 	g.Go(func() error { return systemd.Watchdog(ctx, func() bool { return a.loop.Ready() == nil }, a.log) })
 	if a.wakeups != nil {
 		g.Go(func() error { return a.wakeups.Run(ctx, a.loop.Wake) })

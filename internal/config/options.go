@@ -43,6 +43,9 @@ const (
 	// behind the kubelet's back) stops after 60 pods instead of emptying
 	// the node one pass after another.
 	defaultMaxEvictionsPerHour = 60
+	defaultStateDir            = "/var/lib/evictd"
+	defaultFlightRecords       = 200
+	defaultFlightRecordsBytes  = "64Mi"
 	// The kubelet evicts every pod over its own local-storage limit in one
 	// pass. Five at once covers the usual handful of offenders; more than
 	// that at once suggests a measurement or configuration fault, so the
@@ -132,6 +135,9 @@ type Options struct {
 	fastPollInterval     time.Duration
 	fastPollMargin       string
 	maxEvictionsPerHour  int
+	stateDir             string
+	flightRecords        int
+	flightRecordsBytes   string
 	localStorageQPS      float64
 	localStorageBurst    int
 
@@ -289,6 +295,12 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"How often at most, as a Go duration, evictd reads the memory cgroups' working set (while a memory threshold is within --fast-poll-margin on cgroup v1 with memcg notifications; at all times where a threshold has no kernel notification, as on cgroup v2), starting a pass as soon as one is crossed either way; it reads sooner (down to 10ms) when memory grows fast enough to use a quarter of the headroom left in between. 0 disables the fast poll.")
 	fs.StringVar(&o.fastPollMargin, "fast-poll-margin", defaultFastPollMargin,
 		"How close to a memory.available or allocatableMemory.available threshold the available memory must come for the fast poll to run where memcg notifications watch every memory threshold (cgroup v1): a quantity (2Gi) or a percentage of the signal's capacity (10%). It should exceed what a workload can allocate in one --housekeeping-interval.")
+	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir,
+		"Directory, absolute, where evictd keeps its flight records (in records/, mode 0700, files 0600) for `evictd explain` and `evictd simulate`; created when missing. A full or read-only disk is logged and counted, never fatal.")
+	fs.IntVar(&o.flightRecords, "flight-records", defaultFlightRecords,
+		"Most flight records kept in --state-dir, one per decision to evict (carried out, refused, withheld or in dry run); the oldest are removed first. 0 keeps none.")
+	fs.StringVar(&o.flightRecordsBytes, "flight-records-max-bytes", defaultFlightRecordsBytes,
+		"Most bytes the flight records in --state-dir take together, a quantity (64Mi, at least 1Mi); the oldest are removed first.")
 	fs.IntVar(&o.maxEvictionsPerHour, "max-evictions-per-hour", defaultMaxEvictionsPerHour,
 		"Most evictions evictd issues in any sliding hour (evicted, or stopped locally); once reached, no pod is evicted until the oldest of them is an hour old, and a Warning event EvictionCapReached goes on the node. 0 means no cap.")
 	fs.Float64Var(&o.localStorageQPS, "local-storage-eviction-qps", defaultLocalStorageEvictionQPS,

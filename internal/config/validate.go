@@ -148,6 +148,13 @@ type Config struct {
 	// MaxEvictionsPerHour caps the evictions issued in a sliding hour; 0
 	// means no cap. Default 60.
 	MaxEvictionsPerHour int
+	// StateDir is where evictd keeps its flight records, in records/.
+	// Default /var/lib/evictd.
+	StateDir string
+	// FlightRecords (default 200; 0 keeps none) and FlightRecordsMaxBytes
+	// (default 64Mi) bound the flight records kept.
+	FlightRecords         int
+	FlightRecordsMaxBytes int64
 	// LocalStorageEvictionQPS (evictions per second; 0 = no limit, default
 	// 0.1) and LocalStorageEvictionBurst (default 5) rate-limit the
 	// evictions of pods over their own local-storage limits.
@@ -218,6 +225,8 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		ImageFSPath:                o.imageFSPath,
 		PodLogsDir:                 o.podLogsDir,
 		MaxEvictionsPerHour:        o.maxEvictionsPerHour,
+		StateDir:                   o.stateDir,
+		FlightRecords:              o.flightRecords,
 		LocalStorageEvictionQPS:    o.localStorageQPS,
 		LocalStorageEvictionBurst:  o.localStorageBurst,
 		ProcRoot:                   o.procRoot,
@@ -236,6 +245,14 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		bad("kubeconfig-in-cluster", "true", "needs "+src("kubeconfig")+", which names the credentials and the CA")
 	}
 
+	if o.flightRecords < 0 {
+		bad("flight-records", strconv.Itoa(o.flightRecords), "must not be negative (0 keeps none)")
+	}
+	if q, err := resource.ParseQuantity(o.flightRecordsBytes); err != nil || q.Cmp(resource.MustParse("1Mi")) < 0 || q.Cmp(resource.MustParse("1Ti")) > 0 {
+		bad("flight-records-max-bytes", o.flightRecordsBytes, "must be a quantity from 1Mi to 1Ti, such as 64Mi")
+	} else {
+		c.FlightRecordsMaxBytes = q.Value()
+	}
 	if o.maxEvictionsPerHour < 0 {
 		bad("max-evictions-per-hour", strconv.Itoa(o.maxEvictionsPerHour), "must not be negative (0 means no cap)")
 	}
@@ -273,6 +290,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 
 	for _, p := range []struct{ flag, v string }{
 		{"root-dir", o.rootDir}, {"proc-root", o.procRoot}, {"cgroup-mount", o.cgroupMount}, {"imagefs-path", o.imageFSPath}, {"pod-logs-dir", o.podLogsDir},
+		{"state-dir", o.stateDir},
 	} {
 		if p.v == "" && p.flag == "imagefs-path" {
 			continue

@@ -51,11 +51,14 @@ type Attempt struct {
 	// Why says, for a withheld request, which limit held it and until
 	// when.
 	Why string
+	// Started and Ended are when the Evicter was asked and when it
+	// returned; zero when it was not asked.
+	Started, Ended time.Time
 }
 
-// issued reports whether the attempt counts as an eviction for the
+// Issued reports whether the attempt counts as an eviction for the
 // hourly cap: issued to the API server, or stopped on the node.
-func (a Attempt) issued() bool {
+func (a Attempt) Issued() bool {
 	return a.Result == ResultEvicted || a.Result == ResultTerminating || a.Result == ResultStoppedLocally ||
 		a.Result == ResultStoppedStandalone
 }
@@ -137,7 +140,7 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 		if a.Result == ResultPDBBlocked {
 			continue // the next pod in rank order
 		}
-		if a.issued() {
+		if a.Issued() {
 			// The pod is going: look again at once rather than an
 			// interval on.
 			m.Wake()
@@ -191,9 +194,10 @@ func (m *Manager) actLocalStorage(ctx context.Context, dec decide.Decision) Acte
 // evict asks the Evicter to carry out req and says what became of it; the
 // hourly cap and the wait for evicted pods take it into account.
 func (m *Manager) evict(ctx context.Context, req decide.Request) Attempt {
+	started := m.deps.Clock.Now()
 	err := m.deps.Evicter.Evict(ctx, req)
+	a := Attempt{Request: req, Err: err, Started: started, Ended: m.deps.Clock.Now()}
 	m.recordGone(req, err)
-	a := Attempt{Request: req, Err: err}
 	switch {
 	case err == nil:
 		a.Result = ResultEvicted
@@ -222,7 +226,7 @@ func (m *Manager) evict(ctx context.Context, req decide.Request) Attempt {
 	default:
 		a.Result = ResultFailed
 	}
-	if a.issued() {
+	if a.Issued() {
 		m.hour.record(m.deps.Clock.Now())
 	}
 	return a

@@ -292,6 +292,9 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	st.InFlight = m.inFlightStatus(inFlight, now)
 	m.status.Store(st)
 	met.ObservePass(metrics.Pass{Trigger: trigger, Duration: m.deps.Clock.Since(start), EvictionsInLastHour: st.Limits.EvictionsInLastHour})
+	if m.deps.Recorder != nil {
+		m.deps.Recorder.Record(PassRecord{Time: start, Trigger: trigger, DryRun: m.cfg.DryRun, Obs: obs, Pods: pods, Stats: stats, Decision: dec, Acted: result})
+	}
 }
 
 // warnOnChange logs err at Warn when it differs from the last one seen at

@@ -80,6 +80,9 @@ type Deps struct {
 	// Wakeups, when set, is given every pass's observations, from which
 	// it re-arms the kernel notifiers and the fast poll.
 	Wakeups Rearmer
+	// Recorder, when set, is given every pass once it has acted (the
+	// flight recorder, internal/recorder).
+	Recorder Recorder
 }
 
 // PodSource lists the pods running on this node, and evictd's evictions
@@ -142,4 +145,25 @@ type NodeEvents interface {
 // not block.
 type Rearmer interface {
 	Update(obs signals.Observations)
+}
+
+// Recorder keeps what the passes saw and writes a record of each decision
+// to evict. Record is called by the loop after the pass has acted and
+// must not block: it may hold on to p's observations, but not to its pods
+// and stats, which it must copy if it keeps them.
+type Recorder interface {
+	Record(p PassRecord)
+}
+
+// PassRecord is one pass as the flight recorder sees it.
+type PassRecord struct {
+	Time    time.Time
+	Trigger metrics.Trigger
+	DryRun  bool
+	Obs     signals.Observations
+	Pods    []signals.Pod
+	Stats   map[string]signals.PodStats
+	// Decision is the pass's decision, its Evaluation included.
+	Decision decide.Decision
+	Acted    Acted
 }

@@ -77,6 +77,7 @@ type Metrics struct {
 	reviewDur *prometheus.HistogramVec
 	renewals  *prometheus.CounterVec
 	walksCut  *prometheus.CounterVec
+	records   *prometheus.CounterVec
 	diskStale prometheus.Gauge
 
 	// err holds what New could not register.
@@ -205,6 +206,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		expiry:    newExpiryCollector(),
 		renewals:  newRenewals(),
 		walksCut:  newWalksCut(),
+		records:   newFlightRecords(),
 		diskStale: newDiskStale(),
 	}
 	m.reviews, m.reviewDur = newReviews()
@@ -260,6 +262,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.reviewDur = registerOrShare(reg, m.reviewDur, &errs)
 	m.renewals = registerOrShare(reg, m.renewals, &errs)
 	m.walksCut = registerOrShare(reg, m.walksCut, &errs)
+	m.records = registerOrShare(reg, m.records, &errs)
 	m.diskStale = registerOrShare(reg, m.diskStale, &errs)
 	m.err = errors.Join(errs...)
 }
@@ -330,6 +333,9 @@ func (m *Metrics) initCounters() {
 	}
 	for _, r := range walkCuts {
 		m.walksCut.WithLabelValues(string(r.v))
+	}
+	for _, r := range flightRecords {
+		m.records.WithLabelValues(string(r.v))
 	}
 	for _, p := range reviewPairs {
 		m.reviews.WithLabelValues(string(p.review), string(p.result))

@@ -46,6 +46,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		{"evictd_eviction_cap_reached_total", m.capHits, 1},
 		{"evictd_token_renewals_total", m.renewals, 2},
 		{"evictd_pod_disk_walks_cut_total", m.walksCut, 2},
+		{"evictd_flight_records_total", m.records, 4},
 		// authenticated, unauthenticated, error of a token; allowed,
 		// denied, error of an access.
 		{"evictd_scrape_reviews_total", m.reviews, 6},
@@ -76,6 +77,7 @@ var allNames = []string{
 	"evictd_evictions_owed",
 	"evictd_evictions_total",
 	"evictd_evictions_withheld_total",
+	"evictd_flight_records_total",
 	"evictd_memory_pressure_stall_local",
 	"evictd_memory_pressure_stall_ratio",
 	"evictd_node_pressure",

@@ -18,6 +18,10 @@ import (
 // File is a snapshot as written on disk. Either Steps is set, or the
 // top-level Observations and Pods describe a single moment.
 type File struct {
+	// APIVersion and Kind are set on a flight record (RecordAPIVersion,
+	// RecordKind), which carries Record; a plain snapshot has neither.
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
 	// Args are evictd flags the scenario is meant to run with, such as
 	// "--eviction-hard=memory.available<500Mi"; flags on the command line
 	// override them.
@@ -31,6 +35,8 @@ type File struct {
 	// see StepJSON.HugePages.
 	HugePages map[string]Quantity `json:"hugepages,omitempty"`
 	Steps     []StepJSON          `json:"steps,omitempty"`
+	// Record is a flight record's decision and outcome (record.go).
+	Record *Record `json:"record,omitempty"`
 }
 
 // StepJSON is the node at one moment of a sequence.
@@ -53,8 +59,8 @@ type StepJSON struct {
 // ObservationJSON is one signal's reading: available and capacity, or,
 // for a memory.pressure.* stall signal, stall alone.
 type ObservationJSON struct {
-	Available Quantity `json:"available"`
-	Capacity  Quantity `json:"capacity"`
+	Available Quantity `json:"available,omitzero"`
+	Capacity  Quantity `json:"capacity,omitzero"`
 	// Stall is a stall signal's reading, a percentage of time as PSI
 	// prints it: 35.5, "35.5" or "35.5%".
 	Stall *Stall `json:"stall,omitempty"`
@@ -81,6 +87,10 @@ type PodJSON struct {
 	Static    bool   `json:"static,omitempty"`
 	Mirror    bool   `json:"mirror,omitempty"`
 	DaemonSet bool   `json:"daemonSet,omitempty"`
+	// Spared, when not empty, says why the agent's pod source kept the
+	// pod from eviction (standalone mode, which cannot read its priority
+	// or requests): the pod counts as critical.
+	Spared string `json:"spared,omitempty"`
 	// Requests are the pod's effective requests; when absent, the sum of
 	// the containers', or for a pod with pod-level Resources the
 	// pod-level requests.

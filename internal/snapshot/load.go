@@ -26,6 +26,9 @@ const maxSize = 64 << 20
 
 // Scenario is a snapshot made ready to replay.
 type Scenario struct {
+	// Record is the decision and outcome of a flight record; nil for a
+	// plain snapshot.
+	Record *Record
 	Args   []string
 	Layout signals.FsLayout
 	Steps  []Step
@@ -94,7 +97,16 @@ func Read(r io.Reader) (*Scenario, error) {
 }
 
 func (f *File) scenario() (*Scenario, error) {
-	sc := &Scenario{Args: f.Args}
+	sc := &Scenario{Args: f.Args, Record: f.Record}
+	switch {
+	case f.APIVersion == "" && f.Kind == "" && f.Record == nil:
+	case f.APIVersion != RecordAPIVersion:
+		return nil, fmt.Errorf("apiVersion %q: want %s (a flight record) or none", f.APIVersion, RecordAPIVersion)
+	case f.Kind != RecordKind:
+		return nil, fmt.Errorf("kind %q: want %s (a flight record) or none", f.Kind, RecordKind)
+	case f.Record == nil:
+		return nil, fmt.Errorf("a %s has no record", RecordKind)
+	}
 	switch f.Layout {
 	case "", "single":
 		sc.Layout = signals.SingleFs

@@ -53,7 +53,7 @@ func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats,
 	}
 	pod := signals.Pod{
 		Namespace: pj.Namespace, Name: pj.Name, UID: pj.UID,
-		Priority: pj.Priority, Static: pj.Static, Mirror: pj.Mirror, DaemonSet: pj.DaemonSet,
+		Priority: pj.Priority, Static: pj.Static, Mirror: pj.Mirror, DaemonSet: pj.DaemonSet, Spared: pj.Spared,
 		TerminationGracePeriodSeconds: pj.TerminationGracePeriodSeconds,
 		LocalVolumes:                  pj.LocalVolumes,
 	}
@@ -65,6 +65,9 @@ func podOf(f string, now time.Time, pj PodJSON) (signals.Pod, *signals.PodStats,
 	}
 	if err := checkNames(f, pod); err != nil {
 		return pod, nil, err
+	}
+	if len(pj.Spared) > maxSpared || strings.IndexFunc(pj.Spared, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return pod, nil, fmt.Errorf("%s.spared %q: want at most %d printable characters", f, pj.Spared, maxSpared)
 	}
 	if g := pj.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		return pod, nil, fmt.Errorf("%s.terminationGracePeriodSeconds: %d is negative", f, *g)
@@ -290,6 +293,9 @@ func fsUsage(u *FsUsageJSON) *signals.FsUsage {
 	}
 	return &signals.FsUsage{Bytes: u.Bytes.Value, Inodes: u.Inodes.Value}
 }
+
+// maxSpared bounds a pod's spared reason.
+const maxSpared = 256
 
 // maxUID bounds a pod's uid: the API server's are 36 characters.
 const maxUID = 128
