@@ -24,6 +24,8 @@ Usage:
   evictd check-config [flags]          print the effective thresholds, or the error
   evictd simulate --snapshot FILE [flags] [-o text|json]
                                        replay a node snapshot and print what evictd would do
+  evictd explain [POD] [--last N] [--state-dir DIR | --record FILE] [-o text|json]
+                                       explain evictions on this node from its flight records
   evictd status [-o text|json] [--metrics-bind-address ADDR] [--metrics-ca-file FILE | --tls]
                 [--metrics-bearer-token-file FILE] [--agent-user USER]
                                        show what a running agent last saw and decided
@@ -41,7 +43,7 @@ var (
 )
 
 func commandNames() string {
-	return "check-config, simulate, status, version and help"
+	return "check-config, explain, simulate, status, version and help"
 }
 
 // setUsage makes fs's help, on --help or -h, head and then fs's flags,

@@ -30,6 +30,9 @@ var layers = []struct {
 		"internal/podsource", "internal/evict", "internal/nodestatus", "internal/lease", "internal/tokenrenew",
 		"internal/config", "internal/snapshot", "internal/server",
 	}},
+	// What the loop's passes become after the fact: the flight recorder
+	// reads the loop's PassRecord and writes simulate's snapshots.
+	{"records", []string{"internal/recorder"}},
 	{"assembly", []string{"internal/agent"}},
 	{"main", []string{"cmd/evictd"}},
 	// Test infrastructure and tools, linked into no agent.
@@ -46,6 +49,8 @@ var layers = []struct {
 var allowedImports = map[string]string{
 	// `evictd status` decodes the loop's Status document.
 	"cmd/evictd -> internal/manager": "main reads the loop's Status",
+	// The flight recorder is the loop's Recorder and reads its PassRecord.
+	"internal/recorder -> internal/manager": "the recorder reads the loop's PassRecord",
 }
 
 // openLayers are the layers whose packages may import each other.

@@ -12,6 +12,7 @@ import (
 // commands are the subcommands; anything else runs the agent.
 var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"check-config": checkConfig,
+	"explain":      explain,
 	"simulate":     simulate,
 	"status":       status,
 	"version":      printVersion,
