@@ -69,9 +69,9 @@ func (w *writer) write(name string, f *snapshot.File) {
 	}
 	if err != nil {
 		w.cfg.Metrics.CountFlightRecord(metrics.RecordFailed)
-		if err.Error() != w.failing {
+		if kind := failure(err); kind != w.failing {
 			w.cfg.Log.Warn("flight recorder: a record could not be written; evictions go on without it", "dir", w.cfg.Dir, "record", name, "err", err)
-			w.failing = err.Error()
+			w.failing = kind
 		}
 		return
 	}
@@ -83,6 +83,20 @@ func (w *writer) write(name string, f *snapshot.File) {
 	if err := w.prune(); err != nil {
 		w.cfg.Log.Warn("flight recorder: could not remove old records", "dir", w.cfg.Dir, "err", err)
 	}
+}
+
+// failure is what err says without the file it names, so that the same
+// failure of every record is said once.
+func failure(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Op + ": " + le.Err.Error()
+	}
+	return err.Error()
 }
 
 func (w *writer) put(name string, data []byte) error {
