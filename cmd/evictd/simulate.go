@@ -34,9 +34,11 @@ the other flags are the agent's.
 // runs and prints, step by step, what evictd would do.
 func simulate(args []string, stdout, stderr io.Writer) int {
 	var output string
+	var kf kubeletFlags
 	flags := func(fs *pflag.FlagSet) {
 		fs.String("snapshot", "", "JSON node snapshot to replay (format: docs/SNAPSHOT.md); required.")
 		fs.StringVarP(&output, "output", "o", "text", "Output format: text or json.")
+		kf.register(fs)
 	}
 	// A first look at the arguments finds the snapshot, whose own flags
 	// then come before the command line's, so the command line wins.
@@ -65,6 +67,9 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	}
 	if output != "text" && output != "json" {
 		return usageError(stderr, "evictd simulate", fmt.Errorf("--output %q: want text or json", output))
+	}
+	if kf.requested() {
+		return simulateKubelet(sc, cfg, output, &kf, stdout, stderr)
 	}
 
 	// Each step is written as it is decided: what simulate holds beyond

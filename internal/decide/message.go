@@ -102,6 +102,14 @@ func evictionMessage(th thresholds.Threshold, obs signals.Observation, c ranking
 	return b.String(), annotations
 }
 
+// EvictionMessage is evictionMessage for a pod ranked elsewhere: the
+// Evicted event's text and annotations, in the kubelet's words, for
+// evicting c for th on o. `evictd simulate --kubelet` writes with it what
+// the kubelet would have written for the pod its own ranking picks.
+func EvictionMessage(th thresholds.Threshold, o signals.Observation, c ranking.Candidate) (string, map[string]string) {
+	return evictionMessage(th, o, c)
+}
+
 // container is the first of pod's containers named name.
 func container(pod *signals.Pod, name string) (signals.Container, bool) {
 	for _, ctr := range pod.Containers {
