@@ -78,6 +78,7 @@ type Metrics struct {
 	renewals  *prometheus.CounterVec
 	walksCut  *prometheus.CounterVec
 	diskStale prometheus.Gauge
+	shadow    memoryShadow // memory.available by other formulas (shadow.go)
 
 	// err holds what New could not register.
 	err error
@@ -206,6 +207,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		renewals:  newRenewals(),
 		walksCut:  newWalksCut(),
 		diskStale: newDiskStale(),
+		shadow:    newMemoryShadow(),
 	}
 	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
@@ -261,6 +263,9 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.renewals = registerOrShare(reg, m.renewals, &errs)
 	m.walksCut = registerOrShare(reg, m.walksCut, &errs)
 	m.diskStale = registerOrShare(reg, m.diskStale, &errs)
+	m.shadow.available = registerOrShare(reg, m.shadow.available, &errs)
+	m.shadow.capacity = registerOrShare(reg, m.shadow.capacity, &errs)
+	m.shadow.met = registerOrShare(reg, m.shadow.met, &errs)
 	m.err = errors.Join(errs...)
 }
 
