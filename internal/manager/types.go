@@ -80,6 +80,9 @@ type Deps struct {
 	// Wakeups, when set, is given every pass's observations, from which
 	// it re-arms the kernel notifiers and the fast poll.
 	Wakeups Rearmer
+	// Shadows, when set, gives memory.available by the other formulas
+	// after each pass's observations, which the loop exports (shadow.go).
+	Shadows MemoryShadows
 }
 
 // PodSource lists the pods running on this node, and evictd's evictions
