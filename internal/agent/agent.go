@@ -69,6 +69,17 @@ type Agent struct {
 	awaited string
 }
 
+// memoryShadows is the source of sources that computes memory.available
+// by every formula (host.MemorySource), nil when none does.
+func memoryShadows(sources []signals.Source) manager.MemoryShadows {
+	for _, src := range sources {
+		if sh, ok := src.(manager.MemoryShadows); ok {
+			return sh
+		}
+	}
+	return nil
+}
+
 // New builds the agent from cfg: it opens the node's signals and pod
 // cgroups, dials the container runtime once (retried by Run when it is
 // down), compares the thresholds with the node's capacities, and, with
@@ -179,6 +190,7 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		Reclaimer: runtimeReclaimer{a.runtime},
 		Metrics:   met,
 		Log:       log,
+		Shadows:   memoryShadows(sources),
 	}
 	if cfg.Kubeconfig == "" && a.awaited == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics, " + cfg.StandaloneActs())

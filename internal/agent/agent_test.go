@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -445,6 +446,38 @@ func TestAgentHugePages(t *testing.T) {
 			if len(want) > 0 {
 				t.Errorf("no observation of %v in %+v", want, st.Observations)
 			}
+			// The memory source's shadows reach the loop: memory.available
+			// by every formula (no swap-aware: the tree has no swap).
+			body, err := get("http://" + ln.Addr().String() + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for series, want := range map[string]int64{
+				`evictd_memory_shadow_available_bytes{formula="working-set-1.36"}`: 11 * gi,
+				`evictd_memory_shadow_capacity_bytes{formula="working-set-1.36"}`:  16 * gi,
+				`evictd_memory_shadow_available_bytes{formula="working-set-1.37"}`: 7 * gi,
+				`evictd_memory_shadow_capacity_bytes{formula="working-set-1.37"}`:  12 * gi,
+				`evictd_memory_shadow_available_bytes{formula="memavailable"}`:     7 * gi,
+				`evictd_memory_shadow_capacity_bytes{formula="memavailable"}`:      16 * gi,
+			} {
+				if got, ok := scraped(body, series); !ok || got != float64(want) {
+					t.Errorf("%s: got %v (served %v), want %d", series, got, ok, want)
+				}
+			}
+			if _, ok := scraped(body, `evictd_memory_shadow_available_bytes{formula="swap-aware"}`); ok {
+				t.Error("a swap-aware shadow served on a node without swap")
+			}
 		})
 	}
+}
+
+// scraped is the value of one series in a /metrics body.
+func scraped(body, series string) (float64, bool) {
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }

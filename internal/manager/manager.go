@@ -66,6 +66,8 @@ type Manager struct {
 	// acted are the pods evictd stopped through the runtime or saw go
 	// (see leaveOutActedWithoutStats), by UID, with when.
 	acted map[string]time.Time
+	// shadow is exportShadows' (shadow.go).
+	shadow shadowState
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -277,6 +279,7 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	}
 	m.lastEvaluation = dec.Evaluation
 	m.export(start, obs, dec)
+	m.exportShadows(start, obs)
 	m.logDecision(dec)
 	if m.deps.Status != nil {
 		m.deps.Status.Publish(start, decide.PressureReports(dec.Evaluation, obs))

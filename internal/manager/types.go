@@ -83,6 +83,9 @@ type Deps struct {
 	// Recorder, when set, is given every pass once it has acted (the
 	// flight recorder, internal/recorder).
 	Recorder Recorder
+	// Shadows, when set, gives memory.available by the other formulas
+	// after each pass's observations, which the loop exports (shadow.go).
+	Shadows MemoryShadows
 }
 
 // PodSource lists the pods running on this node, and evictd's evictions

@@ -62,6 +62,10 @@ func TestVocabulary(t *testing.T) {
 	})
 	m.SetOwed(1)
 	m.SetDiskStatsStale(1)
+	for _, f := range signals.MemoryFormulas() {
+		m.SetMemoryShadow(f, 1, 2)
+		m.CountMemoryShadowPass(f, true)
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)

@@ -79,6 +79,7 @@ type Metrics struct {
 	walksCut  *prometheus.CounterVec
 	records   *prometheus.CounterVec
 	diskStale prometheus.Gauge
+	shadow    memoryShadow // memory.available by other formulas (shadow.go)
 
 	// err holds what New could not register.
 	err error
@@ -208,6 +209,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		walksCut:  newWalksCut(),
 		records:   newFlightRecords(),
 		diskStale: newDiskStale(),
+		shadow:    newMemoryShadow(),
 	}
 	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
@@ -264,6 +266,9 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.walksCut = registerOrShare(reg, m.walksCut, &errs)
 	m.records = registerOrShare(reg, m.records, &errs)
 	m.diskStale = registerOrShare(reg, m.diskStale, &errs)
+	m.shadow.available = registerOrShare(reg, m.shadow.available, &errs)
+	m.shadow.capacity = registerOrShare(reg, m.shadow.capacity, &errs)
+	m.shadow.met = registerOrShare(reg, m.shadow.met, &errs)
 	m.err = errors.Join(errs...)
 }
 

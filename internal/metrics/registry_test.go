@@ -50,6 +50,10 @@ func TestCountersStartAtZero(t *testing.T) {
 		// authenticated, unauthenticated, error of a token; allowed,
 		// denied, error of an access.
 		{"evictd_scrape_reviews_total", m.reviews, 6},
+		// A series for each formula not in force, from the first pass
+		// that computes it: which exist is the node's (swap on or not)
+		// and the configuration's (the formula in force).
+		{"evictd_memory_shadow_threshold_met_passes_total", m.shadow.met, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,6 +84,9 @@ var allNames = []string{
 	"evictd_flight_records_total",
 	"evictd_memory_pressure_stall_local",
 	"evictd_memory_pressure_stall_ratio",
+	"evictd_memory_shadow_available_bytes",
+	"evictd_memory_shadow_capacity_bytes",
+	"evictd_memory_shadow_threshold_met_passes_total",
 	"evictd_node_pressure",
 	"evictd_pass_duration_seconds",
 	"evictd_passes_total",
@@ -141,6 +148,8 @@ func exerciseAll(m *Metrics) {
 	m.CountTokenRenewal(nil)
 	m.SetCredentialExpiries(func() map[Credential]time.Time { return map[Credential]time.Time{CredentialToken: t0} })
 	m.ObserveReview(ReviewToken, ReviewAuthenticated, time.Millisecond)
+	m.SetMemoryShadow(signals.FormulaMemAvailable, 1, 2)
+	m.CountMemoryShadowPass(signals.FormulaMemAvailable, true)
 }
 
 // TestLint runs every family through promtool's naming rules.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/evictd/evictd/signals"
@@ -15,10 +16,17 @@ import (
 // cgroup, less the node's hugepage capacity (HugepageAwareEviction,
 // signals.HugepageAware); with Config.DisableHugepageAwareEviction, as
 // kubelet 1.36 computes it, without the hugepages.
+//
+// From the same reads it computes memory.available by the other formulas
+// too (signals.MemoryShadows), which MemoryShadows returns until the next
+// Observe.
 type MemorySource struct {
 	meminfo       string
 	hugepageAware bool
 	cgroups       *cgroups
+
+	mu      sync.Mutex
+	shadows signals.MemoryShadows
 }
 
 // NewMemorySource reads MemTotal and the hugepage capacity from
@@ -40,10 +48,46 @@ func NewMemorySource(cfg Config) (*MemorySource, error) {
 
 // Observe reads memory.available, stamped with now. MemTotal and the
 // hugepage capacity come from one read of the meminfo file, at every
-// pass: a pool resized while evictd runs counts from the next pass.
+// pass: a pool resized while evictd runs counts from the next pass. The
+// other formulas are computed from the same reads, and kept for
+// MemoryShadows; a formula that cannot be computed is an error of its
+// own shadow, never of the observation.
 func (s *MemorySource) Observe(ctx context.Context, now time.Time) ([]signals.Observation, error) {
-	fail := func(err error) ([]signals.Observation, error) {
-		return nil, fmt.Errorf("%s: %w", signals.MemoryAvailable, err)
+	o, reads, err := s.observe(ctx, now)
+	shadows := signals.MemoryShadows{Time: now, InForce: s.inForce()}
+	if err == nil {
+		shadows.Shadows = memoryShadows(reads, o)
+	}
+	s.mu.Lock()
+	s.shadows = shadows
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return []signals.Observation{o}, nil
+}
+
+// MemoryShadows returns memory.available by every formula the node has,
+// as the last Observe computed it.
+func (s *MemorySource) MemoryShadows() signals.MemoryShadows {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shadows
+}
+
+// inForce is the formula Observe's observation follows.
+func (s *MemorySource) inForce() signals.MemoryFormula {
+	if s.hugepageAware {
+		return signals.FormulaWorkingSet137
+	}
+	return signals.FormulaWorkingSet136
+}
+
+// observe reads memory.available by the formula in force, and returns
+// what it read for the other formulas.
+func (s *MemorySource) observe(ctx context.Context, now time.Time) (signals.Observation, memoryReads, error) {
+	fail := func(err error) (signals.Observation, memoryReads, error) {
+		return signals.Observation{}, memoryReads{}, fmt.Errorf("%s: %w", signals.MemoryAvailable, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -79,7 +123,11 @@ func (s *MemorySource) Observe(ctx context.Context, now time.Time) ([]signals.Ob
 		Time:      now,
 	}
 	if o, err = signals.HugepageAware(o, hugePages); err != nil {
-		return nil, err
+		return signals.Observation{}, memoryReads{}, err
 	}
-	return []signals.Observation{o}, nil
+	reads := memoryReads{
+		file: s.meminfo, meminfo: meminfo, memTotal: capacity, workingSet: ws,
+		inForce: s.inForce(), now: now,
+	}
+	return o, reads, nil
 }

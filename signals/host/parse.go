@@ -145,31 +145,46 @@ func readMemTotal(path string) (int64, error) {
 // parseMemTotal parses MemTotal, in bytes, from b, the content of the
 // meminfo file.
 func parseMemTotal(file string, b []byte) (int64, error) {
+	v, ok, err := parseMeminfoKB(file, b, "MemTotal")
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return 0, fmt.Errorf("parse %s: no MemTotal line", file)
+	case v == 0:
+		return 0, fmt.Errorf("parse %s: MemTotal is 0", file)
+	}
+	return v, nil
+}
+
+// parseMeminfoKB parses the line "<key>: <n> kB" of b, the content of the
+// meminfo file, and returns n in bytes; ok is false when b has no such
+// line. That line, and no other, must be well formed: a line of another
+// shape or unit, a value that is not a count or that overflows int64 in
+// bytes is an error naming the file and the line or value.
+func parseMeminfoKB(file string, b []byte, key string) (v int64, ok bool, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) == 0 || f[0] != "MemTotal:" {
+		if len(f) == 0 || f[0] != key+":" {
 			continue
 		}
 		if len(f) != 3 || f[2] != "kB" {
-			return 0, fmt.Errorf("parse %s: MemTotal line %q is not \"MemTotal: <n> kB\"", file, sc.Text())
+			return 0, false, fmt.Errorf("parse %s: %s line %q is not \"%s: <n> kB\"", file, key, sc.Text(), key)
 		}
 		kb, err := parseCount(file, f[1])
 		if err != nil {
-			return 0, err
-		}
-		if kb == 0 {
-			return 0, fmt.Errorf("parse %s: MemTotal is 0", file)
+			return 0, false, fmt.Errorf("%w (%s)", err, key)
 		}
 		if kb > math.MaxInt64/1024 {
-			return 0, fmt.Errorf("parse %s: MemTotal %d kB overflows int64 bytes", file, kb)
+			return 0, false, fmt.Errorf("parse %s: %s %d kB overflows int64 bytes", file, key, kb)
 		}
-		return kb * 1024, nil
+		return kb * 1024, true, nil
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("parse %s: %w", file, err)
+		return 0, false, fmt.Errorf("parse %s: %w", file, err)
 	}
-	return 0, fmt.Errorf("parse %s: no MemTotal line", file)
+	return 0, false, nil
 }
 
 // readTotalTasks reads the number of tasks on the system from a loadavg
