@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,133 @@ func TestRecordReplaysAsDecided(t *testing.T) {
 	}
 	if total < 8 {
 		t.Errorf("%d records from the examples, want at least 8", total)
+	}
+}
+
+func TestExplainRecord(t *testing.T) {
+	paths := recordExample(t, filepath.Join("..", "..", "examples", "besteffort-biggest-first.json"))
+	if len(paths) == 0 {
+		t.Fatal("no record")
+	}
+	out, errOut, code := runCmd("explain", "--record", paths[0])
+	if code != 0 {
+		t.Fatalf("explain: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"on node-a", "record: " + paths[0], "why now: the hard threshold memory.available<",
+		"available (0s before the decision)", "why this pod: the ranking for memory.available",
+		"    1. ", "done: evicted ", "asked 1ms after the decision, returned 400ms after", "event: Warning Evicted",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	// JSON: the same, with its field names stable.
+	out, _, code = runCmd("explain", "--record", paths[0], "-o", "json")
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got) != 1 {
+		t.Fatalf("explain -o json: exit %d, %v:\n%s", code, err, out)
+	}
+	for _, field := range []string{"record", "node", "decidedAt", "outcome", "pod", "uid", "signal", "threshold", "hard", "readings", "gracePeriodSeconds", "message", "ranking", "ranked", "attempts"} {
+		if _, ok := got[0][field]; !ok {
+			t.Errorf("explain -o json lacks %q: %v", field, got[0])
+		}
+	}
+	pod, _ := got[0]["pod"].(string)
+	// By pod: its name, namespace/name and UID find it; another does not.
+	uid, _ := got[0]["uid"].(string)
+	_, name, _ := strings.Cut(pod, "/")
+	for _, q := range []string{name, pod, uid} {
+		if _, errOut, code := runCmd("explain", q, "--record", paths[0]); code != 0 {
+			t.Errorf("explain %s: exit %d: %s", q, code, errOut)
+		}
+	}
+	if _, errOut, code := runCmd("explain", "nobody", "--record", paths[0]); code != 1 || !strings.Contains(errOut, "no flight record names nobody") {
+		t.Errorf("explain nobody: exit %d: %s", code, errOut)
+	}
+}
+
+func TestExplainStateDir(t *testing.T) {
+	paths := recordExample(t, filepath.Join("..", "..", "examples", "seed-10gi-system-reserved.json"))
+	if len(paths) < 2 {
+		t.Fatalf("%d records, want several", len(paths))
+	}
+	state := t.TempDir()
+	dir := evictdagent.RecordsDir(state)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(p)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, code := runCmd("explain", "--state-dir", state, "-o", "json")
+	var one []explanation
+	if err := json.Unmarshal([]byte(out), &one); code != 0 || err != nil || len(one) != 1 {
+		t.Fatalf("explain: exit %d, %v, %d explanations, want the last one", code, err, len(one))
+	}
+	out, _, _ = runCmd("explain", "--state-dir", state, "--last", "100", "-o", "json")
+	var all []explanation
+	if err := json.Unmarshal([]byte(out), &all); err != nil || len(all) != len(paths) {
+		t.Fatalf("--last 100: %v, %d explanations, want %d", err, len(all), len(paths))
+	}
+	if !all[len(all)-1].DecidedAt.Equal(one[0].DecidedAt) {
+		t.Errorf("the last one is %s, want %s", one[0].DecidedAt, all[len(all)-1].DecidedAt)
+	}
+
+	// A corrupted record is named with the reason; the others are still
+	// explained, and the exit code says one was not.
+	bad := filepath.Join(dir, "20990101T000000.000Z-000001.json")
+	if err := os.WriteFile(bad, []byte(`{"apiVersion": "evictd.io/v1alpha1", "kind": "FlightRecord", "steps": [{"at": "0s", "observations": {"memory.available": {"available": "1Gi"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCmd("explain", "--state-dir", state)
+	if code != 1 || !strings.Contains(errOut, bad) || !strings.Contains(errOut, "unexpected EOF") || !strings.Contains(out, "why this pod") {
+		t.Errorf("with a corrupted record: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
+	// Given alone, it is an error.
+	if _, errOut, code := runCmd("explain", "--record", bad); code != 1 || !strings.Contains(errOut, bad) {
+		t.Errorf("--record of a corrupted file: exit %d: %s", code, errOut)
+	}
+	// A plain snapshot is not a record.
+	plain := filepath.Join("..", "..", "examples", "psi.json")
+	if _, errOut, code := runCmd("explain", "--record", plain); code != 1 || !strings.Contains(errOut, "not a flight record") {
+		t.Errorf("--record of a snapshot: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCmd("explain", "--state-dir", filepath.Join(state, "missing")); code != 1 || !strings.Contains(errOut, "missing") {
+		t.Errorf("a missing state directory: exit %d: %s", code, errOut)
+	}
+	if _, _, code := runCmd("explain", "--last", "-1"); code != 2 {
+		t.Errorf("--last -1: exit %d, want 2", code)
+	}
+}
+
+// TestRecordedRaceInKubeletMode records the 800 MiB/s race as the agent
+// would and replays the record as kubelet 1.37 with its 10 s
+// housekeeping: too late at its latest tick, where evictd was in time.
+func TestRecordedRaceInKubeletMode(t *testing.T) {
+	paths := recordExample(t, filepath.Join("..", "..", "examples", "race-800mibs.json"))
+	if len(paths) == 0 {
+		t.Fatal("no record of the race")
+	}
+	// The first, at the crossing (its later steps evict again).
+	out, errOut, code := runCmd("simulate", "--snapshot", paths[0], "--kubelet", "1.37")
+	if code != 0 {
+		t.Fatalf("simulate --kubelet: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"evictd in time", "too late at the latest"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the replay lacks %q:\n%s", want, out)
+		}
+	}
+	// Another threshold, replayed: the record says where it differs.
+	out, _, _ = runCmd("simulate", "--snapshot", paths[0], "--eviction-hard=memory.available<100Mi")
+	if !strings.Contains(out, "differs: outcome") {
+		t.Errorf("a replay at another threshold shows no difference:\n%s", out)
 	}
 }

@@ -96,7 +96,6 @@ func TestMemoryShadows(t *testing.T) {
 				signals.FormulaWorkingSet136: {available: avail, capacity: memTotal},
 				signals.FormulaWorkingSet137: {available: avail, capacity: memTotal},
 				signals.FormulaMemAvailable:  {err: []string{"proc/meminfo", `MemAvailable line "MemAvailable: 12 MB"`}},
-				signals.FormulaSwapAware:     {err: []string{"proc/meminfo", "no SwapTotal line"}},
 			},
 			inForce: memObs(avail)},
 		{name: "MemAvailable above MemTotal",
