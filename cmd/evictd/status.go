@@ -20,10 +20,11 @@ import (
 
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/server"
+	"github.com/evictd/evictd/internal/snapshot"
 	"github.com/evictd/evictd/signals"
 )
 
-const statusHelp = `Usage: evictd status [-o text|json] [--metrics-bind-address ADDR]
+const statusHelp = `Usage: evictd status [-o text|json] [--snapshot FILE] [--metrics-bind-address ADDR]
                      [--metrics-ca-file FILE | --tls] [--metrics-bearer-token-file FILE] [--agent-user USER]
 
 Ask a running agent for its last pass (its /status endpoint) and print it:
@@ -31,7 +32,9 @@ each signal's available amount and capacity against its thresholds as the
 agent enforces them (bytes in Ki, Mi, Gi; inodes and PIDs as counts; memory
 stall as a percentage of time), the pressure conditions, the last decision
 and its result, and the evictions in the last hour. -o json prints the
-agent's JSON as it is.
+agent's JSON as it is. --snapshot FILE writes the node as it is now as a
+snapshot instead (its /snapshot endpoint): 'evictd simulate --snapshot FILE
+--eviction-hard=...' then says what other thresholds would do right now.
 
 The bearer token (--metrics-bearer-token-file) is sent only over TLS
 verified with --metrics-ca-file (or with the system's CAs, --tls), or over
@@ -56,6 +59,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("metrics-bearer-token-file", "", "Path of the file holding the agent's bearer token (its --metrics-bearer-token-file); mode 0600 or stricter, owned by root or the caller. "+
 		"It is sent over TLS verified with a CA, or over plain HTTP to a loopback address whose listening socket root, the caller or --agent-user owns; "+
 		"anywhere else status refuses to send it. (default none)")
+	snapFile := fs.String("snapshot", "", "Instead of the last pass, ask the agent for the node as it is now (the last pass's observations, its pods and every kind of their stats read now) and write it to this file as a snapshot for `evictd simulate` (docs/SNAPSHOT.md), mode 0600; - writes it to stdout. (default none)")
 	agentUser := fs.String("agent-user", "", "The user evictd runs as when it is not root (a name or a uid; under DynamicUser=, the uid of its running process): "+
 		"a token goes over plain HTTP to a loopback socket it owns too. (default none: root and the caller only)")
 	if err := fs.Parse(args); err != nil {
@@ -101,9 +105,15 @@ func status(args []string, stdout, stderr io.Writer) int {
 	// followed with the token.
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	path, timeout := "/status", statusTimeout
+	if *snapFile != "" {
+		// The loop answers between two passes; one may be waiting for
+		// an evicted pod to go.
+		path, timeout = "/snapshot", snapshotTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	url := scheme + "://" + *addr + "/status"
+	url := scheme + "://" + *addr + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd status: %v\n", err)
@@ -122,7 +132,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd status: read %s: %v\n", url, err)
 		return 1
@@ -134,6 +144,9 @@ func status(args []string, stdout, stderr io.Writer) int {
 		}
 		textf(stderr, "evictd status: %s answered %s: %s%s\n", url, resp.Status, bytes.TrimSpace(body), hint)
 		return 1
+	}
+	if *snapFile != "" {
+		return writeSnapshot(*snapFile, url, body, stdout, stderr)
 	}
 	if *output == "json" {
 		var out bytes.Buffer
@@ -182,6 +195,37 @@ func statusClient(caFile string, useTLS bool) (*http.Client, string, error) {
 
 // statusTimeout bounds how long `evictd status` waits for the agent.
 const statusTimeout = 5 * time.Second
+
+// snapshotTimeout bounds `status --snapshot`: the agent's own bound on
+// the loop's answer (20 s), and the reading of every pod's stats.
+const snapshotTimeout = 30 * time.Second
+
+// writeSnapshot checks that body, the agent's /snapshot answer, is a
+// snapshot simulate reads, and writes it to path (mode 0600) or stdout.
+func writeSnapshot(path, url string, body []byte, stdout, stderr io.Writer) int {
+	sc, err := snapshot.Read(bytes.NewReader(body))
+	if err != nil {
+		textf(stderr, "evictd status: %s did not answer a snapshot: %v\n", url, err)
+		return 1
+	}
+	if path == "-" {
+		_, _ = stdout.Write(body)
+		return 0
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		_, err = f.Write(body)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		textf(stderr, "evictd status: --snapshot: %v\n", err)
+		return 1
+	}
+	textf(stdout, "wrote the node as it is now, %d pods, to %s; replay it with evictd simulate --snapshot %s\n", len(sc.Steps[0].Pods), path, path)
+	return 0
+}
 
 // writeStatus prints an agent's last pass for a person: a line on the
 // pass, a table of each signal against its thresholds, then pressure,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,24 @@ func TestAgentServesGuardedEndpoints(t *testing.T) {
 	}
 	if !strings.HasPrefix(stdout, "{") || !strings.Contains(stdout, `"threshold": "memory.available<100Mi"`) {
 		t.Errorf("evictd status --output json printed %q, want the agent's JSON status, < as it is", stdout)
+	}
+
+	// The node as it is now, as a snapshot simulate replays; /snapshot
+	// behind the same token as /status.
+	if code := get("/snapshot", ""); code != http.StatusUnauthorized {
+		t.Errorf("/snapshot without the token: got %d, want 401", code)
+	}
+	snap := filepath.Join(t.TempDir(), "now.json")
+	stdout, stderr, code = testagent.Run(t, "status", "--snapshot", snap, "--metrics-bind-address", addr, "--metrics-ca-file", files.CA, "--metrics-bearer-token-file", token)
+	if code != 0 || !strings.Contains(stdout, "wrote the node as it is now") {
+		t.Fatalf("evictd status --snapshot: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if info, err := os.Stat(snap); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("%s: %v, want mode 0600", snap, err)
+	}
+	stdout, stderr, code = testagent.Run(t, "simulate", "--snapshot", snap, "--eviction-hard=memory.available<99%")
+	if code != 0 || !regexp.MustCompile(`memory\.available<99%\s+hard\s+met`).MatchString(stdout) {
+		t.Errorf("simulate of the snapshot at other thresholds: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

@@ -365,7 +365,7 @@ func renderChart(t *testing.T, n *testnode.Node, port, healthPort int, args ...s
 	var extra []string
 	for _, f := range n.EvictdFlags() {
 		switch name, _, _ := strings.Cut(f, "="); name {
-		case "--kubeconfig", "--hostname-override", "--root-dir", "--pod-logs-dir", "--container-runtime-endpoint":
+		case "--kubeconfig", "--hostname-override", "--root-dir", "--pod-logs-dir", "--container-runtime-endpoint", "--state-dir":
 		default:
 			extra = append(extra, f)
 		}
@@ -382,6 +382,9 @@ func renderChart(t *testing.T, n *testnode.Node, port, healthPort int, args ...s
 		"apiServer":      "https://kubeconfig-server-unused.invalid",
 		"kubeletRootDir": n.RootDir(),
 		"podLogsDir":     n.PodLogsDir(),
+		// The node's state directory, mounted from the host at the same
+		// path: the flight records land where the host's agent's would.
+		"stateDir": n.StateDir(),
 		"runtime": map[string]any{
 			"endpoint": n.Runtime().Endpoint(),
 			"dirs": []map[string]any{

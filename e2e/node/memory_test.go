@@ -325,6 +325,7 @@ func softMemory(t *testing.T, n *testnode.Node) {
 	if evs[0].Type != v1.EventTypeWarning {
 		t.Errorf("Evicted event type %s, want Warning", evs[0].Type)
 	}
+	checkFlightRecord(t, n, "default/hog", msg, 7)
 	alive(t, n, "default", "guaranteed")
 	alive(t, n, "default", "burstable")
 	alive(t, n, "kube-system", "critical")

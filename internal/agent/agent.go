@@ -256,6 +256,10 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	}
 
 	a.srv = server.New(cfg.MetricsBindAddress, a.reg, a.loop.Ready, func() any { return a.loop.Status() }, log)
+	snapArgs := recorder.Args(DeciderConfig(cfg, layout), cfg.HousekeepingInterval, cfg.HugepageAwareEviction)
+	a.srv.HandleSnapshot(func(ctx context.Context) (any, error) {
+		return a.loop.Snapshot(ctx, func(p manager.PassRecord) any { return recorder.Snapshot(snapArgs, layout.String(), p) })
+	})
 	access := server.Access{CertFile: cfg.MetricsTLSCertFile, KeyFile: cfg.MetricsTLSPrivateKeyFile, TokenFile: cfg.MetricsBearerTokenFile}
 	if cfg.MetricsDelegatedAuth {
 		access.Delegated = a.delegation(met)

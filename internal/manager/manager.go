@@ -22,6 +22,8 @@ type Manager struct {
 	deps    Deps
 	decider *decide.Decider
 	wake    chan struct{}
+	// snaps are the requests for a snapshot of now (Snapshot).
+	snaps chan snapRequest
 	status  atomic.Pointer[Status]
 	// passStarted is the start of the pass under way in Unix nanoseconds,
 	// 0 between passes; Ready reads it from other goroutines.
@@ -68,6 +70,8 @@ type Manager struct {
 	acted map[string]time.Time
 	// shadow is exportShadows' (shadow.go).
 	shadow shadowState
+	// lastObs are the last pass's observations, for Snapshot.
+	lastObs signals.Observations
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -100,6 +104,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		deps:         deps,
 		decider:      decide.NewDecider(cfg.Decider),
 		wake:         make(chan struct{}, 1),
+		snaps:        make(chan snapRequest),
 		pressures:    map[signals.Pressure]bool{},
 		overdueSaid:  map[string]bool{},
 		seenGone:     map[string]time.Time{},
@@ -200,6 +205,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-dueC():
 			due = nil
 			m.pass(ctx, metrics.TriggerDeadline)
+		case req := <-m.snaps:
+			req.reply <- m.snapshot(ctx, req.convert)
+			continue
 		}
 		after()
 	}
@@ -287,6 +295,7 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	if m.deps.Wakeups != nil {
 		m.deps.Wakeups.Update(obs)
 	}
+	m.lastObs = obs
 	result := m.act(ctx, dec, inFlight)
 
 	st := newStatus(start, string(trigger), m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result.String(), len(pods))

@@ -400,3 +400,13 @@ func (r *Recorder) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Snapshot is p as a plain snapshot (no record) of one moment, for
+// `evictd status --snapshot`: args and layout as a record's.
+func Snapshot(args []string, layout string, p manager.PassRecord) *snapshot.File {
+	pods := snapshot.PodsJSON(p.Pods, p.Stats)
+	if pods == nil {
+		pods = []snapshot.PodJSON{}
+	}
+	return &snapshot.File{Args: args, Layout: layout, Observations: snapshot.ObservationsJSON(p.Time, p.Obs), Pods: pods}
+}

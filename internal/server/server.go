@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +53,9 @@ type Server struct {
 	conns           int
 
 	tokenSum *reloading[[]byte] // SHA-256 of the bearer token /metrics and /status ask for; nil: none
-	delegate *delegate          // the API server's reviews of other tokens; nil: none
+	// snapshot answers /snapshot (HandleSnapshot); nil: 404.
+	snapshot atomic.Pointer[func(context.Context) (any, error)]
+	delegate *delegate // the API server's reviews of other tokens; nil: none
 
 	// retry is the schedule of listen attempts while the address cannot
 	// be bound (defaultRetry); clock times them.
@@ -75,7 +78,7 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 	}
 	s := &Server{
 		addr: addr, log: log.With("component", "http"), retry: defaultRetry, clock: clock.RealClock{},
-		serves: "/metrics, /healthz, /readyz, /status", purpose: "metrics and health endpoints",
+		serves: "/metrics, /healthz, /readyz, /status, /snapshot", purpose: "metrics and health endpoints",
 		hold:  func(ln net.Listener) net.Listener { return netutil.LimitListener(ln, maxConns) },
 		conns: maxConns,
 	}
@@ -106,6 +109,8 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 		w.WriteHeader(http.StatusOK)
 		_, _ = body.WriteTo(w)
 	})))
+
+	mux.Handle("GET /snapshot", s.guard(http.HandlerFunc(s.serveSnapshot)))
 
 	s.srv = &http.Server{
 		Handler:           mux,

@@ -36,6 +36,7 @@ func (f *Fleet) agentArgs(n *Node) []string {
 		"--cgroup-root", "/",
 		"--cgroup-driver", "cgroupfs",
 		"--root-dir", filepath.Join(n.dir, "root"),
+		"--state-dir", filepath.Join(n.dir, "state"),
 		"--imagefs-path", filepath.Join(n.dir, "imagefs"),
 		"--container-runtime-endpoint", "unix://" + filepath.Join(n.dir, "no-runtime.sock"),
 		"--metrics-bind-address", n.metrics,

@@ -33,6 +33,9 @@ func Binary(t testing.TB) string {
 // env, its output in the returned log, and kills it when t ends.
 func Start(t testing.TB, env []string, args ...string) (*exec.Cmd, *Log) {
 	t.Helper()
+	// Its flight records in the test's own directory, not the host's
+	// /var/lib/evictd; a --state-dir in args comes later and wins.
+	args = append([]string{"--state-dir", t.TempDir()}, args...)
 	cmd := exec.Command(Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	return cmd, StartCmd(t, cmd)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -36,8 +37,13 @@ func (n *Node) EvictdFlags() []string {
 		"--container-runtime-endpoint=" + n.runtime.Endpoint(),
 		"--enforce-node-allocatable=pods",
 		"--system-reserved=memory=" + strconv.FormatInt(n.SystemReserved(), 10),
+		"--state-dir=" + n.StateDir(),
 	}
 }
+
+// StateDir is evictd's --state-dir on this node, where its flight records
+// are kept (in records/), within the node's own directory.
+func (n *Node) StateDir() string { return filepath.Join(n.dir, "evictd-state") }
 
 // StartEvictd starts the evictd binary beside the kubelet with EvictdFlags,
 // a /metrics address of its own and args (thresholds and the like; a flag
