@@ -73,6 +73,9 @@ type reading struct {
 	At        time.Time `json:"at"`
 	Available int64     `json:"available"`
 	Capacity  int64     `json:"capacity"`
+	// Source is "pass" for a pass's observation, "fast-poll" for a
+	// reading of the fast poll between passes; empty for a relief.
+	Source string `json:"source,omitempty"`
 }
 
 type attemptTimes struct {
@@ -248,9 +251,20 @@ func explainRecord(path string, sc *snapshot.Scenario) (explanation, error) {
 	sig := signals.Signal(d.Signal)
 	for _, step := range sc.Steps {
 		if o, ok := step.Observations[sig]; ok {
-			ex.Readings = append(ex.Readings, reading{At: rec.Start.Add(o.Time.Sub(snapshot.Epoch)), Available: o.Available, Capacity: o.Capacity})
+			ex.Readings = append(ex.Readings, reading{At: rec.Start.Add(o.Time.Sub(snapshot.Epoch)), Available: o.Available, Capacity: o.Capacity, Source: "pass"})
 		}
 	}
+	for i, rd := range rec.Reads {
+		if rd.Signal != d.Signal {
+			continue
+		}
+		t, err := at(fmt.Sprintf("reads[%d].at", i), rd.At)
+		if err != nil {
+			return ex, err
+		}
+		ex.Readings = append(ex.Readings, reading{At: t, Available: rd.Available.Value, Capacity: rd.Capacity.Value, Source: "fast-poll"})
+	}
+	slices.SortStableFunc(ex.Readings, func(a, b reading) int { return a.At.Compare(b.At) })
 	ex.FallingPerSecond = falling(ex.Readings)
 	for i, a := range rec.Outcome.Attempts {
 		at := attemptTimes{RecordAttempt: a}
@@ -336,12 +350,28 @@ func (ex explanation) write(w io.Writer) {
 			textf(w, " (first at %s, %s before)", stamp(*ex.FirstMet), ex.DecidedAt.Sub(*ex.FirstMet).Truncate(time.Millisecond))
 		}
 		fmt.Fprintln(w)
-		rs := ex.Readings
+		// The passes' readings, and of the fast poll's the last one
+		// before the decision and how many there were.
+		var rs []reading
+		polls := 0
+		var lastPoll *reading
+		for i, r := range ex.Readings {
+			if r.Source == "fast-poll" {
+				polls++
+				lastPoll = &ex.Readings[i]
+				continue
+			}
+			rs = append(rs, r)
+		}
 		if len(rs) > maxBefore {
 			rs = rs[len(rs)-maxBefore:]
 		}
 		for _, r := range rs {
 			textf(w, "    %s  %s of %s available (%s before the decision)\n", stamp(r.At), showValue(r.Available, res, ex.Signal), showValue(r.Capacity, res, ex.Signal), ex.DecidedAt.Sub(r.At).Truncate(time.Millisecond))
+		}
+		if lastPoll != nil {
+			textf(w, "    fast poll: %d readings between the passes, the last at %s: %s available (%s before the decision)\n", polls, stamp(lastPoll.At),
+				showValue(lastPoll.Available, res, ex.Signal), ex.DecidedAt.Sub(lastPoll.At).Truncate(time.Millisecond))
 		}
 		if f := ex.FallingPerSecond; f != nil && *f > 0 {
 			textf(w, "    falling by %s a second over the last readings\n", showValue(*f, res, ex.Signal))

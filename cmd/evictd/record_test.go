@@ -254,3 +254,57 @@ func TestRecordedRaceInKubeletMode(t *testing.T) {
 		t.Errorf("a replay at another threshold shows no difference:\n%s", out)
 	}
 }
+
+// TestKubeletModeTimesTheRaceByFastPollReads: a record whose passes are
+// far apart but whose fast poll read memory between them times the
+// crossing by the reads.
+func TestKubeletModeTimesTheRaceByFastPollReads(t *testing.T) {
+	paths := recordExample(t, filepath.Join("..", "..", "examples", "race-800mibs.json"))
+	if len(paths) == 0 {
+		t.Fatal("no record of the race")
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f snapshot.File
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	// Keep the first step and the deciding one; what was read between
+	// them becomes the fast poll's.
+	first, last := f.Steps[0], f.Steps[len(f.Steps)-1]
+	for _, s := range f.Steps[1 : len(f.Steps)-1] {
+		o := s.Observations["memory.available"]
+		f.Record.Reads = append(f.Record.Reads, snapshot.RecordRead{At: s.At, Signal: "memory.available", Available: o.Available, Capacity: o.Capacity})
+	}
+	if first.Pods == nil {
+		first.Pods = last.Pods
+	}
+	f.Steps = []snapshot.StepJSON{first, last}
+	sparse := filepath.Join(t.TempDir(), "sparse.json")
+	b, err = json.Marshal(&f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sparse, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCmd("simulate", "--snapshot", sparse, "--kubelet", "1.37")
+	if code != 0 {
+		t.Fatalf("simulate --kubelet: exit %d: %s", code, errOut)
+	}
+	if want := "crossed at +1.05s (between the readings at +1s and +1.1s), memory use growing 800.0MiB/s"; !strings.Contains(out, want) {
+		t.Errorf("the replay lacks %q:\n%s", want, out)
+	}
+	// The same record without its reads: timed by its two passes.
+	f.Record.Reads = nil
+	b, _ = json.Marshal(&f)
+	if err := os.WriteFile(sparse, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = runCmd("simulate", "--snapshot", sparse, "--kubelet", "1.37")
+	if strings.Contains(out, "between the readings at +1s and +1.1s") {
+		t.Errorf("without reads, the crossing is still timed by them:\n%s", out)
+	}
+}

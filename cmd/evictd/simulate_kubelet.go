@@ -16,6 +16,7 @@ import (
 	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/snapshot"
+	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
 
@@ -132,6 +133,16 @@ func simulateKubelet(sc *snapshot.Scenario, cfg *config.Config, output string, k
 		MaxPodGrace:      int64(cfg.MaxPodGracePeriodSeconds),
 		Housekeeping:     kf.housekeeping,
 		Memcg:            kf.memcg,
+	}
+	if sc.Record != nil {
+		for _, rd := range sc.Record.Reads {
+			at, err := time.ParseDuration(rd.At)
+			if err != nil {
+				textf(stderr, "evictd simulate: record.reads: at %q: %v\n", rd.At, err)
+				return 1
+			}
+			m.Reads = append(m.Reads, availRead{sig: signals.Signal(rd.Signal), at: at, avail: rd.Available.Value, capacity: rd.Capacity.Value})
+		}
 	}
 	res := newKubeletResult(m, kf.version, ev, cfg.HugepageAwareEviction)
 	if steps != nil {
@@ -288,9 +299,9 @@ func inTime(at, stop time.Duration, race *memoryResult) *bool {
 
 func newKubeletResult(m kubeletModel, version string, ev evictdRace, evictdAware bool) kubeletResult {
 	var r kubeletResult
-	if race, ok := findMemoryRace(m.Steps, m.Thresholds, m.HugepageAware); ok {
+	if race, ok := findMemoryRace(m.Steps, m.Thresholds, m.HugepageAware, m.Reads...); ok {
 		r.Memory = memoryResultOf(m.Steps, race)
-	} else if race, ok := findMemoryRace(m.Steps, m.Thresholds, evictdAware); ok {
+	} else if race, ok := findMemoryRace(m.Steps, m.Thresholds, evictdAware, m.Reads...); ok {
 		// The kubelet's reading never crosses (1.36 with hugepages): the
 		// race is told from evictd's.
 		r.Memory = memoryResultOf(m.Steps, race)
@@ -323,9 +334,9 @@ func memoryResultOf(steps []snapshot.Step, race memoryRace) *memoryResult {
 		GrowthMiBPerSecond: float64(int64(race.Growth/(1<<20)*10+0.5)) / 10,
 	}
 	if race.Before >= 0 {
-		mr.Between = []string{offset(steps[race.Before].At), offset(steps[race.After].At)}
+		mr.Between = []string{offset(race.BeforeAt), offset(race.AfterAt)}
 	} else {
-		mr.Between = []string{offset(steps[race.After].At)}
+		mr.Between = []string{offset(race.AfterAt)}
 	}
 	if race.RunsOut {
 		mr.RunsOutAt = offset(race.RunsOutAt)
@@ -362,7 +373,7 @@ func (r kubeletResult) write(w io.Writer) {
 	if mr := r.Memory; mr != nil {
 		between := "from the first step"
 		if len(mr.Between) == 2 {
-			between = "between the steps at " + mr.Between[0] + " and " + mr.Between[1]
+			between = "between the readings at " + mr.Between[0] + " and " + mr.Between[1]
 		}
 		textf(w, "memory: %s crossed at %s (%s), memory use growing %.1fMiB/s", mr.Threshold, mr.CrossingAt, between, mr.GrowthMiBPerSecond)
 		if mr.runsOut != nil {

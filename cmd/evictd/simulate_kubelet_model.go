@@ -103,6 +103,17 @@ type kubeletModel struct {
 	MaxPodGrace      int64
 	Housekeeping     time.Duration
 	Memcg            bool
+	// Reads are a flight record's fast-poll readings between the steps,
+	// which time the race more finely than its passes.
+	Reads []availRead
+}
+
+// availRead is one fast-poll reading of a memory signal, at its offset
+// from the first step.
+type availRead struct {
+	sig             signals.Signal
+	at              time.Duration
+	avail, capacity int64
 }
 
 // kubeletThresholds are ths as the kubelet would hold them: containerfs
@@ -458,11 +469,13 @@ func runsOut(p availPoint, rate float64) (time.Duration, bool) {
 // memoryRace is the timeline of a memory threshold's crossing.
 type memoryRace struct {
 	Threshold thresholds.Threshold
-	// Before and After are the steps bracketing the crossing; Before is -1
-	// when the threshold is met from the first step (the rate then comes
-	// from the first two steps).
-	Before, After int
-	CrossingAt    time.Duration
+	// Before and After are the readings (the steps', and a record's
+	// fast-poll reads between them) bracketing the crossing, BeforeAt and
+	// AfterAt their times; Before is -1 when the threshold is met from
+	// the first reading (the rate then comes from the first two).
+	Before, After     int
+	BeforeAt, AfterAt time.Duration
+	CrossingAt        time.Duration
 	// Growth is memory use's growth, the drop of available, in bytes per
 	// second between the bracketing steps.
 	Growth float64
@@ -473,14 +486,21 @@ type memoryRace struct {
 
 // findMemoryRace finds, of the memory thresholds of ths, the one crossed
 // first (hard ones first on a tie) and the timeline around its crossing.
-func findMemoryRace(steps []snapshot.Step, ths []thresholds.Threshold, hugepageAware bool) (memoryRace, bool) {
+func findMemoryRace(steps []snapshot.Step, ths []thresholds.Threshold, hugepageAware bool, reads ...availRead) (memoryRace, bool) {
 	var best memoryRace
 	found := false
 	for _, th := range ths {
 		if th.Signal != signals.MemoryAvailable && th.Signal != signals.AllocatableMemoryAvailable {
 			continue
 		}
-		r, ok := raceFor(availPoints(steps, th.Signal, hugepageAware), th)
+		pts := availPoints(steps, th.Signal, hugepageAware)
+		for _, rd := range reads {
+			if rd.sig == th.Signal {
+				pts = append(pts, availPoint{at: rd.at, avail: rd.avail, capacity: rd.capacity, ok: true, hugepageAwareAvail: rd.avail})
+			}
+		}
+		slices.SortStableFunc(pts, func(a, b availPoint) int { return cmp.Compare(a.at, b.at) })
+		r, ok := raceFor(pts, th)
 		if !ok {
 			continue
 		}
@@ -498,13 +518,13 @@ func raceFor(pts []availPoint, th thresholds.Threshold) (memoryRace, bool) {
 		if !pointMet(th, p) {
 			continue
 		}
-		r.After = i
+		r.After, r.AfterAt = i, p.at
 		a, b := i-1, i
 		if i == 0 || !pts[i-1].ok {
 			r.CrossingAt = p.at
 			a, b = i, i+1
 		} else {
-			r.Before = i - 1
+			r.Before, r.BeforeAt = i-1, pts[i-1].at
 			r.CrossingAt = interpolate(pts[a], pts[b], thresholds.Quantity(th.Value, p.capacity))
 		}
 		if b < len(pts) && pts[a].ok && pts[b].ok {

@@ -325,7 +325,7 @@ func TestSimulateKubeletRace800(t *testing.T) {
 	}
 	for _, want := range []string{
 		"== kubelet 1.37 counterfactual (10s housekeeping; memory.available less the hugepages)",
-		"memory: memory.available<500Mi crossed at +1.05s (between the steps at +1s and +1.1s), memory use growing 800.0MiB/s; memory runs out at +1.675s",
+		"memory: memory.available<500Mi crossed at +1.05s (between the readings at +1s and +1.1s), memory use growing 800.0MiB/s; memory runs out at +1.675s",
 		"summary: evictd: noticed at +1.1s, evicted default/hog grace 1s | kubelet 1.37 (10s housekeeping): would notice between +1.1s and +11.1s",
 		"evictd in time, kubelet in time at the earliest, too late at the latest",
 	} {

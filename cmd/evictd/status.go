@@ -33,8 +33,8 @@ agent enforces them (bytes in Ki, Mi, Gi; inodes and PIDs as counts; memory
 stall as a percentage of time), the pressure conditions, the last decision
 and its result, and the evictions in the last hour. -o json prints the
 agent's JSON as it is. --snapshot FILE writes the node as it is now as a
-snapshot instead (its /snapshot endpoint): 'evictd simulate --snapshot FILE
---eviction-hard=...' then says what other thresholds would do right now.
+snapshot instead (its /snapshot endpoint), which 'evictd simulate' replays
+at other thresholds: what they would do right now.
 
 The bearer token (--metrics-bearer-token-file) is sent only over TLS
 verified with --metrics-ca-file (or with the system's CAs, --tls), or over
@@ -59,7 +59,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("metrics-bearer-token-file", "", "Path of the file holding the agent's bearer token (its --metrics-bearer-token-file); mode 0600 or stricter, owned by root or the caller. "+
 		"It is sent over TLS verified with a CA, or over plain HTTP to a loopback address whose listening socket root, the caller or --agent-user owns; "+
 		"anywhere else status refuses to send it. (default none)")
-	snapFile := fs.String("snapshot", "", "Instead of the last pass, ask the agent for the node as it is now (the last pass's observations, its pods and every kind of their stats read now) and write it to this file as a snapshot for `evictd simulate` (docs/SNAPSHOT.md), mode 0600; - writes it to stdout. (default none)")
+	snapFile := fs.String("snapshot", "", "Instead of the last pass, ask the agent for the node as it is now (the last pass's observations, its pods and every kind of their stats read now) and write it to this file as a snapshot for evictd simulate (docs/SNAPSHOT.md), mode 0600; - writes it to stdout. (default none)")
 	agentUser := fs.String("agent-user", "", "The user evictd runs as when it is not root (a name or a uid; under DynamicUser=, the uid of its running process): "+
 		"a token goes over plain HTTP to a loopback socket it owns too. (default none: root and the caller only)")
 	if err := fs.Parse(args); err != nil {
@@ -146,7 +146,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *snapFile != "" {
-		return writeSnapshot(*snapFile, url, body, stdout, stderr)
+		return saveSnapshot(*snapFile, url, body, stdout, stderr)
 	}
 	if *output == "json" {
 		var out bytes.Buffer
@@ -200,9 +200,9 @@ const statusTimeout = 5 * time.Second
 // the loop's answer (20 s), and the reading of every pod's stats.
 const snapshotTimeout = 30 * time.Second
 
-// writeSnapshot checks that body, the agent's /snapshot answer, is a
+// saveSnapshot checks that body, the agent's /snapshot answer, is a
 // snapshot simulate reads, and writes it to path (mode 0600) or stdout.
-func writeSnapshot(path, url string, body []byte, stdout, stderr io.Writer) int {
+func saveSnapshot(path, url string, body []byte, stdout, stderr io.Writer) int {
 	sc, err := snapshot.Read(bytes.NewReader(body))
 	if err != nil {
 		textf(stderr, "evictd status: %s did not answer a snapshot: %v\n", url, err)

@@ -223,16 +223,20 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")
 	}
-	if a.wakeups = newWakeups(cfg, hc, met, log); a.wakeups != nil {
-		deps.Wakeups = a.wakeups
-	}
-
 	// Without its recorder the agent still protects the node.
 	if a.records, err = newRecorder(cfg, layout, opts.Version, met, log); err != nil {
 		log.Error("no flight records are kept", "err", err)
 	} else if a.records != nil {
 		deps.Recorder = a.records
 	}
+	var reads func(signals.Observation)
+	if a.records != nil {
+		reads = a.records.Read
+	}
+	if a.wakeups = newWakeups(cfg, hc, met, log, reads); a.wakeups != nil {
+		deps.Wakeups = a.wakeups
+	}
+
 
 	var readyOnce sync.Once
 	deps.AfterPass = func(*manager.Status) {
@@ -396,7 +400,7 @@ func newMetrics(reg *prometheus.Registry, cfg *config.Config, version string) (*
 // PSI triggers and memory.events (cgroup v2, /proc/pressure/memory), and the
 // fast poll. Nil, with a warning, when the memory cgroups cannot be found:
 // passes then run every housekeeping interval only.
-func newWakeups(cfg *config.Config, hc host.Config, met *metrics.Metrics, log *slog.Logger) *wakeup.Memory {
+func newWakeups(cfg *config.Config, hc host.Config, met *metrics.Metrics, log *slog.Logger, reads func(signals.Observation)) *wakeup.Memory {
 	root, kubepods, v2, err := host.MemoryCgroupDirs(hc)
 	if err == nil {
 		var w *wakeup.Memory
@@ -412,6 +416,7 @@ func newWakeups(cfg *config.Config, hc host.Config, met *metrics.Metrics, log *s
 			Clock:            clock.RealClock{},
 			Log:              log.With("component", "wakeups"),
 			Counter:          met,
+			Reads:            reads,
 		})
 		if err == nil {
 			if v2 && cfg.KernelMemcgNotification {

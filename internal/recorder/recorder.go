@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/evictd/evictd/internal/decide"
@@ -27,6 +28,9 @@ const (
 	DefaultFollowUp = 2 * time.Minute
 	// maxRing bounds the passes kept, whatever their rate.
 	maxRing = 1000
+	// maxReads bounds the fast poll's readings kept: a minute of two
+	// signals read every 10 ms (wakeup.MinFastPollInterval).
+	maxReads = 12000
 	// maxOpen bounds the records still looking for relief.
 	maxOpen = 4
 	// maxRanking bounds the candidates a record lists with their keys
@@ -85,6 +89,10 @@ func Window(ths []thresholds.Threshold, housekeeping time.Duration) time.Duratio
 type Recorder struct {
 	cfg    Config
 	writes chan write
+
+	// reads are the fast poll's readings (Read), from its goroutine.
+	readsMu sync.Mutex
+	reads   []signals.Observation
 
 	// Owned by the loop's goroutine (Record).
 	ring []pass
@@ -151,6 +159,37 @@ func (r *Recorder) Record(p manager.PassRecord) {
 			r.open = r.open[1:]
 		}
 	}
+}
+
+// Read keeps a reading of the fast poll (wakeup.MemoryConfig.Reads),
+// within the window; it never blocks on the loop.
+func (r *Recorder) Read(o signals.Observation) {
+	r.readsMu.Lock()
+	defer r.readsMu.Unlock()
+	r.reads = append(r.reads, o)
+	cut := 0
+	for cut < len(r.reads) && (o.Time.Sub(r.reads[cut].Time) > r.cfg.Window || len(r.reads)-cut > maxReads) {
+		cut++
+	}
+	if cut > 0 {
+		r.reads = append(r.reads[:0], r.reads[cut:]...)
+	}
+}
+
+// readsBetween are the fast poll's readings from start to end, as a
+// record writes them.
+func (r *Recorder) readsBetween(start, end time.Time) []snapshot.RecordRead {
+	r.readsMu.Lock()
+	defer r.readsMu.Unlock()
+	var out []snapshot.RecordRead
+	for _, o := range r.reads {
+		if o.Time.Before(start) || o.Time.After(end) {
+			continue
+		}
+		out = append(out, snapshot.RecordRead{At: stepAt(start, o.Time), Signal: string(o.Signal),
+			Available: snapshot.NewQuantity(o.Available), Capacity: snapshot.NewQuantity(o.Capacity)})
+	}
+	return out
 }
 
 // keep adds p's observations to the ring and drops those past the window.
@@ -257,6 +296,7 @@ func (r *Recorder) decision(p manager.PassRecord) *openRecord {
 	if f.Steps[len(f.Steps)-1].Pods == nil {
 		f.Steps[len(f.Steps)-1].Pods = []snapshot.PodJSON{}
 	}
+	f.Record.Reads = r.readsBetween(start, p.Time)
 	f.Record.Decision = decisionJSON(start, dec)
 	f.Record.Outcome = outcomeJSON(start, p.Acted)
 	r.seq++
@@ -409,4 +449,11 @@ func Snapshot(args []string, layout string, p manager.PassRecord) *snapshot.File
 		pods = []snapshot.PodJSON{}
 	}
 	return &snapshot.File{Args: args, Layout: layout, Observations: snapshot.ObservationsJSON(p.Time, p.Obs), Pods: pods}
+}
+
+// readCount is how many fast-poll readings are kept.
+func (r *Recorder) readCount() int {
+	r.readsMu.Lock()
+	defer r.readsMu.Unlock()
+	return len(r.reads)
 }

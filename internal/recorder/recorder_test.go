@@ -371,3 +371,43 @@ func TestWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordKeepsFastPollReads: the fast poll's readings, from its own
+// goroutine, between the record's first step and the decision are in the
+// record; older ones are not kept.
+func TestRecordKeepsFastPollReads(t *testing.T) {
+	f := newFixture(t, t.TempDir(), nil)
+	pod := &signals.Pod{Namespace: "default", Name: "hog", UID: "u-hog", QOS: signals.BestEffort}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Three minutes of readings every 10 ms, the last one at +3m.
+		for i := range 18001 {
+			at := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+			f.rec.Read(signals.Observation{Signal: signals.MemoryAvailable, Available: int64(4<<30) - int64(i)<<16, Capacity: 4 << 30, Time: at})
+		}
+	}()
+	for i := range 18 {
+		f.rec.Record(quietPass(t0.Add(time.Duration(i)*10*time.Second), 3<<30))
+	}
+	<-done
+	f.rec.Record(evictPass(t0.Add(3*time.Minute), pod, manager.ResultEvicted, false))
+	f.stop()
+	names := records(t, f.dir)
+	if len(names) != 1 {
+		t.Fatalf("records %v", names)
+	}
+	sc, err := snapshot.ReadFile(filepath.Join(f.dir, names[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := sc.Record.Reads
+	// From the record's first step (+2m, a minute before) to the
+	// decision (+3m).
+	if len(reads) != 6001 || reads[0].At != "0s" || reads[len(reads)-1].At != "1m0s" {
+		t.Fatalf("%d reads from %s to %s, want 6001 from 0s to 1m0s", len(reads), reads[0].At, reads[len(reads)-1].At)
+	}
+	if f.rec.readCount() > 6001 {
+		t.Errorf("%d reads kept, want the window's alone", f.rec.readCount())
+	}
+}

@@ -32,9 +32,21 @@ type Record struct {
 	// start).
 	Trigger string `json:"trigger,omitempty"`
 	// DryRun says the agent ran with --dry-run: it evicted nothing.
-	DryRun   bool           `json:"dryRun,omitempty"`
+	DryRun bool `json:"dryRun,omitempty"`
+	// Reads are the fast poll's readings of the memory signals between
+	// the first step and the decision, which started no pass: the
+	// finer grain of how fast memory went.
+	Reads    []RecordRead   `json:"reads,omitempty"`
 	Decision RecordDecision `json:"decision"`
 	Outcome  RecordOutcome  `json:"outcome"`
+}
+
+// RecordRead is one reading of the fast poll.
+type RecordRead struct {
+	At        string   `json:"at"`
+	Signal    string   `json:"signal"`
+	Available Quantity `json:"available"`
+	Capacity  Quantity `json:"capacity"`
 }
 
 // RecordDecision is the deciding pass's decision, at the last step.

@@ -50,6 +50,10 @@ type MemoryConfig struct {
 	Log            *slog.Logger
 	// Counter counts wake-ups by source kind; may be nil.
 	Counter Counter
+	// Reads, when set, is given every reading of the fast poll, from the
+	// poll's goroutine (the flight recorder keeps them); it must not
+	// block.
+	Reads func(signals.Observation)
 }
 
 // Memory runs every memory wake-up source the machine offers for a set of
@@ -267,7 +271,10 @@ func (m *Memory) check() (bool, time.Duration) {
 			continue // the next pass reports it
 		}
 		now := m.cfg.Clock.Now()
-		o := signals.Observation{Signal: w.th.Signal, Available: max(w.capacity-ws, 0), Capacity: w.capacity}
+		o := signals.Observation{Signal: w.th.Signal, Available: max(w.capacity-ws, 0), Capacity: w.capacity, Time: now}
+		if m.cfg.Reads != nil {
+			m.cfg.Reads(o)
+		}
 		h := thresholds.Headroom(w.th, o)
 		if met := h < 0; met != w.met {
 			w.met, wake = met, true
