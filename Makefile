@@ -237,7 +237,7 @@ fmt-check:
 # Benchmarks of one full pass and of the pure stages, then the agent's idle
 # cost; figures go to docs/BENCHMARKS.md by hand, with these commands.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./internal/manager/ ./thresholds/ ./ranking/ | tee bench.out
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./internal/manager/ ./internal/recorder/ ./thresholds/ ./ranking/ | tee bench.out
 	./hack/idle-cost.sh $(BIN) 60 --root-dir $(RUN_ROOT_DIR) | tee -a bench.out
 
 # The same memory scenario on one real node with the kubelet's own eviction
