@@ -137,10 +137,12 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 }
 
 // jsonArray writes a JSON array one element at a time, as writeJSON
-// would write the whole slice.
+// would write the whole slice; with an indent, nested that deep inside an
+// object, and without the final newline.
 type jsonArray struct {
-	w io.Writer
-	n int
+	w      io.Writer
+	indent string
+	n      int
 }
 
 func newJSONArray(w io.Writer) *jsonArray { return &jsonArray{w: w} }
@@ -149,13 +151,13 @@ func (a *jsonArray) add(v any) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("  ", "  ")
+	enc.SetIndent(a.indent+"  ", "  ")
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	sep := ",\n  "
+	sep := ",\n" + a.indent + "  "
 	if a.n == 0 {
-		sep = "[\n  "
+		sep = "[\n" + a.indent + "  "
 	}
 	a.n++
 	_, err := io.WriteString(a.w, sep+strings.TrimSuffix(b.String(), "\n"))
@@ -163,9 +165,12 @@ func (a *jsonArray) add(v any) error {
 }
 
 func (a *jsonArray) close() error {
-	end := "\n]\n"
+	end := "\n" + a.indent + "]"
 	if a.n == 0 {
-		end = "[]\n"
+		end = "[]"
+	}
+	if a.indent == "" {
+		end += "\n"
 	}
 	_, err := io.WriteString(a.w, end)
 	return err

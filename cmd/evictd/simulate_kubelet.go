@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -85,10 +84,10 @@ func simulateKubelet(sc *snapshot.Scenario, cfg *config.Config, output string, k
 		return 1
 	}
 	w := bufio.NewWriter(stdout)
-	var steps *jsonList
+	var steps *jsonArray
 	if output == "json" {
 		fmt.Fprint(w, "{\n  \"steps\": ")
-		steps = &jsonList{w: w, indent: "  "}
+		steps = &jsonArray{w: w, indent: "  "}
 	} else {
 		for _, note := range cfg.Notes {
 			textf(w, "note: %s\n", note)
@@ -162,40 +161,6 @@ func simulateKubelet(sc *snapshot.Scenario, cfg *config.Config, output string, k
 		return fail(err)
 	}
 	return 0
-}
-
-// jsonList writes a JSON array one element at a time, indented to sit
-// inside an object.
-type jsonList struct {
-	w      io.Writer
-	indent string
-	n      int
-}
-
-func (l *jsonList) add(v any) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent(l.indent+"  ", "  ")
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	sep := ",\n" + l.indent + "  "
-	if l.n == 0 {
-		sep = "[\n" + l.indent + "  "
-	}
-	l.n++
-	_, err := io.WriteString(l.w, sep+strings.TrimSuffix(b.String(), "\n"))
-	return err
-}
-
-func (l *jsonList) close() error {
-	end := "\n" + l.indent + "]"
-	if l.n == 0 {
-		end = "[]"
-	}
-	_, err := io.WriteString(l.w, end)
-	return err
 }
 
 // kubeletResult is the counterfactual as `-o json` writes it, under

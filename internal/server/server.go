@@ -95,19 +95,7 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 			writeText(w, http.StatusNotFound, "no status available")
 			return
 		}
-		// Thresholds hold < and >: written as they are, not as \u003c.
-		var body bytes.Buffer
-		enc := json.NewEncoder(&body)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(status()); err != nil {
-			s.log.Error("encode /status", "err", err)
-			writeText(w, http.StatusInternalServerError, "encode status: "+err.Error())
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = body.WriteTo(w)
+		s.writeJSON(w, "status", status())
 	})))
 
 	mux.Handle("GET /snapshot", s.guard(http.HandlerFunc(s.serveSnapshot)))
@@ -190,6 +178,23 @@ func handleHealth(mux *http.ServeMux, ready func() error) {
 		}
 		writeText(w, http.StatusOK, "ok")
 	})
+}
+
+// writeJSON answers v as indented JSON, or 500 when it cannot be
+// encoded. Thresholds hold < and >: written as they are, not as \u003c.
+func (s *Server) writeJSON(w http.ResponseWriter, what string, v any) {
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		s.log.Error("encode /"+what, "err", err)
+		writeText(w, http.StatusInternalServerError, "encode "+what+": "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = body.WriteTo(w)
 }
 
 // writeText writes a plain-text body with its status code.

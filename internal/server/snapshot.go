@@ -1,9 +1,7 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 )
@@ -32,16 +30,5 @@ func (s *Server) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusServiceUnavailable, "snapshot: "+err.Error())
 		return
 	}
-	var body bytes.Buffer
-	enc := json.NewEncoder(&body)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", " ")
-	if err := enc.Encode(v); err != nil {
-		s.log.Error("encode /snapshot", "err", err)
-		writeText(w, http.StatusInternalServerError, "encode snapshot: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = body.WriteTo(w)
+	s.writeJSON(w, "snapshot", v)
 }
