@@ -243,7 +243,7 @@ func TestRecordedRaceInKubeletMode(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("simulate --kubelet: exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"evictd in time", "too late at the latest"} {
+	for _, want := range []string{"evictd in time", "too late at the latest", "evictd, as recorded: decided at +1.1s, evicted default/hog: asked at +1.101s, returned at +1.5s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the replay lacks %q:\n%s", want, out)
 		}

@@ -144,6 +144,9 @@ func simulateKubelet(sc *snapshot.Scenario, cfg *config.Config, output string, k
 		}
 	}
 	res := newKubeletResult(m, kf.version, ev, cfg.HugepageAwareEviction)
+	if sc.Record != nil {
+		res.Recorded = recordedOf(sc.Record)
+	}
 	if steps != nil {
 		if err := steps.close(); err != nil {
 			return fail(err)
@@ -169,6 +172,9 @@ func simulateKubelet(sc *snapshot.Scenario, cfg *config.Config, output string, k
 type kubeletResult struct {
 	Kubelet kubeletSide `json:"kubelet"`
 	Evictd  evictdSide  `json:"evictd"`
+	// Recorded is what the agent did, for a flight record: its decision,
+	// the request's times and the relief.
+	Recorded *recordedSide `json:"recorded,omitempty"`
 	// Memory is the race with the kernel, absent when no memory threshold
 	// of the kubelet's is crossed.
 	Memory *memoryResult `json:"memory,omitempty"`
@@ -235,6 +241,35 @@ type evictdSide struct {
 	GracePeriod int64  `json:"gracePeriodSeconds,omitempty"`
 	StopMs      int64  `json:"stopMs"`
 	InTime      *bool  `json:"inTime,omitempty"`
+}
+
+// recordedSide is a flight record's outcome, in offsets like the rest.
+type recordedSide struct {
+	DecidedAt   string `json:"decidedAt"`
+	Pod         string `json:"pod,omitempty"`
+	Result      string `json:"result,omitempty"`
+	RequestedAt string `json:"requestedAt,omitempty"`
+	ReturnedAt  string `json:"returnedAt,omitempty"`
+	ReliefAt    string `json:"reliefAt,omitempty"`
+}
+
+// recordedOf is rec's outcome as the counterfactual shows it beside the
+// replays.
+func recordedOf(rec *snapshot.Record) *recordedSide {
+	plus := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "+" + s
+	}
+	r := &recordedSide{DecidedAt: plus(rec.Decision.At), Pod: rec.Decision.Pod}
+	if a := rec.Outcome.Attempts; len(a) > 0 {
+		r.Result, r.RequestedAt, r.ReturnedAt = a[0].Result, plus(a[0].Started), plus(a[0].Ended)
+	}
+	if rel := rec.Outcome.Relief; rel != nil {
+		r.ReliefAt = plus(rel.At)
+	}
+	return r
 }
 
 type memoryResult struct {
@@ -357,6 +392,16 @@ func (r kubeletResult) write(w io.Writer) {
 		textf(w, "evictd: noticed at %s, evicted nothing\n", e.NoticedAt)
 	default:
 		fmt.Fprintln(w, "evictd: noticed nothing")
+	}
+	if rc := r.Recorded; rc != nil {
+		textf(w, "evictd, as recorded: decided at %s", rc.DecidedAt)
+		if rc.Result != "" {
+			textf(w, ", %s %s: asked at %s, returned at %s", rc.Result, rc.Pod, rc.RequestedAt, rc.ReturnedAt)
+		}
+		if rc.ReliefAt != "" {
+			textf(w, "; relief at %s", rc.ReliefAt)
+		}
+		fmt.Fprintln(w)
 	}
 	name := "kubelet " + k.Version
 	if k.Earliest.NoticedAt == "" {
