@@ -237,7 +237,6 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		deps.Wakeups = a.wakeups
 	}
 
-
 	var readyOnce sync.Once
 	deps.AfterPass = func(*manager.Status) {
 		readyOnce.Do(func() {

@@ -23,8 +23,8 @@ type Manager struct {
 	decider *decide.Decider
 	wake    chan struct{}
 	// snaps are the requests for a snapshot of now (Snapshot).
-	snaps chan snapRequest
-	status  atomic.Pointer[Status]
+	snaps  chan snapRequest
+	status atomic.Pointer[Status]
 	// passStarted is the start of the pass under way in Unix nanoseconds,
 	// 0 between passes; Ready reads it from other goroutines.
 	passStarted atomic.Int64
