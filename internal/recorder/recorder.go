@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -155,7 +157,7 @@ func (r *Recorder) Record(p manager.PassRecord) {
 		r.send(rec.name, rec.file)
 		r.open = append(r.open, rec)
 		if len(r.open) > maxOpen {
-			r.close(r.open[0], p.Time, "")
+			r.close(r.open[0], p.Time)
 			r.open = r.open[1:]
 		}
 	}
@@ -212,7 +214,7 @@ func (r *Recorder) follow(p manager.PassRecord) {
 	for _, rec := range r.open {
 		switch {
 		case !stillMet(p.Decision.Evaluation, rec.key) && p.Time.After(rec.decided):
-			r.close(rec, p.Time, "relief")
+			r.close(rec, p.Time)
 			if o, ok := p.Obs[rec.sig]; ok {
 				rec.file.Record.Outcome.Relief = &snapshot.RecordRelief{
 					At:        snapshot.Offset(rec.file.Record.Start, p.Time),
@@ -221,7 +223,7 @@ func (r *Recorder) follow(p manager.PassRecord) {
 			}
 			r.send(rec.name, rec.file)
 		case p.Time.Sub(rec.decided) >= r.cfg.FollowUp:
-			r.close(rec, p.Time, "")
+			r.close(rec, p.Time)
 			r.send(rec.name, rec.file)
 		default:
 			kept = append(kept, rec)
@@ -232,7 +234,7 @@ func (r *Recorder) follow(p manager.PassRecord) {
 }
 
 // close ends rec's follow-up at now.
-func (r *Recorder) close(rec *openRecord, now time.Time, _ string) {
+func (r *Recorder) close(rec *openRecord, now time.Time) {
 	rec.file.Record.Outcome.Followed = now.Sub(rec.decided).Truncate(time.Millisecond).String()
 }
 
@@ -329,7 +331,20 @@ func stepAt(start, t time.Time) string { return t.Sub(start).String() }
 // repeatWindow; it remembers p's otherwise.
 func (r *Recorder) repeats(p manager.PassRecord) bool {
 	dec := p.Decision
-	if dec.Outcome != decide.OutcomeEvict || dec.Pod == nil {
+	var who string
+	switch {
+	case dec.Outcome == decide.OutcomeEvict && dec.Pod != nil:
+		who = dec.Pod.UID
+	case dec.Outcome == decide.OutcomeLocalStorage:
+		// The same pods over their limits, none evicted (a dry run, the
+		// rate limit or the cap): one record per window.
+		uids := make([]string, 0, len(dec.LocalStorage))
+		for _, v := range dec.LocalStorage {
+			uids = append(uids, v.Pod.UID)
+		}
+		slices.Sort(uids)
+		who = strings.Join(uids, ",")
+	default:
 		return false
 	}
 	result := manager.Result("none")
@@ -343,7 +358,12 @@ func (r *Recorder) repeats(p manager.PassRecord) bool {
 	case p.DryRun:
 		result = manager.ResultDryRun
 	}
-	k := repeatKey{uid: dec.Pod.UID, signal: dec.Signal, result: result}
+	for _, a := range p.Acted.Attempts {
+		if a.Issued() {
+			return false
+		}
+	}
+	k := repeatKey{uid: who, signal: dec.Signal, result: result}
 	if at, ok := r.last[k]; ok && p.Time.Sub(at) < repeatWindow && !p.Time.Before(at) {
 		return true
 	}

@@ -412,3 +412,25 @@ func TestRecordKeepsFastPollReads(t *testing.T) {
 		t.Errorf("%d reads kept, want the window's alone", f.rec.readCount())
 	}
 }
+
+// TestRecordLocalStorageRepeatsLeftOut: pods over their limits that a
+// limit keeps from eviction pass after pass are recorded once per window;
+// each pass that evicts one is recorded.
+func TestRecordLocalStorageRepeatsLeftOut(t *testing.T) {
+	f := newFixture(t, t.TempDir(), nil)
+	pod := &signals.Pod{Namespace: "default", Name: "filler", UID: "u-filler"}
+	pass := func(at time.Time, result manager.Result) manager.PassRecord {
+		v := decide.Violation{Signal: "emptydirfs.limit", Pod: pod, Usage: 2 << 30, Limit: 1 << 30, Message: "over"}
+		dec := decide.Decision{Time: at, Outcome: decide.OutcomeLocalStorage, LocalStorage: []decide.Violation{v}}
+		return manager.PassRecord{Time: at, Obs: memObs(at, 3<<30), Pods: []signals.Pod{*pod}, Decision: dec,
+			Acted: manager.Acted{Attempts: []manager.Attempt{{Request: v.Request(), Result: result}}}}
+	}
+	for i := range 12 { // two minutes, every 10 s, rate-limited
+		f.rec.Record(pass(t0.Add(time.Duration(i)*10*time.Second), manager.ResultWithheld))
+	}
+	f.rec.Record(pass(t0.Add(2*time.Minute), manager.ResultEvicted))
+	f.stop()
+	if got := len(records(t, f.dir)); got != 2 {
+		t.Errorf("%d records, want 2 (the first withheld, the eviction)", got)
+	}
+}
