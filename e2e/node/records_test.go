@@ -94,6 +94,74 @@ func checkFlightRecord(t *testing.T, n *testnode.Node, pod, message string, grac
 	t.Logf("evictd explain %s:\n%s", name, text)
 }
 
+// findRecord waits for a flight record of evictd's eviction of pod on n
+// and returns its path.
+func findRecord(t *testing.T, n *testnode.Node, pod string) string {
+	t.Helper()
+	dir := filepath.Join(n.StateDir(), "records")
+	var path string
+	poll(t, "the flight record of "+pod, 30*time.Second, func() (bool, string) {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range entries {
+			sc, err := snapshot.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return false, err.Error()
+			}
+			if sc.Record.Decision.Pod == pod && len(sc.Record.Outcome.Attempts) > 0 && sc.Record.Outcome.Attempts[0].Result == "evicted" {
+				path = filepath.Join(dir, e.Name())
+				return true, ""
+			}
+		}
+		return false, "no record of " + pod + " among " + lines(entries)
+	})
+	return path
+}
+
+// replayRaceAsKubelet replays the record of a hard memory eviction that
+// beat the kernel as kubelet 1.37 with its 10 s housekeeping: evictd in
+// time, the kubelet too late at its latest tick, when memory ran out in
+// less than a housekeeping interval after the crossing.
+func replayRaceAsKubelet(t *testing.T, n *testnode.Node, pod string) {
+	t.Helper()
+	path := findRecord(t, n, pod)
+	out, err := exec.Command(n.EvictdBinary(), "simulate", "--snapshot", path, "--kubelet", "1.37", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("simulate --kubelet 1.37 %s: %v", path, err)
+	}
+	var got struct {
+		Counterfactual struct {
+			Kubelet struct {
+				Latest struct {
+					InTime *bool `json:"inTime"`
+				} `json:"latest"`
+			} `json:"kubelet"`
+			Evictd struct {
+				InTime *bool `json:"inTime"`
+			} `json:"evictd"`
+			Memory *struct {
+				CrossingAt         string  `json:"crossingAt"`
+				GrowthMiBPerSecond float64 `json:"growthMiBPerSecond"`
+				RunsOutAt          string  `json:"runsOutAt"`
+			} `json:"memory"`
+		} `json:"counterfactual"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("simulate --kubelet: %v", err)
+	}
+	c := got.Counterfactual
+	if c.Memory == nil || c.Memory.RunsOutAt == "" || c.Evictd.InTime == nil || c.Kubelet.Latest.InTime == nil {
+		t.Fatalf("the replay has no race: %s", out)
+	}
+	t.Logf("recorded race replayed as kubelet 1.37: crossing at %s, growth %.1f MiB/s, memory out at %s; evictd in time %v, kubelet at its latest tick in time %v",
+		c.Memory.CrossingAt, c.Memory.GrowthMiBPerSecond, c.Memory.RunsOutAt, *c.Evictd.InTime, *c.Kubelet.Latest.InTime)
+	if !*c.Evictd.InTime || *c.Kubelet.Latest.InTime {
+		t.Errorf("want evictd in time and the kubelet's 10 s poll too late at its latest tick:\n%s", out)
+	}
+}
+
 func lines(entries []os.DirEntry) string {
 	var names []string
 	for _, e := range entries {
