@@ -2,6 +2,7 @@ package testruntime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -96,9 +97,55 @@ func runcDeleteAll(root string) error {
 			continue
 		}
 		for _, id := range ids {
-			if _, err := runCommand("runc", "--root", filepath.Join(root, ns.Name()), "delete", "--force", id.Name()); err != nil {
+			dir := filepath.Join(root, ns.Name())
+			paths := cgroupPaths(filepath.Join(dir, id.Name(), "state.json"))
+			if _, err := runCommand("runc", "--root", dir, "delete", "--force", id.Name()); err != nil {
 				errs = append(errs, err)
 			}
+			errs = append(errs, removeCgroups(paths, 10*time.Second))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cgroupPaths are the cgroups of a runc container, from its state file;
+// none when it cannot be read.
+func cgroupPaths(stateFile string) []string {
+	data, err := os.ReadFile(stateFile)
+	if err != nil {
+		return nil
+	}
+	var st struct {
+		CgroupPaths map[string]string `json:"cgroup_paths"`
+	}
+	if json.Unmarshal(data, &st) != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range st.CgroupPaths {
+		out = append(out, p)
+	}
+	return out
+}
+
+// removeCgroups removes the cgroups that `runc delete --force` left: it
+// kills the processes and removes the cgroups, but gives up on a cgroup
+// whose killed processes have not exited yet (a loaded machine), which
+// then stays behind. Each is retried until it is gone or wait is over.
+func removeCgroups(paths []string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	var errs []error
+	for _, p := range paths {
+		for {
+			err := os.Remove(p)
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", p, err))
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	return errors.Join(errs...)
