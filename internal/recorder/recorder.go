@@ -427,36 +427,45 @@ func outcomeJSON(start time.Time, acted manager.Acted) snapshot.RecordOutcome {
 }
 
 // Run writes the records the loop hands over until ctx is done, then
-// those already handed over.
+// those already handed over. The directory is made and opened at the
+// first record, so an agent that never evicts writes nothing, and again
+// at the next one after a failure: a directory that cannot be used costs
+// the records, counted and said once, never the agent.
 func (r *Recorder) Run(ctx context.Context) error {
-	w, err := newWriter(r.cfg)
-	if err != nil {
-		// Never fatal: the agent protects the node without records.
-		r.cfg.Log.Error("flight recorder: cannot use its directory; no records are kept", "dir", r.cfg.Dir, "err", err)
-		r.cfg.Metrics.CountFlightRecord(metrics.RecordFailed)
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-r.writes:
+	var w *writer
+	var said string
+	defer func() {
+		if w != nil {
+			w.close()
+		}
+	}()
+	write := func(wr write) {
+		if w == nil {
+			var err error
+			if w, err = newWriter(r.cfg); err != nil {
 				r.cfg.Metrics.CountFlightRecord(metrics.RecordFailed)
+				if kind := failure(err); kind != said {
+					r.cfg.Log.Error("flight recorder: cannot use its directory; records are not kept until it can", "dir", r.cfg.Dir, "err", err)
+					said = kind
+				}
+				return
 			}
 		}
+		w.write(wr.name, wr.file)
 	}
-	defer w.close()
 	for {
 		select {
 		case <-ctx.Done():
 			for {
 				select {
 				case wr := <-r.writes:
-					w.write(wr.name, wr.file)
+					write(wr)
 				default:
 					return nil
 				}
 			}
 		case wr := <-r.writes:
-			w.write(wr.name, wr.file)
+			write(wr)
 		}
 	}
 }

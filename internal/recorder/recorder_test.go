@@ -434,3 +434,17 @@ func TestRecordLocalStorageRepeatsLeftOut(t *testing.T) {
 		t.Errorf("%d records, want 2 (the first withheld, the eviction)", got)
 	}
 }
+
+// TestRecordNoDirectoryUntilARecord: an agent that never decides to evict
+// makes no state directory.
+func TestRecordNoDirectoryUntilARecord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state", "records")
+	f := newFixture(t, dir, nil)
+	for i := range 10 {
+		f.rec.Record(quietPass(t0.Add(time.Duration(i)*10*time.Second), 3<<30))
+	}
+	f.stop()
+	if _, err := os.Stat(filepath.Dir(dir)); !os.IsNotExist(err) {
+		t.Errorf("%s: %v, want none made", filepath.Dir(dir), err)
+	}
+}
