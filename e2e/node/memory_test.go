@@ -365,6 +365,7 @@ func softMemory(t *testing.T, n *testnode.Node) {
 }
 
 func allocatable(t *testing.T, n *testnode.Node) {
+	began := time.Now()
 	startEvictd(t, n,
 		"--eviction-hard=memory.available<500Mi",
 		"--eviction-pressure-transition-period=5s")
@@ -412,7 +413,7 @@ func allocatable(t *testing.T, n *testnode.Node) {
 	}
 	// The same race from its flight record, as the kubelet would have
 	// run it: 2.5 s of headroom at 200 MiB/s is less than its 10 s poll.
-	replayRaceAsKubelet(t, n, "default/hog")
+	replayRaceAsKubelet(t, n, "default/hog", began)
 }
 
 func pids(t *testing.T, n *testnode.Node) {

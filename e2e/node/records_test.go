@@ -95,8 +95,9 @@ func checkFlightRecord(t *testing.T, n *testnode.Node, pod, message string, grac
 }
 
 // findRecord waits for a flight record of evictd's eviction of pod on n
-// and returns its path.
-func findRecord(t *testing.T, n *testnode.Node, pod string) string {
+// decided after since (an earlier scenario on the node may have evicted a
+// pod of the same name) and returns its path.
+func findRecord(t *testing.T, n *testnode.Node, pod string, since time.Time) string {
 	t.Helper()
 	dir := filepath.Join(n.StateDir(), "records")
 	var path string
@@ -109,6 +110,13 @@ func findRecord(t *testing.T, n *testnode.Node, pod string) string {
 			sc, err := snapshot.ReadFile(filepath.Join(dir, e.Name()))
 			if err != nil {
 				return false, err.Error()
+			}
+			at, err := time.ParseDuration(sc.Record.Decision.At)
+			if err != nil {
+				return false, err.Error()
+			}
+			if sc.Record.Start.Add(at).Before(since) {
+				continue
 			}
 			if sc.Record.Decision.Pod == pod && len(sc.Record.Outcome.Attempts) > 0 && sc.Record.Outcome.Attempts[0].Result == "evicted" {
 				path = filepath.Join(dir, e.Name())
@@ -124,9 +132,9 @@ func findRecord(t *testing.T, n *testnode.Node, pod string) string {
 // beat the kernel as kubelet 1.37 with its 10 s housekeeping: evictd in
 // time, the kubelet too late at its latest tick, when memory ran out in
 // less than a housekeeping interval after the crossing.
-func replayRaceAsKubelet(t *testing.T, n *testnode.Node, pod string) {
+func replayRaceAsKubelet(t *testing.T, n *testnode.Node, pod string, since time.Time) {
 	t.Helper()
-	path := findRecord(t, n, pod)
+	path := findRecord(t, n, pod, since)
 	out, err := exec.Command(n.EvictdBinary(), "simulate", "--snapshot", path, "--kubelet", "1.37", "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("simulate --kubelet 1.37 %s: %v", path, err)
