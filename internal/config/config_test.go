@@ -364,8 +364,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 64 {
-		t.Errorf("got %d flags, want 64", n)
+	if n != 65 {
+		t.Errorf("got %d flags, want 65", n)
 	}
 }
 

@@ -115,6 +115,7 @@ type Options struct {
 	housekeepingInterval time.Duration
 	dryRun               bool
 	localStop            bool
+	directSignal         bool
 	localKillAfter       time.Duration
 	stopWait             time.Duration
 	metricsBindAddress   string
@@ -253,6 +254,10 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.localStop, "hard-eviction-local-stop", true,
 		"For a hard eviction, also stop the pod's containers through the container runtime with the same grace period, as soon as the kubelet has taken the evicted pod over "+
 			"(at most --hard-eviction-stop-wait after the eviction began), instead of waiting for the kubelet to stop them; their preStop hooks may then not run.")
+	fs.BoolVar(&o.directSignal, "hard-eviction-direct-signal", true,
+		"For a hard eviction of a pod whose restartPolicy is Always, send SIGTERM to the main process of each of its containers at once, through pidfds on the processes of the containers' own cgroups, "+
+			"before the API requests and the stop through the container runtime (about a millisecond after the decision rather than 25 ms or more); needs CAP_KILL and the host's PID namespace. "+
+			"Pods of another restartPolicy, and pods whose processes evictd cannot see, get their first signal from the runtime's stop.")
 	fs.DurationVar(&o.stopWait, "hard-eviction-stop-wait", defaultHardEvictionStopWait,
 		"How long, as a Go duration, a hard eviction's stop through the container runtime (--hard-eviction-local-stop) waits for the kubelet to take the evicted pod over before it stops the containers anyway; must be positive. "+
 			"Containers that exit 0 before the kubelet has taken the pod over may be reported Succeeded, as a completion, rather than Failed and Evicted.")

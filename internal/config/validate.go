@@ -108,6 +108,10 @@ type Config struct {
 	// through the CRI once the kubelet has taken the pod over, at most
 	// HardEvictionStopWait after the eviction began. Default true.
 	HardEvictionLocalStop bool
+	// HardEvictionDirectSignal sends a hard eviction's SIGTERM to the
+	// containers' main processes itself, for pods whose restartPolicy is
+	// Always (evict.Config.SignalLocally). Default true.
+	HardEvictionDirectSignal bool
 	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
 	MetricsBindAddress string
 	// HealthzBindAddress is host:port for /healthz and /readyz alone, the
@@ -220,6 +224,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		TokenRenewal:               o.tokenRenewal,
 		DryRun:                     o.dryRun,
 		HardEvictionLocalStop:      o.localStop,
+		HardEvictionDirectSignal:   o.directSignal,
 		MetricsBindAddress:         o.metricsBindAddress,
 		HealthzBindAddress:         o.healthzBindAddress,
 		ImageFSPath:                o.imageFSPath,

@@ -41,6 +41,9 @@ func TestVocabulary(t *testing.T) {
 		}
 		m.ObserveDecision(Decision{Signal: sig, Outcome: decide.OutcomeEvict, At: at, Observed: at.Add(-time.Second), FirstMet: at.Add(-time.Second)})
 		m.ObserveIssueLatency(sig, time.Second)
+		for _, p := range valuesOf(signalPaths) {
+			m.ObserveSignalLatency(sig, p, time.Millisecond)
+		}
 	}
 	for _, p := range signals.Pressures() {
 		m.SetPressure(p, true)

@@ -78,6 +78,7 @@ type Metrics struct {
 	renewals  *prometheus.CounterVec
 	walksCut  *prometheus.CounterVec
 	records   *prometheus.CounterVec
+	signalled *prometheus.HistogramVec
 	diskStale prometheus.Gauge
 	shadow    memoryShadow // memory.available by other formulas (shadow.go)
 
@@ -208,6 +209,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		renewals:  newRenewals(),
 		walksCut:  newWalksCut(),
 		records:   newFlightRecords(),
+		signalled: newSignalLatency(),
 		diskStale: newDiskStale(),
 		shadow:    newMemoryShadow(),
 	}
@@ -265,6 +267,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.renewals = registerOrShare(reg, m.renewals, &errs)
 	m.walksCut = registerOrShare(reg, m.walksCut, &errs)
 	m.records = registerOrShare(reg, m.records, &errs)
+	m.signalled = registerOrShare(reg, m.signalled, &errs)
 	m.diskStale = registerOrShare(reg, m.diskStale, &errs)
 	m.shadow.available = registerOrShare(reg, m.shadow.available, &errs)
 	m.shadow.capacity = registerOrShare(reg, m.shadow.capacity, &errs)
