@@ -226,6 +226,7 @@ func TestAgentMetricsDocumented(t *testing.T) {
 		"evictd_stats_age_seconds":                   "observed at an eviction decision; no pod here to evict",
 		"evictd_detection_latency_seconds":           "observed at an eviction decision; no pod here to evict",
 		"evictd_eviction_issue_latency_seconds":      "observed when an eviction is issued; standalone evictd issues none",
+		"evictd_eviction_signal_latency_seconds":     "observed at a hard eviction's first signal; standalone evictd issues none",
 	}
 	if _, err := os.Stat("/proc/pressure/memory"); err != nil {
 		for _, f := range []string{"evictd_memory_pressure_stall_ratio", "evictd_memory_pressure_stall_local"} {
