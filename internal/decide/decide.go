@@ -131,6 +131,9 @@ type DeciderConfig struct {
 	// Layout is the node's filesystem layout; it decides the containerfs
 	// thresholds and which disk usage counts for which signal.
 	Layout signals.FsLayout
+	// Exhaustion turns time-to-exhaustion decisions on (Predict); off
+	// by default.
+	Exhaustion ExhaustionConfig
 }
 
 // Decider turns observations, pods and pod stats into a Decision. It holds
@@ -153,6 +156,19 @@ func NewDecider(cfg DeciderConfig) *Decider {
 
 // Thresholds are the thresholds in force, containerfs ones included.
 func (d *Decider) Thresholds() []thresholds.Threshold { return d.thresholds }
+
+// Exhaustion are the time-to-exhaustion settings.
+func (d *Decider) Exhaustion() ExhaustionConfig { return d.cfg.Exhaustion }
+
+// Predict is the package's Predict with the Decider's thresholds and
+// settings: the prediction to decide with (DecidePredicted), or nil.
+func (d *Decider) Predict(now time.Time, ev thresholds.Evaluation, obs signals.Observations, reads []signals.Observation, release time.Duration) *Prediction {
+	p, ok := Predict(d.cfg.Exhaustion, now, d.thresholds, ev, obs, reads, release)
+	if !ok {
+		return nil
+	}
+	return &p
+}
 
 // Evaluate updates the thresholds' state with a new set of observations
 // without deciding on pods; Decide calls it, and the loop uses it alone when
