@@ -238,16 +238,10 @@ func (r *Recorder) close(rec *openRecord, now time.Time) {
 	rec.file.Record.Outcome.Followed = now.Sub(rec.decided).Truncate(time.Millisecond).String()
 }
 
-func stillMet(ev thresholds.Evaluation, key thresholds.Key) bool {
-	for _, list := range [][]thresholds.Threshold{ev.Met, ev.Waiting, ev.Stale, ev.Actionable} {
-		for _, th := range list {
-			if th.Key() == key {
-				return true
-			}
-		}
-	}
-	return false
-}
+// stillMet reports whether the threshold of key is still met in ev:
+// Waiting, Stale and Actionable are parts of Met, and a prediction
+// (decide.Prediction) leaves Met as observed.
+func stillMet(ev thresholds.Evaluation, key thresholds.Key) bool { return ev.IsMet(key) }
 
 // send hands a record to the writer, or drops it when the writer is
 // behind.
