@@ -255,7 +255,7 @@ func (d *Decider) decide(now time.Time, ev, acting thresholds.Evaluation, p *Pre
 	met := fmt.Sprintf("%s is met (%s)", thresholds.Format(th), observedRaw(th, o))
 	if p != nil && p.Threshold.Key() == th.Key() {
 		dec.Predicted = p
-		met = fmt.Sprintf("time to exhaustion: %s (available %d, release estimate %s + margin %s)", p.Words(), o.Available, p.Release, p.Margin)
+		met = fmt.Sprintf("time to exhaustion: %s (available %s, release estimate %s + margin %s)", p.Words(), quantity(o.Available, signals.ResourceMemory), p.Release, p.Margin)
 	}
 
 	dec.Candidates = ranking.Rank(th.Signal, d.cfg.Layout, pods, stats)

@@ -387,6 +387,12 @@ func decisionJSON(start time.Time, dec decide.Decision) snapshot.RecordDecision 
 	if dec.Pod != nil {
 		d.Pod, d.UID = dec.Pod.Ref(), dec.Pod.UID
 	}
+	if p := dec.Predicted; p != nil {
+		d.Predicted = &snapshot.RecordPrediction{
+			Available: snapshot.NewQuantity(p.Available), RatePerSecond: snapshot.NewQuantity(int64(p.Rate)),
+			TimeLeft: p.TimeLeft.String(), Release: p.Release.String(), Margin: p.Margin.String(), Readings: p.Readings,
+		}
+	}
 	d.Ranked = len(dec.Candidates)
 	for i, c := range dec.Candidates {
 		if i == maxRanking {
