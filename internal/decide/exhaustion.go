@@ -168,14 +168,14 @@ func Predict(cfg ExhaustionConfig, now time.Time, ths []thresholds.Threshold, ev
 		return Prediction{}, false
 	}
 	for _, th := range ev.Met {
-		if exhaustible(th) {
+		if Exhaustible(th) {
 			return Prediction{}, false
 		}
 	}
 	cands := slices.Clone(ths)
 	thresholds.SortByPriority(cands)
 	for _, th := range cands {
-		if !exhaustible(th) {
+		if !Exhaustible(th) {
 			continue
 		}
 		o, ok := obs[th.Signal]
@@ -196,17 +196,12 @@ func Predict(cfg ExhaustionConfig, now time.Time, ths []thresholds.Threshold, ev
 	return Prediction{}, false
 }
 
-// exhaustible reports whether th is a hard threshold on a memory amount,
-// the kind time to exhaustion may act on early.
-func exhaustible(th thresholds.Threshold) bool {
+// Exhaustible reports whether th is a threshold time to exhaustion may
+// act on early: a hard memory.available or allocatableMemory.available
+// one.
+func Exhaustible(th thresholds.Threshold) bool {
 	return th.Hard() && th.Operator == thresholds.LessThan &&
 		(th.Signal == signals.MemoryAvailable || th.Signal == signals.AllocatableMemoryAvailable)
-}
-
-// Exhaustible reports whether ths has a threshold time to exhaustion can
-// act on: a hard memory.available or allocatableMemory.available one.
-func Exhaustible(ths []thresholds.Threshold) bool {
-	return slices.ContainsFunc(ths, exhaustible)
 }
 
 // Apply returns ev with p's threshold actionable first, as if met; the

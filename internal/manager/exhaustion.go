@@ -22,6 +22,10 @@ const (
 	// releasedShare: a victim whose working set is down to this share of
 	// what it was at the decision has released its memory.
 	releasedShare = 4
+	// maxReads bounds the readings kept, whatever their rate: two
+	// seconds of two signals read every 10 ms
+	// (wakeup.MinFastPollInterval) are 400.
+	maxReads = 1000
 )
 
 // exhaustionState is owned by the loop, except the readings, which the
@@ -66,21 +70,17 @@ func memorySignal(sig signals.Signal) bool {
 }
 
 // Read takes one reading of the fast poll (wakeup.MemoryConfig.Reads),
-// from its goroutine; it never blocks on the loop. With time to
-// exhaustion on, a reading that starts to predict exhaustion for a hard
+// from its goroutine, while time to exhaustion is on; it never blocks on
+// the loop. A reading that starts to predict exhaustion for a hard
 // threshold not met yet wakes the loop, whose pass decides.
 func (m *Manager) Read(o signals.Observation) {
-	if !memorySignal(o.Signal) {
+	cfg := m.decider.Exhaustion()
+	if !cfg.Enabled || !memorySignal(o.Signal) {
 		return
 	}
 	t := &m.tte
 	t.mu.Lock()
 	t.keep(o.Time, o)
-	cfg := m.decider.Exhaustion()
-	if !cfg.Enabled {
-		t.mu.Unlock()
-		return
-	}
 	_, now := decide.Predict(cfg, o.Time, m.decider.Thresholds(), thresholds.Evaluation{},
 		signals.Observations{o.Signal: o}, t.reads, t.release)
 	was := t.foreseen[o.Signal]
@@ -91,12 +91,12 @@ func (m *Manager) Read(o signals.Observation) {
 	}
 }
 
-// keep adds the readings os at now and drops those older than twice the
-// growth window. Called with mu held.
-func (t *exhaustionState) keep(now time.Time, os ...signals.Observation) {
-	t.reads = append(t.reads, os...)
+// keep adds the reading o at now and drops those older than twice the
+// growth window, and the oldest beyond maxReads. Called with mu held.
+func (t *exhaustionState) keep(now time.Time, o signals.Observation) {
+	t.reads = append(t.reads, o)
 	cut := 0
-	for cut < len(t.reads) && now.Sub(t.reads[cut].Time) > 2*decide.DefaultGrowthWindow {
+	for cut < len(t.reads) && (now.Sub(t.reads[cut].Time) > 2*decide.DefaultGrowthWindow || len(t.reads)-cut > maxReads) {
 		cut++
 	}
 	if cut > 0 {
@@ -107,6 +107,9 @@ func (t *exhaustionState) keep(now time.Time, os ...signals.Observation) {
 // predict adds the pass's memory observations to the readings and says
 // what time to exhaustion predicts at now, nil when nothing (or off).
 func (m *Manager) predict(now time.Time, ev thresholds.Evaluation, obs signals.Observations) *decide.Prediction {
+	if !m.decider.Exhaustion().Enabled {
+		return nil
+	}
 	t := &m.tte
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -114,9 +117,6 @@ func (m *Manager) predict(now time.Time, ev thresholds.Evaluation, obs signals.O
 		if o, ok := obs[sig]; ok {
 			t.keep(now, o)
 		}
-	}
-	if !m.decider.Exhaustion().Enabled {
-		return nil
 	}
 	return m.decider.Predict(now, ev, obs, t.reads, t.release)
 }

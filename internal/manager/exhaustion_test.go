@@ -216,3 +216,35 @@ func counterFamilies(t *testing.T, reg *prometheus.Registry, name string) []*dto
 	}
 	return nil
 }
+
+// TestReleased: when a pass counts a victim's memory released.
+func TestReleased(t *testing.T) {
+	ws := func(v int64) fixedStats { return fixedStats{"u": {UID: "u", MemoryWorkingSet: signals.Int64(v)}} }
+	at900 := releasing{signal: signals.MemoryAvailable, decided: t0, workingSet: 900 * mi}
+	for _, tc := range []struct {
+		name   string
+		r      releasing
+		listed bool
+		stats  fixedStats
+		kinds  signals.PodStatsKinds
+		want   bool
+	}{
+		{"no longer listed", at900, false, nil, 0, true},
+		{"cgroup gone from the memory stats", at900, true, fixedStats{}, signals.PodMemory, true},
+		{"no working set read this pass", at900, true, fixedStats{}, signals.PodDisk, false},
+		{"no stats at all (an error)", at900, true, nil, signals.PodMemory, false},
+		{"down to a quarter", at900, true, ws(225 * mi), signals.PodMemory, true},
+		{"down by half only", at900, true, ws(450 * mi), signals.PodMemory, false},
+		{"working set at the decision unknown", releasing{workingSet: -1}, true, ws(0), signals.PodMemory, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stats map[string]signals.PodStats
+			if tc.stats != nil {
+				stats = tc.stats
+			}
+			if got := released(tc.r, tc.listed, stats, "u", tc.kinds); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

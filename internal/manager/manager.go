@@ -120,7 +120,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	if cfg.Decider.Exhaustion.Enabled {
 		for _, th := range m.decider.Thresholds() {
-			if decide.Exhaustible([]thresholds.Threshold{th}) {
+			if decide.Exhaustible(th) {
 				deps.Metrics.InitPredicted(th.Signal)
 			}
 		}
