@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -117,7 +118,9 @@ func TestLoopTimeToExhaustion(t *testing.T) {
 			// killed is what an eviction does to memory, from the loop's
 			// goroutine.
 			var killed func()
+			logs := &logBuffer{}
 			h := newHarnessTuned(t, false, ths, nil, nil, func(c *Config, d *Deps) {
+				d.Log = slog.New(slog.NewTextHandler(logs, nil))
 				c.Decider.Exhaustion = decide.ExhaustionConfig{Enabled: on, Margin: 500 * time.Millisecond}
 				d.Pods, d.Stats = src, src
 				d.Evicter = hookEvicter{d.Evicter, func() { killed() }}
@@ -163,6 +166,9 @@ func TestLoopTimeToExhaustion(t *testing.T) {
 			const words = "memory.available predicted to run out in 1.475s at 800Mi/s; threshold memory.available<500Mi not met yet"
 			if !strings.Contains(dec.Reason, words) || !strings.HasSuffix(h.ev.requests[0].Message, words+".") || !h.ev.requests[0].Hard {
 				t.Errorf("reason %q, request %+v: want both to say %q", dec.Reason, h.ev.requests[0], words)
+			}
+			if got := logs.lines("msg=decision", "outcome=evict", "predicted=\""+words+"\"", "releaseEstimate=1s", "margin=500ms"); len(got) != 1 {
+				t.Errorf("decision log lines saying it was predicted: got %q", got)
 			}
 			if st.Pressures["memory"] {
 				t.Error("a prediction set memory pressure: the condition is the threshold's")
