@@ -353,6 +353,15 @@ func TestRecordPredictedReplays(t *testing.T) {
 	if r := replay(paths[0]); len(r.Differences) > 0 || !r.Recorded.Predicted || !r.Replayed.Predicted {
 		t.Errorf("replay: got %+v", r)
 	}
+	out, errOut, code := runCmd("explain", "--record", paths[0])
+	if want := "why now: the hard threshold memory.available<500Mi was not met yet, but memory.available was predicted to run out in 1.4s at 800.00Mi a second (11 readings), below the release estimate 1s plus the margin 500ms"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("explain: exit %d %s, want %q in:\n%s", code, errOut, want, out)
+	}
+	// Memory still below where it was decided on, at the last step: no
+	// relief (the threshold, never met, says nothing of it).
+	if want := "relief: not yet seen when the record was written"; !strings.Contains(out, want) {
+		t.Errorf("explain: want %q in:\n%s", want, out)
+	}
 
 	first, last := f.Steps[0], f.Steps[len(f.Steps)-1]
 	for _, s := range f.Steps[1 : len(f.Steps)-1] {

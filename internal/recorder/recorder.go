@@ -114,6 +114,11 @@ type openRecord struct {
 	decided time.Time
 	key     thresholds.Key
 	sig     signals.Signal
+	// predicted, for a decision time to exhaustion took before its
+	// threshold was met, is the signal's available amount then: its
+	// relief is memory back to it, the threshold's leaving Met saying
+	// nothing.
+	predicted *int64
 }
 
 type repeatKey struct {
@@ -213,7 +218,7 @@ func (r *Recorder) follow(p manager.PassRecord) {
 	kept := r.open[:0]
 	for _, rec := range r.open {
 		switch {
-		case !stillMet(p.Decision.Evaluation, rec.key) && p.Time.After(rec.decided):
+		case !stillMet(p.Decision.Evaluation, rec.key) && p.Time.After(rec.decided) && backTo(p.Obs, rec):
 			r.close(rec, p.Time)
 			if o, ok := p.Obs[rec.sig]; ok {
 				rec.file.Record.Outcome.Relief = &snapshot.RecordRelief{
@@ -231,6 +236,16 @@ func (r *Recorder) follow(p manager.PassRecord) {
 	}
 	clear(r.open[len(kept):])
 	r.open = kept
+}
+
+// backTo reports whether obs show rec's signal back to where a predicted
+// decision found it; true for any other decision.
+func backTo(obs signals.Observations, rec *openRecord) bool {
+	if rec.predicted == nil {
+		return true
+	}
+	o, ok := obs[rec.sig]
+	return ok && o.Available >= *rec.predicted
 }
 
 // close ends rec's follow-up at now.
@@ -304,6 +319,9 @@ func (r *Recorder) decision(p manager.PassRecord) *openRecord {
 	}
 	if dec.Threshold != nil {
 		rec.key = dec.Threshold.Key()
+	}
+	if dec.Predicted != nil {
+		rec.predicted = &dec.Predicted.Available
 	}
 	if dec.Outcome == decide.OutcomeLocalStorage {
 		// A local-storage eviction answers no threshold: nothing to
