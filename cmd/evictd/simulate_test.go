@@ -376,4 +376,11 @@ func TestSimulateTimeToExhaustion(t *testing.T) {
 			t.Errorf("without the flag, step %s: %s (%s), want none", st.At, st.Outcome, st.Reason)
 		}
 	}
+	// The 800 MiB/s race: at +400ms with the flag, where the threshold
+	// is met at +1.1s.
+	race := filepath.Join("..", "..", "examples", "race-800mibs.json")
+	out, errOut, code := runCmd("simulate", "--snapshot", race, "--kubelet", "1.37", "--eviction-time-to-exhaustion")
+	if want := "summary: evictd: noticed at +400ms, evicted default/hog grace 1s"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("race with the flag: exit %d %s, want %q in:\n%s", code, errOut, want, out)
+	}
 }
