@@ -186,10 +186,13 @@ func Predict(cfg ExhaustionConfig, now time.Time, ths []thresholds.Threshold, ev
 		if !ok || g.Rate <= 0 {
 			continue
 		}
-		left := time.Duration(float64(o.Available) / g.Rate * float64(time.Second))
-		if left >= release+cfg.Margin {
+		// In seconds first: a slow growth under a large amount would
+		// overflow a Duration.
+		secs := float64(o.Available) / g.Rate
+		if !(secs < (release + cfg.Margin).Seconds()) {
 			continue
 		}
+		left := time.Duration(secs * float64(time.Second))
 		return Prediction{Threshold: th, Available: o.Available, Rate: g.Rate, TimeLeft: left,
 			Release: release, Margin: cfg.Margin, Readings: g.Readings}, true
 	}

@@ -81,6 +81,9 @@ func TestPredict(t *testing.T) {
 		{name: "threshold met: the threshold acts", cfg: on, ths: hard, met: true, avail: 400 * mi, reads: fast, release: time.Second},
 		{name: "soft only", cfg: on, ths: soft.Thresholds, avail: 700 * mi, reads: fast, release: time.Second},
 		{name: "other signal's readings", cfg: on, ths: hard, avail: 700 * mi, reads: readings(signals.AllocatableMemoryAvailable, 11, 100*time.Millisecond, 700*mi, 80*mi), release: time.Second},
+		// 1 byte a second under 8Ei: 292 billion years, no overflow.
+		{name: "slowest growth, most memory", cfg: on, ths: hard, avail: 1<<63 - 1, reads: readings(mem, 11, 100*time.Millisecond, 700*mi, 0,
+			10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), release: time.Second},
 		{name: "nothing available", cfg: on, ths: hard, avail: 0, reads: fast, release: time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
