@@ -222,12 +222,22 @@ func (p Prediction) Words() string {
 		p.Threshold.Signal, p.TimeLeft.Round(time.Millisecond), rate(p.Rate), thresholds.Format(p.Threshold))
 }
 
+// RateBytes is the growth in whole bytes a second, at most MaxInt64.
+func (p Prediction) RateBytes() int64 { return clampBytes(p.Rate) }
+
+func clampBytes(r float64) int64 {
+	if r >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(int64(math.Round(r)), 0)
+}
+
 // rate prints a growth in bytes a second the way quantities are printed,
 // to the nearest MiB/s.
 func rate(r float64) string {
 	mib := math.Round(r / (1 << 20))
-	if mib < 1 {
-		return resource.NewQuantity(int64(math.Round(r)), resource.BinarySI).String()
+	if mib < 1 || mib >= math.MaxInt64>>20 {
+		return resource.NewQuantity(clampBytes(r), resource.BinarySI).String()
 	}
 	return resource.NewQuantity(int64(mib)<<20, resource.BinarySI).String()
 }

@@ -407,7 +407,7 @@ func decisionJSON(start time.Time, dec decide.Decision) snapshot.RecordDecision 
 	}
 	if p := dec.Predicted; p != nil {
 		d.Predicted = &snapshot.RecordPrediction{
-			Available: snapshot.NewQuantity(p.Available), RatePerSecond: snapshot.NewQuantity(int64(p.Rate)),
+			Available: snapshot.NewQuantity(p.Available), RatePerSecond: snapshot.NewQuantity(p.RateBytes()),
 			TimeLeft: p.TimeLeft.String(), Release: p.Release.String(), Margin: p.Margin.String(), Readings: p.Readings,
 		}
 	}
