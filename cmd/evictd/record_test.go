@@ -354,7 +354,7 @@ func TestRecordPredictedReplays(t *testing.T) {
 		t.Errorf("replay: got %+v", r)
 	}
 	out, errOut, code := runCmd("explain", "--record", paths[0])
-	if want := "why now: the hard threshold memory.available<500Mi was not met yet, but memory.available was predicted to run out in 1.4s at 800.00Mi a second (11 readings), below the release estimate 1s plus the margin 500ms"; code != 0 || !strings.Contains(out, want) {
+	if want := "why now: the hard threshold memory.available<500Mi was not met yet, but memory.available was predicted to run out in 1.4s at 800Mi a second (11 readings), below the release estimate 1s plus the margin 500ms"; code != 0 || !strings.Contains(out, want) {
 		t.Errorf("explain: exit %d %s, want %q in:\n%s", code, errOut, want, out)
 	}
 	// Memory still below where it was decided on, at the last step: no

@@ -139,17 +139,20 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 
 // stepDecider decides a snapshot's steps in order as the agent's passes
 // do, time to exhaustion (--eviction-time-to-exhaustion) included: its
-// readings are the steps' memory observations so far and a flight
-// record's fast-poll readings, its release estimate the one the record's
-// decision was predicted with, or decide.DefaultRelease.
+// readings are the steps' memory observations and a flight record's
+// fast-poll readings, as the agent, within two growth windows of the
+// step; its release estimate the one the record's decision was predicted
+// with, or decide.DefaultRelease.
 type stepDecider struct {
 	*decide.Decider
-	reads   []signals.Observation
-	release time.Duration
+	// recorded are the record's readings; recent the steps' of the
+	// last two growth windows.
+	recorded, recent []signals.Observation
+	release          time.Duration
 }
 
 func newStepDecider(d *decide.Decider, sc *snapshot.Scenario) *stepDecider {
-	s := &stepDecider{Decider: d, reads: slices.Clone(sc.Reads), release: sc.Release}
+	s := &stepDecider{Decider: d, recorded: sc.Reads, release: sc.Release}
 	if s.release <= 0 {
 		s.release = decide.DefaultRelease
 	}
@@ -162,12 +165,23 @@ func (s *stepDecider) decide(step snapshot.Step, obs signals.Observations) decid
 	if !s.Exhaustion().Enabled {
 		return s.DecideEvaluated(step.Time, ev, obs, step.Pods, step.Stats)
 	}
+	from := step.Time.Add(-2 * decide.DefaultGrowthWindow)
+	s.recent = slices.DeleteFunc(s.recent, func(o signals.Observation) bool { return o.Time.Before(from) })
 	for _, sig := range []signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable} {
 		if o, ok := obs[sig]; ok {
-			s.reads = append(s.reads, o)
+			s.recent = append(s.recent, o)
 		}
 	}
-	p := s.Predict(step.Time, ev, obs, s.reads, s.release)
+	reads := s.recent
+	if len(s.recorded) > 0 {
+		reads = slices.Clone(s.recent)
+		for _, o := range s.recorded {
+			if !o.Time.Before(from) && !o.Time.After(step.Time) {
+				reads = append(reads, o)
+			}
+		}
+	}
+	p := s.Predict(step.Time, ev, obs, reads, s.release)
 	return s.DecidePredicted(step.Time, ev, p, obs, step.Pods, step.Stats)
 }
 
