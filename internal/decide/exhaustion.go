@@ -160,8 +160,8 @@ type Prediction struct {
 // the growth reads show, runs out before release plus cfg's margin.
 // Nothing is predicted while cfg is off, while any hard memory threshold
 // is met (the threshold itself acts, or holds), or for a signal without
-// an observation, with no growth or one the readings cannot tell from
-// noise.
+// an observation within the growth window, with no growth or one the
+// readings cannot tell from noise.
 func Predict(cfg ExhaustionConfig, now time.Time, ths []thresholds.Threshold, ev thresholds.Evaluation, obs signals.Observations,
 	reads []signals.Observation, release time.Duration) (Prediction, bool) {
 	if !cfg.Enabled {
@@ -179,8 +179,8 @@ func Predict(cfg ExhaustionConfig, now time.Time, ths []thresholds.Threshold, ev
 			continue
 		}
 		o, ok := obs[th.Signal]
-		if !ok || o.Available <= 0 {
-			continue
+		if !ok || o.Available <= 0 || now.Sub(o.Time) > cfg.window() {
+			continue // none, exhausted already (the threshold acts), or stale
 		}
 		g, ok := GrowthOf(reads, th.Signal, now, cfg.window(), cfg.minReadings())
 		if !ok || g.Rate <= 0 {

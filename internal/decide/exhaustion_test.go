@@ -32,8 +32,8 @@ func readings(sig signals.Signal, n int, step time.Duration, last, perStep int64
 func TestPredict(t *testing.T) {
 	on := ExhaustionConfig{Enabled: true, Margin: 500 * time.Millisecond}
 	mem := signals.MemoryAvailable
-	obs := func(avail int64) signals.Observations {
-		return signals.Observations{mem: {Signal: mem, Available: avail, Capacity: 4096 * mi, Time: t0}}
+	obsAt := func(avail int64, at time.Time) signals.Observations {
+		return signals.Observations{mem: {Signal: mem, Available: avail, Capacity: 4096 * mi, Time: at}}
 	}
 	hard := []thresholds.Threshold{hardThreshold(t, "memory.available", "500Mi")}
 	soft, err := thresholds.Parse(thresholds.Settings{
@@ -47,11 +47,13 @@ func TestPredict(t *testing.T) {
 	// 800Mi/s: 80Mi every 100ms.
 	fast := readings(mem, 11, 100*time.Millisecond, 700*mi, 80*mi)
 	for _, tc := range []struct {
-		name    string
-		cfg     ExhaustionConfig
-		ths     []thresholds.Threshold
-		met     bool
-		avail   int64
+		name  string
+		cfg   ExhaustionConfig
+		ths   []thresholds.Threshold
+		met   bool
+		avail int64
+		// age is the observation's age at the pass.
+		age     time.Duration
 		reads   []signals.Observation
 		release time.Duration
 		want    bool
@@ -84,6 +86,7 @@ func TestPredict(t *testing.T) {
 		// 1 byte a second under 8Ei: 292 billion years, no overflow.
 		{name: "slowest growth, most memory", cfg: on, ths: hard, avail: 1<<63 - 1, reads: readings(mem, 11, 100*time.Millisecond, 700*mi, 0,
 			10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), release: time.Second},
+		{name: "stale observation", cfg: on, ths: hard, avail: 700 * mi, age: 2 * time.Second, reads: fast, release: time.Second},
 		{name: "nothing available", cfg: on, ths: hard, avail: 0, reads: fast, release: time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,7 +95,7 @@ func TestPredict(t *testing.T) {
 				ev.Met = tc.ths
 				ev.Actionable = tc.ths
 			}
-			p, got := Predict(tc.cfg, t0, tc.ths, ev, obs(tc.avail), tc.reads, tc.release)
+			p, got := Predict(tc.cfg, t0, tc.ths, ev, obsAt(tc.avail, t0.Add(-tc.age)), tc.reads, tc.release)
 			if got != tc.want {
 				t.Fatalf("predicted: got %v, want %v (%+v)", got, tc.want, p)
 			}
