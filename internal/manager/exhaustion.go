@@ -81,12 +81,12 @@ func (m *Manager) Read(o signals.Observation) {
 	t := &m.tte
 	t.mu.Lock()
 	t.keep(o.Time, o)
-	_, now := decide.Predict(cfg, o.Time, m.decider.Thresholds(), thresholds.Evaluation{},
+	_, foresees := decide.Predict(cfg, o.Time, m.decider.Thresholds(), thresholds.Evaluation{},
 		signals.Observations{o.Signal: o}, t.reads, t.release)
 	was := t.foreseen[o.Signal]
-	t.foreseen[o.Signal] = now
+	t.foreseen[o.Signal] = foresees
 	t.mu.Unlock()
-	if now && !was {
+	if foresees && !was {
 		m.Wake()
 	}
 }
