@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
 
@@ -149,6 +150,11 @@ type Config struct {
 	// run: a quantity in bytes, or a fraction of the signal's capacity.
 	// Default 10%.
 	FastPollMargin thresholds.Value
+	// TimeToExhaustion is --eviction-time-to-exhaustion: act on a hard
+	// memory threshold before it is met when the memory runs out sooner
+	// than evictd can release it (decide.ExhaustionConfig), with
+	// Durations.TimeToExhaustionMargin. Default false.
+	TimeToExhaustion bool
 	// MaxEvictionsPerHour caps the evictions issued in a sliding hour; 0
 	// means no cap. Default 60.
 	MaxEvictionsPerHour int
@@ -230,6 +236,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		ImageFSPath:                o.imageFSPath,
 		PodLogsDir:                 o.podLogsDir,
 		MaxEvictionsPerHour:        o.maxEvictionsPerHour,
+		TimeToExhaustion:           o.timeToExhaustion,
 		StateDir:                   o.stateDir,
 		FlightRecords:              o.flightRecords,
 		LocalStorageEvictionQPS:    o.localStorageQPS,
@@ -391,7 +398,17 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	c.Thresholds = parsed.Thresholds
 	c.Notes = append(c.Notes, parsed.Notes...)
 	c.Warnings = softBelowHard(c.Thresholds)
+	if c.TimeToExhaustion && !slices.ContainsFunc(c.Thresholds, hardMemory) {
+		c.Notes = append(c.Notes, src("eviction-time-to-exhaustion")+" has no effect: no hard memory.available or allocatableMemory.available threshold to act on early.")
+	}
 	return c, nil
+}
+
+// hardMemory reports whether th is a hard threshold on a memory amount,
+// the kind --eviction-time-to-exhaustion acts on early.
+func hardMemory(th thresholds.Threshold) bool {
+	return th.Hard() && th.Operator == thresholds.LessThan &&
+		(th.Signal == signals.MemoryAvailable || th.Signal == signals.AllocatableMemoryAvailable)
 }
 
 // parseReserved parses a --system-reserved or --kube-reserved map with the

@@ -44,7 +44,13 @@ func TestVocabulary(t *testing.T) {
 		for _, p := range valuesOf(signalPaths) {
 			m.ObserveSignalLatency(sig, p, time.Millisecond)
 		}
+		m.ObserveRelease(sig, time.Second)
+		m.IncPredicted(sig)
+		for _, kind := range []ThresholdKind{KindHard, KindSoft} {
+			m.ObserveRelief(sig, kind, time.Second)
+		}
 	}
+	m.SetReleaseEstimate(time.Second)
 	for _, p := range signals.Pressures() {
 		m.SetPressure(p, true)
 	}

@@ -81,6 +81,9 @@ type Metrics struct {
 	signalled *prometheus.HistogramVec
 	diskStale prometheus.Gauge
 	shadow    memoryShadow // memory.available by other formulas (shadow.go)
+	// exhaustion are the release and relief times and the predicted
+	// decisions (exhaustion.go).
+	exhaustion exhaustion
 
 	// err holds what New could not register.
 	err error
@@ -212,6 +215,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		signalled: newSignalLatency(),
 		diskStale: newDiskStale(),
 		shadow:    newMemoryShadow(),
+		// exhaustion.go
+		exhaustion: newExhaustion(),
 	}
 	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
@@ -272,6 +277,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.shadow.available = registerOrShare(reg, m.shadow.available, &errs)
 	m.shadow.capacity = registerOrShare(reg, m.shadow.capacity, &errs)
 	m.shadow.met = registerOrShare(reg, m.shadow.met, &errs)
+	m.registerExhaustion(reg, &errs)
 	m.err = errors.Join(errs...)
 }
 
