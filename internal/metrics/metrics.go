@@ -80,6 +80,7 @@ type Metrics struct {
 	records   *prometheus.CounterVec
 	diskStale prometheus.Gauge
 	shadow    memoryShadow // memory.available by other formulas (shadow.go)
+	oomKills  *prometheus.CounterVec
 
 	// err holds what New could not register.
 	err error
@@ -210,6 +211,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		records:   newFlightRecords(),
 		diskStale: newDiskStale(),
 		shadow:    newMemoryShadow(),
+		oomKills:  newOOMKills(),
 	}
 	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
@@ -269,6 +271,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.shadow.available = registerOrShare(reg, m.shadow.available, &errs)
 	m.shadow.capacity = registerOrShare(reg, m.shadow.capacity, &errs)
 	m.shadow.met = registerOrShare(reg, m.shadow.met, &errs)
+	m.oomKills = registerOrShare(reg, m.oomKills, &errs)
 	m.err = errors.Join(errs...)
 }
 
