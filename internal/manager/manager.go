@@ -72,6 +72,8 @@ type Manager struct {
 	shadow shadowState
 	// lastObs are the last pass's observations, for Snapshot.
 	lastObs signals.Observations
+	// oom is countOOMKills' (oomkills.go).
+	oom oomState
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -297,6 +299,9 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	}
 	m.lastObs = obs
 	result := m.act(ctx, dec, inFlight)
+	if countsOOMKills(trigger) {
+		m.countOOMKills(ctx, start)
+	}
 
 	st := newStatus(start, string(trigger), m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result.String(), len(pods))
 	now := m.deps.Clock.Now()

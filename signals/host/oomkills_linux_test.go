@@ -235,3 +235,29 @@ func oomControlKills(t *testing.T, file string) int64 {
 	}
 	return n
 }
+
+// BenchmarkOOMKillReader is the cost the loop adds to a housekeeping
+// pass: this machine's /proc/vmstat and, on the cgroup v2 fixture,
+// kubepods' memory.events too.
+func BenchmarkOOMKillReader(b *testing.B) {
+	for _, bc := range []struct{ name, proc, cgroup string }{
+		{"this machine", "/proc", "/sys/fs/cgroup"},
+		{"v2 fixture", "testdata/proc", "testdata/cgroupv2"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			proc, _ := filepath.Abs(bc.proc)
+			cgroup, _ := filepath.Abs(bc.cgroup)
+			r, err := NewOOMKillReader(Config{ProcRoot: proc, CgroupMount: cgroup, CgroupRoot: "/", CgroupDriver: DriverCgroupfs, KubeletRootDir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := r.OOMKills(ctx, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
