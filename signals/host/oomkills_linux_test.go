@@ -136,7 +136,9 @@ func TestOOMKillReaderFixtures(t *testing.T) {
 // pod cgroup of a kubepods-shaped hierarchy of this machine's cgroup v1
 // memory controller, and checks what each scope can say of it: the node's
 // count rises, as /proc/vmstat says; the kill counts in the victim's own
-// cgroup and not in kubepods', so no kubepods scope is read.
+// cgroup and not in kubepods', so no kubepods scope is read. The kill
+// raises the machine's /proc/vmstat oom_kill by one: a tool counting it
+// meanwhile (hack/benchnode) counts it too.
 func TestOOMKillReaderRealCgroupV1(t *testing.T) {
 	const (
 		mount    = "/sys/fs/cgroup"
