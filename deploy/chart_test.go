@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -177,6 +178,28 @@ monitoring: {service: true, serviceMonitor: true, podMonitor: true, prometheusRu
 			// Scrapers on the node's address; the probes still on
 			// their own port on loopback.
 			checkProbes(t, renderedDaemonSet(t, objs), "0.0.0.0:9900", 9848)
+		},
+	}, {
+		name:   "direct signal off",
+		values: "directSignal: false\nopenshift: {enabled: true}\n",
+		id:     identity{"kube-system", "evictd"},
+		check: func(t *testing.T, objs []object) {
+			ds := renderedDaemonSet(t, objs)
+			c := ds.Spec.Template.Spec.Containers[0]
+			if ds.Spec.Template.Spec.HostPID || slices.Contains(c.SecurityContext.Capabilities.Add, "KILL") || !hasArg(c.Args, "--hard-eviction-direct-signal=false") {
+				t.Errorf("hostPID %v, capabilities %v, args %q; want neither the host's PID namespace nor KILL, and the flag off",
+					ds.Spec.Template.Spec.HostPID, c.SecurityContext.Capabilities.Add, c.Args)
+			}
+			scc := find(objs, "SecurityContextConstraints")
+			if len(scc) != 1 {
+				t.Fatalf("%d SecurityContextConstraints, want 1", len(scc))
+			}
+			if pid, _, _ := unstructured.NestedBool(scc[0].u.Object, "allowHostPID"); pid {
+				t.Error("the SCC allows the host's PID namespace with directSignal false")
+			}
+			if caps, _, _ := unstructured.NestedStringSlice(scc[0].u.Object, "allowedCapabilities"); !slices.Equal(caps, []string{"DAC_READ_SEARCH"}) {
+				t.Errorf("the SCC allows capabilities %v with directSignal false, want DAC_READ_SEARCH alone", caps)
+			}
 		},
 	}, {
 		name:   "probes' own port",

@@ -87,6 +87,10 @@ func checkOpenShift(t *testing.T, objs []object, ds *appsv1.DaemonSet) {
 	if pod.HostNetwork != s.AllowHostNetwork {
 		t.Errorf("hostNetwork %v, allowHostNetwork %v", pod.HostNetwork, s.AllowHostNetwork)
 	}
+	// The direct SIGTERM's PID namespace (directSignal, on by default).
+	if !pod.HostPID || !s.AllowHostPID {
+		t.Errorf("hostPID %v, allowHostPID %v; want both for the direct SIGTERM", pod.HostPID, s.AllowHostPID)
+	}
 	var kinds []string
 	hostPath := false
 	for _, v := range pod.Volumes {
@@ -114,7 +118,7 @@ func checkOpenShift(t *testing.T, objs []object, ds *appsv1.DaemonSet) {
 	if sc.RunAsUser == nil || *sc.RunAsUser != 0 || s.RunAsUser.Type != "MustRunAs" || s.RunAsUser.UID == nil || *s.RunAsUser.UID != 0 {
 		t.Errorf("runAsUser: the pod's %v, the SCC's %+v", sc.RunAsUser, s.RunAsUser)
 	}
-	if !slices.Equal(c.SecurityContext.Capabilities.Add, s.AllowedCapabilities) || !slices.Equal(s.AllowedCapabilities, []v1.Capability{"DAC_READ_SEARCH"}) {
+	if !slices.Equal(c.SecurityContext.Capabilities.Add, s.AllowedCapabilities) || !slices.Equal(s.AllowedCapabilities, []v1.Capability{"DAC_READ_SEARCH", "KILL"}) {
 		t.Errorf("capabilities: the pod adds %v, allowed %v", c.SecurityContext.Capabilities.Add, s.AllowedCapabilities)
 	}
 	if !slices.Equal(sc.Capabilities.Drop, s.RequiredDropCapabilities) || len(s.DefaultAddCapabilities) != 0 {
@@ -131,12 +135,12 @@ func checkOpenShift(t *testing.T, objs []object, ds *appsv1.DaemonSet) {
 		t.Errorf("SELinux: the pod's %+v, the SCC's %+v", pod.SecurityContext, s.SELinuxContext)
 	}
 	// Nothing more.
-	if s.AllowPrivilegedContainer || s.AllowHostPID || s.AllowHostIPC || s.AllowHostPorts ||
+	if s.AllowPrivilegedContainer || s.AllowHostIPC || s.AllowHostPorts ||
 		s.AllowPrivilegeEscalation == nil || *s.AllowPrivilegeEscalation || s.DefaultAllowPrivilegeEscalation == nil || *s.DefaultAllowPrivilegeEscalation ||
 		len(s.Users) != 0 || len(s.Groups) != 0 || len(s.AllowedUnsafeSysctls) != 0 || len(s.AllowedFlexVolumes) != 0 {
 		t.Errorf("the SCC allows more than the pod needs: %+v", s)
 	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || pod.HostPID || pod.HostIPC || sc.Privileged != nil && *sc.Privileged {
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || pod.HostIPC || sc.Privileged != nil && *sc.Privileged {
 		t.Errorf("the pod asks for more than the SCC allows: %+v", sc)
 	}
 	for _, p := range c.Ports {

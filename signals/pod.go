@@ -93,6 +93,13 @@ type Pod struct {
 	// TerminationGracePeriodSeconds is the pod's own grace period, nil when
 	// unset.
 	TerminationGracePeriodSeconds *int64
+	// RestartAlways is true when the pod's spec.restartPolicy is Always
+	// (the API server's default): the kubelet restarts a container that
+	// exits, so no exit can make the pod Succeeded before the kubelet
+	// has it evicted. False when the source cannot tell (standalone
+	// mode, a snapshot) and for Never and OnFailure. It decides how an
+	// evicted pod is first signalled, never whether it is evicted.
+	RestartAlways bool
 }
 
 // Critical reports whether the pod must never be evicted: static and mirror

@@ -13,10 +13,11 @@ const dropInDir = "evictd.service.d"
 // Exposure of the unit with the drop-in examples, as systemd-analyze
 // security rates it (systemd 252). api-server.conf allows a non-localhost
 // address, which it counts (0.1 more than the unit's localhost-only list);
-// own-user.conf runs evictd as a user of its own.
+// own-user.conf runs evictd as a user of its own. Each is 0.1 more since
+// CAP_KILL joined the bounding set.
 const (
-	maxExposureAPIServer = 2.1
-	maxExposureOwnUser   = 1.8
+	maxExposureAPIServer = 2.2
+	maxExposureOwnUser   = 1.9
 )
 
 // withDropIns installs the named drop-in examples (systemd/evictd.service.d/
@@ -100,7 +101,7 @@ func TestVerifyReadsDropIns(t *testing.T) {
 }
 
 // TestOwnUserDropIn checks what the own-user example promises: a user of
-// evictd's own with CAP_DAC_READ_SEARCH as its one capability, within the
+// evictd's own with CAP_DAC_READ_SEARCH and CAP_KILL as its capabilities, the
 // unit's bounding set, and a supplementary group for the CRI socket.
 func TestOwnUserDropIn(t *testing.T) {
 	d := unitSettings(t, filepath.Join(dropInDir, "own-user.conf.example"))["Service"]
@@ -108,8 +109,8 @@ func TestOwnUserDropIn(t *testing.T) {
 	if got := d["DynamicUser"]; !slices.Equal(got, []string{"yes"}) {
 		t.Errorf("got DynamicUser=%q, want yes", got)
 	}
-	if got, bound := d["AmbientCapabilities"], u["CapabilityBoundingSet"]; !slices.Equal(got, []string{"CAP_DAC_READ_SEARCH"}) || !slices.Equal(bound, got) {
-		t.Errorf("got AmbientCapabilities=%q with CapabilityBoundingSet=%q, want CAP_DAC_READ_SEARCH in both", got, bound)
+	if got, bound := d["AmbientCapabilities"], u["CapabilityBoundingSet"]; !slices.Equal(got, []string{"CAP_DAC_READ_SEARCH CAP_KILL"}) || !slices.Equal(bound, got) {
+		t.Errorf("got AmbientCapabilities=%q with CapabilityBoundingSet=%q, want CAP_DAC_READ_SEARCH CAP_KILL in both", got, bound)
 	}
 	if got := d["SupplementaryGroups"]; len(got) != 1 || got[0] == "" {
 		t.Errorf("got SupplementaryGroups=%q, want the CRI socket's group", got)

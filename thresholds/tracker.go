@@ -75,6 +75,18 @@ func (e Evaluation) GraceEnds(th Threshold) (time.Time, bool) {
 	return at.Add(th.GracePeriod), true
 }
 
+// IsMet reports whether the threshold of key is in Met: met now, or held
+// for its minimum reclaim. Its leaving Met is the relief the flight
+// records and evictd_pressure_relief_seconds measure.
+func (e Evaluation) IsMet(key Key) bool {
+	for _, th := range e.Met {
+		if th.Key() == key {
+			return true
+		}
+	}
+	return false
+}
+
 // Tracker carries threshold state from one pass to the next: when each
 // threshold was first met, which ones had satisfied their grace period (for
 // minimum reclaim), when each pressure was last observed, and the time of

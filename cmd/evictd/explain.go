@@ -52,6 +52,9 @@ type explanation struct {
 	Readings []reading `json:"readings,omitempty"`
 	// FirstMet is when the threshold was first seen met.
 	FirstMet *time.Time `json:"firstMet,omitempty"`
+	// Predicted says time to exhaustion acted before the threshold was
+	// met (--eviction-time-to-exhaustion).
+	Predicted *snapshot.RecordPrediction `json:"predicted,omitempty"`
 	// FallingPerSecond is how fast the signal's available fell over the
 	// last ten seconds before the decision, per second; absent when the
 	// record cannot tell.
@@ -241,7 +244,7 @@ func explainRecord(path string, sc *snapshot.Scenario) (explanation, error) {
 		Record: path, Node: rec.Node, DryRun: rec.DryRun, Trigger: rec.Trigger, DecidedAt: decided,
 		Outcome: d.Outcome, Reason: d.Reason, Pod: d.Pod, UID: d.UID, Signal: d.Signal, Threshold: d.Threshold, Hard: d.Hard,
 		GracePeriod: d.GracePeriod, Message: d.Message, Ranking: d.Ranking, Ranked: d.Ranked, LocalStorage: d.LocalStorage,
-		Why: rec.Outcome.Why, Followed: rec.Outcome.Followed,
+		Why: rec.Outcome.Why, Followed: rec.Outcome.Followed, Predicted: d.Predicted,
 	}
 	if first, err := at("decision.firstMet", d.FirstMet); err != nil {
 		return ex, err
@@ -345,7 +348,12 @@ func (ex explanation) write(w io.Writer) {
 		if ex.Hard {
 			kind = "hard"
 		}
-		textf(w, "  why now: the %s threshold %s was met", kind, ex.Threshold)
+		if p := ex.Predicted; p != nil {
+			textf(w, "  why now: the %s threshold %s was not met yet, but %s was predicted to run out in %s at %s a second (%d readings), below the release estimate %s plus the margin %s",
+				kind, ex.Threshold, ex.Signal, p.TimeLeft, showValue(p.RatePerSecond.Value, res, ex.Signal), p.Readings, p.Release, p.Margin)
+		} else {
+			textf(w, "  why now: the %s threshold %s was met", kind, ex.Threshold)
+		}
 		if ex.FirstMet != nil {
 			textf(w, " (first at %s, %s before)", stamp(*ex.FirstMet), ex.DecidedAt.Sub(*ex.FirstMet).Truncate(time.Millisecond))
 		}

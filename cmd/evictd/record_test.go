@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,10 +48,11 @@ func recordExample(t *testing.T, path string, extra ...string) []string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- rec.Run(ctx) }()
-	d := decide.NewDecider(dc)
+	// Decided as simulate replays, time to exhaustion included.
+	d := newStepDecider(decide.NewDecider(dc), sc)
 	for _, step := range sc.Steps {
 		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
-		dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
+		dec := d.decide(step, obs)
 		var acted manager.Acted
 		reqs := dec.Requests()
 		if dec.Outcome == decide.OutcomeLocalStorage {
@@ -306,5 +308,78 @@ func TestKubeletModeTimesTheRaceByFastPollReads(t *testing.T) {
 	out, _, _ = runCmd("simulate", "--snapshot", sparse, "--kubelet", "1.37")
 	if strings.Contains(out, "between the readings at +1s and +1.1s") {
 		t.Errorf("without reads, the crossing is still timed by them:\n%s", out)
+	}
+}
+
+// TestRecordPredictedReplays: the record of a decision time to exhaustion
+// took says so, with the release estimate it acted with, and replays as
+// decided: from its passes, and from the fast poll's readings alone when
+// only the first and the deciding pass are left. Replayed without the
+// flag, it says where it differs.
+func TestRecordPredictedReplays(t *testing.T) {
+	paths := recordExample(t, filepath.Join("..", "..", "examples", "time-to-exhaustion.json"))
+	if len(paths) == 0 {
+		t.Fatal("no record of the predicted eviction")
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f snapshot.File
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	p := f.Record.Decision.Predicted
+	if p == nil || p.Release != "1s" || p.Margin != "500ms" || p.TimeLeft != "1.4s" || p.Readings < 5 {
+		t.Fatalf("record's prediction: got %+v, want 1.4s left, release 1s, margin 500ms", p)
+	}
+	if !strings.Contains(strings.Join(f.Args, " "), "--eviction-time-to-exhaustion=true --eviction-time-to-exhaustion-margin=500ms") {
+		t.Errorf("record's args %v lack time to exhaustion", f.Args)
+	}
+	replay := func(path string, extra ...string) replayed {
+		t.Helper()
+		out, errOut, code := runCmd(append([]string{"simulate", "--snapshot", path, "-o", "json"}, extra...)...)
+		if code != 0 {
+			t.Fatalf("simulate: exit %d: %s", code, errOut)
+		}
+		var got struct {
+			Record replayed `json:"record"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("simulate: %v\n%s", err, out)
+		}
+		return got.Record
+	}
+	if r := replay(paths[0]); len(r.Differences) > 0 || !r.Recorded.Predicted || !r.Replayed.Predicted {
+		t.Errorf("replay: got %+v", r)
+	}
+	out, errOut, code := runCmd("explain", "--record", paths[0])
+	if want := "why now: the hard threshold memory.available<500Mi was not met yet, but memory.available was predicted to run out in 1.4s at 800Mi a second (11 readings), below the release estimate 1s plus the margin 500ms"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("explain: exit %d %s, want %q in:\n%s", code, errOut, want, out)
+	}
+	// Memory still below where it was decided on, at the last step: no
+	// relief (the threshold, never met, says nothing of it).
+	if want := "relief: not yet seen when the record was written"; !strings.Contains(out, want) {
+		t.Errorf("explain: want %q in:\n%s", want, out)
+	}
+
+	first, last := f.Steps[0], f.Steps[len(f.Steps)-1]
+	for _, s := range f.Steps[1 : len(f.Steps)-1] {
+		o := s.Observations["memory.available"]
+		f.Record.Reads = append(f.Record.Reads, snapshot.RecordRead{At: s.At, Signal: "memory.available", Available: o.Available, Capacity: o.Capacity})
+	}
+	f.Steps = []snapshot.StepJSON{first, last}
+	sparse := filepath.Join(t.TempDir(), "sparse.json")
+	if b, err = json.Marshal(&f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sparse, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := replay(sparse); len(r.Differences) > 0 || !r.Replayed.Predicted {
+		t.Errorf("replay from the fast poll's readings: got %+v", r)
+	}
+	if r := replay(paths[0], "--eviction-time-to-exhaustion=false"); !slices.Contains(r.Differences, `predicted: recorded "true", replayed "false"`) {
+		t.Errorf("replay without the flag: differences %q, want the prediction's", r.Differences)
 	}
 }

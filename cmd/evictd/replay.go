@@ -27,6 +27,9 @@ type decisionSummary struct {
 	GracePeriod  int64    `json:"gracePeriodSeconds,omitempty"`
 	Message      string   `json:"message,omitempty"`
 	LocalStorage []string `json:"localStorage,omitempty"`
+	// Predicted says the decision was taken before its threshold was met
+	// (time to exhaustion).
+	Predicted bool `json:"predicted,omitempty"`
 }
 
 // compareRecord compares rec's decision with dec, the replay's decision
@@ -34,11 +37,11 @@ type decisionSummary struct {
 func compareRecord(rec *snapshot.Record, dec decide.Decision) replayed {
 	r := replayed{Differences: []string{}}
 	d := rec.Decision
-	r.Recorded = decisionSummary{Outcome: d.Outcome, Signal: d.Signal, Pod: d.Pod, GracePeriod: d.GracePeriod, Message: d.Message}
+	r.Recorded = decisionSummary{Outcome: d.Outcome, Signal: d.Signal, Pod: d.Pod, GracePeriod: d.GracePeriod, Message: d.Message, Predicted: d.Predicted != nil}
 	for _, v := range d.LocalStorage {
 		r.Recorded.LocalStorage = append(r.Recorded.LocalStorage, v.Pod)
 	}
-	r.Replayed = decisionSummary{Outcome: string(dec.Outcome), Signal: string(dec.Signal), GracePeriod: dec.GracePeriod, Message: dec.Message}
+	r.Replayed = decisionSummary{Outcome: string(dec.Outcome), Signal: string(dec.Signal), GracePeriod: dec.GracePeriod, Message: dec.Message, Predicted: dec.Predicted != nil}
 	if dec.Pod != nil {
 		r.Replayed.Pod = dec.Pod.Ref()
 	}
@@ -56,6 +59,7 @@ func compareRecord(rec *snapshot.Record, dec decide.Decision) replayed {
 	differ("pod", a.Pod, b.Pod)
 	differ("grace period", fmt.Sprint(a.GracePeriod), fmt.Sprint(b.GracePeriod))
 	differ("message", a.Message, b.Message)
+	differ("predicted", fmt.Sprint(a.Predicted), fmt.Sprint(b.Predicted))
 	if !slices.Equal(a.LocalStorage, b.LocalStorage) {
 		differ("pods over their local-storage limits", strings.Join(a.LocalStorage, ", "), strings.Join(b.LocalStorage, ", "))
 	}

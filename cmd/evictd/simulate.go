@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -74,7 +75,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 
 	// Each step is written as it is decided: what simulate holds beyond
 	// the snapshot does not grow with its steps.
-	d := decide.NewDecider(evictdagent.DeciderConfig(cfg, sc.Layout))
+	d := newStepDecider(decide.NewDecider(evictdagent.DeciderConfig(cfg, sc.Layout)), sc)
 	var last decide.Decision
 	if output == "json" {
 		// A flight record's replay is an object: its steps, then the
@@ -85,7 +86,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		arr := newJSONArray(stdout)
 		for _, step := range sc.Steps {
 			obs := step.ObservationsFor(cfg.HugepageAwareEviction)
-			last = d.Decide(step.Time, obs, step.Pods, step.Stats)
+			last = d.decide(step, obs)
 			if err := arr.add(newStepResult(step, obs, cfg.HugepageAwareEviction, last, d.Thresholds())); err != nil {
 				fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
 				return 1
@@ -119,7 +120,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(w)
 		}
 		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
-		last = d.Decide(step.Time, obs, step.Pods, step.Stats)
+		last = d.decide(step, obs)
 		newStepResult(step, obs, cfg.HugepageAwareEviction, last, d.Thresholds()).write(w)
 		if err := w.Flush(); err != nil {
 			fmt.Fprintf(stderr, "evictd simulate: %v\n", err)
@@ -134,6 +135,54 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// stepDecider decides a snapshot's steps in order as the agent's passes
+// do, time to exhaustion (--eviction-time-to-exhaustion) included: its
+// readings are the steps' memory observations and a flight record's
+// fast-poll readings, as the agent, within two growth windows of the
+// step; its release estimate the one the record's decision was predicted
+// with, or decide.DefaultRelease.
+type stepDecider struct {
+	*decide.Decider
+	// recorded are the record's readings; recent the steps' of the
+	// last two growth windows.
+	recorded, recent []signals.Observation
+	release          time.Duration
+}
+
+func newStepDecider(d *decide.Decider, sc *snapshot.Scenario) *stepDecider {
+	s := &stepDecider{Decider: d, recorded: sc.Reads, release: sc.Release}
+	if s.release <= 0 {
+		s.release = decide.DefaultRelease
+	}
+	return s
+}
+
+// decide decides step, whose observations are obs.
+func (s *stepDecider) decide(step snapshot.Step, obs signals.Observations) decide.Decision {
+	ev := s.Evaluate(step.Time, obs)
+	if !s.Exhaustion().Enabled {
+		return s.DecideEvaluated(step.Time, ev, obs, step.Pods, step.Stats)
+	}
+	from := step.Time.Add(-2 * decide.DefaultGrowthWindow)
+	s.recent = slices.DeleteFunc(s.recent, func(o signals.Observation) bool { return o.Time.Before(from) })
+	for _, sig := range []signals.Signal{signals.MemoryAvailable, signals.AllocatableMemoryAvailable} {
+		if o, ok := obs[sig]; ok {
+			s.recent = append(s.recent, o)
+		}
+	}
+	reads := s.recent
+	if len(s.recorded) > 0 {
+		reads = slices.Clone(s.recent)
+		for _, o := range s.recorded {
+			if !o.Time.Before(from) && !o.Time.After(step.Time) {
+				reads = append(reads, o)
+			}
+		}
+	}
+	p := s.Predict(step.Time, ev, obs, reads, s.release)
+	return s.DecidePredicted(step.Time, ev, p, obs, step.Pods, step.Stats)
 }
 
 // jsonArray writes a JSON array one element at a time, as writeJSON
@@ -195,6 +244,9 @@ type stepResult struct {
 	// LocalStorage lists the pods evicted for exceeding their own
 	// local-storage limits, before any threshold.
 	LocalStorage []localStorageResult `json:"localStorage,omitempty"`
+	// Predicted says time to exhaustion acted before the threshold was
+	// met, and why.
+	Predicted string `json:"predicted,omitempty"`
 }
 
 type localStorageResult struct {
@@ -269,6 +321,10 @@ func newStepResult(step snapshot.Step, obs signals.Observations, hugepageAware b
 	}
 	for _, th := range ev.Missing {
 		state[th.Key()] = "no observation"
+	}
+	if p := dec.Predicted; p != nil {
+		r.Predicted = p.Words()
+		state[p.Threshold.Key()] = fmt.Sprintf("not met, predicted to run out in %s: acting", p.TimeLeft.Round(time.Millisecond))
 	}
 	for _, th := range ths {
 		st := state[th.Key()]
@@ -350,6 +406,9 @@ func (r stepResult) write(w io.Writer) {
 		_ = tw.Flush()
 	}
 	textf(w, "decision: %s — %s\n", r.Outcome, r.Reason)
+	if r.Predicted != "" {
+		textf(w, "predicted: %s\n", r.Predicted)
+	}
 	for _, l := range r.LocalStorage {
 		textf(w, "evict: %s for %s (%s used, limit %s) with a grace period of %ds\n", l.Pod, l.Signal, l.Usage, l.Limit, l.GracePeriod)
 		fmt.Fprintf(w, "event: Warning Evicted %q\n", l.Message) // %q escapes what is not printable

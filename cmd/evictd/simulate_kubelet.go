@@ -97,11 +97,11 @@ func simulateKubelet(sc *snapshot.Scenario, cfg *config.Config, output string, k
 		}
 	}
 	var ev evictdRace
-	d := decide.NewDecider(evictdagent.DeciderConfig(cfg, sc.Layout))
+	d := newStepDecider(decide.NewDecider(evictdagent.DeciderConfig(cfg, sc.Layout)), sc)
 	for i, step := range sc.Steps {
 		obs := step.ObservationsFor(cfg.HugepageAwareEviction)
-		dec := d.Decide(step.Time, obs, step.Pods, step.Stats)
-		if len(dec.Evaluation.Met) > 0 && !ev.Noticed {
+		dec := d.decide(step, obs)
+		if (len(dec.Evaluation.Met) > 0 || dec.Predicted != nil) && !ev.Noticed {
 			ev.Noticed, ev.NoticedAt = true, step.At
 		}
 		if dec.Outcome == decide.OutcomeEvict && !ev.Evicted {

@@ -337,3 +337,50 @@ func TestSimulateLocalStall(t *testing.T) {
 		t.Errorf("step 2: outcome %q for %q, victim %q; want an eviction for memory.pressure.some.avg10", last.Outcome, last.Signal, last.Victim)
 	}
 }
+
+// TestSimulateTimeToExhaustion: examples/time-to-exhaustion.json, memory
+// noisy about 2000Mi and then falling at 800Mi/s, replayed with
+// --eviction-time-to-exhaustion: nothing on the noise, nothing while
+// memory runs out in 1.5s or more (the default release estimate, 1s, plus
+// the margin, 500ms), then the hard threshold's eviction, predicted, at
+// 1120Mi, long before memory.available<500Mi is met. Without the flag,
+// nothing at all.
+func TestSimulateTimeToExhaustion(t *testing.T) {
+	path := filepath.Join("..", "..", "examples", "time-to-exhaustion.json")
+	steps := simulated(t, path)
+	if len(steps) != 18 {
+		t.Fatalf("got %d steps, want 18", len(steps))
+	}
+	const words = "memory.available predicted to run out in 1.4s at 800Mi/s; threshold memory.available<500Mi not met yet"
+	for i, st := range steps {
+		want := i >= 16
+		if got := st.Outcome == "evict"; got != want || (st.Predicted != "") != want {
+			t.Errorf("step %s: outcome %s, predicted %q (%s); want evict and predicted: %v", st.At, st.Outcome, st.Predicted, st.Reason, want)
+		}
+	}
+	st := steps[16]
+	if st.At != "+1.6s" || st.Victim != "default/hog" || st.GracePeriod != 1 || st.Predicted != words ||
+		!strings.HasSuffix(st.Message, words+".") || !strings.Contains(st.Reason, "time to exhaustion: "+words) {
+		t.Errorf("at %s: evict %s with %ds, predicted %q, message %q, reason %q", st.At, st.Victim, st.GracePeriod, st.Predicted, st.Message, st.Reason)
+	}
+	for _, th := range st.Thresholds {
+		if th.Threshold == "memory.available<500Mi" && th.State != "not met, predicted to run out in 1.4s: acting" {
+			t.Errorf("threshold state: got %q", th.State)
+		}
+	}
+	if len(st.Pressures) != 0 {
+		t.Errorf("pressures %v: a prediction sets none", st.Pressures)
+	}
+	for _, st := range simulated(t, path, "--eviction-time-to-exhaustion=false") {
+		if st.Outcome != "none" || st.Predicted != "" {
+			t.Errorf("without the flag, step %s: %s (%s), want none", st.At, st.Outcome, st.Reason)
+		}
+	}
+	// The 800 MiB/s race: at +400ms with the flag, where the threshold
+	// is met at +1.1s.
+	race := filepath.Join("..", "..", "examples", "race-800mibs.json")
+	out, errOut, code := runCmd("simulate", "--snapshot", race, "--kubelet", "1.37", "--eviction-time-to-exhaustion")
+	if want := "summary: evictd: noticed at +400ms, evicted default/hog grace 1s"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("race with the flag: exit %d %s, want %q in:\n%s", code, errOut, want, out)
+	}
+}

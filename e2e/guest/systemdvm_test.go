@@ -93,8 +93,8 @@ func TestSystemdNode(t *testing.T) {
 		"start_rc=0",
 		"ActiveState=active", "SubState=running",
 		"NoNewPrivs=1", "Seccomp=2",
-		// CAP_DAC_READ_SEARCH (2) alone, the unit's bounding set.
-		"CapBnd=0000000000000004",
+		// CAP_DAC_READ_SEARCH (2) and CAP_KILL (5), the unit's bounding set.
+		"CapBnd=0000000000000024",
 		"cgroup=0::/system.slice/evictd.service",
 		"memory.max=268435456 memory.min=33554432 pids.max=512",
 		"readyz=ok",

@@ -211,7 +211,9 @@ func TestAgentMetricsDocumented(t *testing.T) {
 	addr := testagent.FreeAddr(t)
 	testagent.Start(t, nil, "--metrics-bind-address", addr, "--root-dir", dir, "--kubelet-config", kubelet,
 		// nodefs.available<1Ei cannot hold: it is set aside.
-		"--eviction-hard=memory.available<100Mi,nodefs.available<1Ei,nodefs.inodesFree<1%,pid.available<1%,memory.pressure.some.avg10>99%")
+		"--eviction-hard=memory.available<100Mi,nodefs.available<1Ei,nodefs.inodesFree<1%,pid.available<1%,memory.pressure.some.avg10>99%",
+		// Serves the release estimate and the predicted evictions' series.
+		"--eviction-time-to-exhaustion")
 	testagent.WaitHTTP(t, "http://"+addr+"/readyz")
 	series, err := testagent.ParseExposition(testagent.WaitHTTP(t, "http://"+addr+"/metrics"))
 	if err != nil {
@@ -226,6 +228,9 @@ func TestAgentMetricsDocumented(t *testing.T) {
 		"evictd_stats_age_seconds":                   "observed at an eviction decision; no pod here to evict",
 		"evictd_detection_latency_seconds":           "observed at an eviction decision; no pod here to evict",
 		"evictd_eviction_issue_latency_seconds":      "observed when an eviction is issued; standalone evictd issues none",
+		"evictd_eviction_signal_latency_seconds":     "observed at a hard eviction's first signal; standalone evictd issues none",
+		"evictd_eviction_release_seconds":            "observed when an evicted pod's memory is released; standalone evictd evicts none",
+		"evictd_pressure_relief_seconds":             "observed when a met threshold stops being met; none is met here",
 	}
 	if _, err := os.Stat("/proc/pressure/memory"); err != nil {
 		for _, f := range []string{"evictd_memory_pressure_stall_ratio", "evictd_memory_pressure_stall_local"} {

@@ -522,10 +522,16 @@ func lastDecision(t *testing.T, n *testnode.Node, pod string) time.Time {
 // stopped the containers first (the line then says containers=0), and
 // the pod can be gone before the line is written.
 func localStop(ref string, log func() string) string {
+	return evictdLine(ref, "stopped the evicted pod's containers through the runtime", log)
+}
+
+// evictdLine returns evictd's first log line about the pod ref that
+// contains what, waiting up to 15 s for it; "" if none came.
+func evictdLine(ref, what string, log func() string) string {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		for line := range strings.SplitSeq(log(), "\n") {
-			if strings.Contains(line, "stopped the evicted pod's containers through the runtime") &&
+			if strings.Contains(line, what) &&
 				(strings.Contains(line, "pod="+ref+" ") || strings.Contains(line, `"pod":"`+ref+`"`)) {
 				return line
 			}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/testing/testnode"
@@ -373,9 +375,16 @@ func allocatable(t *testing.T, n *testnode.Node) {
 	s := sample(t, n, 500<<20)
 	deleted := watchDeletion(t, n, "default", "hog")
 	history := watchHistory(t, n, "default", "hog")
-	// 2300 MiB at 200 MiB/s: 2.5 s from the threshold to the cgroup's limit.
+	shims, err := n.Runtime().Shims()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2300 MiB at 200 MiB/s: 2.5 s from the threshold to the cgroup's
+	// limit. Its restartPolicy is the default, Always: evictd sends its
+	// SIGTERM itself.
 	hog := labelled(n.Pod("hog", "alloc", "--mib", "2300", "--rate", "200"))
-	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{}); err != nil {
+	created, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var d deletion
@@ -408,12 +417,67 @@ func allocatable(t *testing.T, n *testnode.Node) {
 	} else {
 		t.Logf("evictd's local stop: %s", line)
 	}
+	// Before any of that, evictd's own SIGTERM to the hog's main process,
+	// and nothing of the pod left behind that a stop through the runtime
+	// would not leave.
+	if line := evictdLine("default/hog", "SIGTERM sent to the pod's containers' main processes", evictdLog(n)); line == "" {
+		t.Errorf("evictd did not send the hog's SIGTERM itself:\n%s", tail(n.LogPath("evictd"), 200))
+	} else {
+		t.Logf("evictd's direct SIGTERM: %s", line)
+	}
+	direct := 0.0
+	for _, sig := range []string{"memory.available", "allocatableMemory.available"} {
+		direct += max(0, metric(t, n, `evictd_eviction_signal_latency_seconds_count{path="direct",signal="`+sig+`"}`))
+	}
+	if direct != 1 {
+		t.Errorf("evictd_eviction_signal_latency_seconds counts %v direct signals, want 1", direct)
+	}
+	nothingLeft(t, n, string(created.UID), len(shims))
 	if k := oomKilled(); k != 0 {
 		t.Errorf("the kernel OOM-killed %d processes in kubepods before evictd's eviction took effect", k)
 	}
 	// The same race from its flight record, as the kubelet would have
 	// run it: 2.5 s of headroom at 200 MiB/s is less than its 10 s poll.
 	replayRaceAsKubelet(t, n, "default/hog", began)
+}
+
+// nothingLeft waits up to 30 s for the pod with uid to leave nothing on
+// the node: no ready sandbox or running container of it in the runtime,
+// no pod cgroup, and as many shims as before it (shims).
+func nothingLeft(t *testing.T, n *testnode.Node, uid string, shims int) {
+	t.Helper()
+	rs := n.Runtime().RuntimeService()
+	poll(t, "nothing of pod "+uid+" left", 30*time.Second, func() (bool, string) {
+		sandboxes, err := rs.ListPodSandbox(t.Context(), &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}})
+		if err != nil {
+			return false, fmt.Sprintf("list sandboxes: %v", err)
+		}
+		for _, sb := range sandboxes {
+			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				return false, "sandbox " + sb.Id + " still ready"
+			}
+		}
+		ctrs, err := rs.ListContainers(t.Context(), &runtimeapi.ContainerFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}})
+		if err != nil {
+			return false, fmt.Sprintf("list containers: %v", err)
+		}
+		for _, c := range ctrs {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				return false, "container " + c.Id + " still running"
+			}
+		}
+		if dirs, _ := filepath.Glob(filepath.Join(n.PodsMemoryCgroup(), "*pod"+uid)); len(dirs) > 0 {
+			return false, "pod cgroup " + dirs[0] + " still there"
+		}
+		if dirs, _ := filepath.Glob(filepath.Join(n.PodsMemoryCgroup(), "*", "pod"+uid)); len(dirs) > 0 {
+			return false, "pod cgroup " + dirs[0] + " still there"
+		}
+		now, err := n.Runtime().Shims()
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(now) == shims, fmt.Sprintf("%d shims, %d before the pod", len(now), shims)
+	})
 }
 
 func pids(t *testing.T, n *testnode.Node) {

@@ -3,7 +3,8 @@
 // beside a kubelet whose thresholds are off, at several allocation rates, and
 // prints a markdown table of medians (`make bench-node`).
 //
-// Each run starts one Burstable hog (memory request 64Mi, no limit) that
+// Each run starts one Burstable hog (memory request 64Mi, no limit,
+// restartPolicy --restart-policy) that
 // allocates a base at once, about --base-below MiB short of the eviction
 // threshold (allocatableMemory.available < --threshold-mib, derived from the
 // hard memory.available threshold on both sides), and then grows at the
@@ -13,7 +14,7 @@
 // the hog ended from its container log, and whether the kernel's OOM killer
 // fired first from memory.oom_control and the container status.
 //
-//	benchnode [--sides kubelet,kubelet-memcg,evictd-10s,evictd] [--rates 50,200,800] [--reps 3] [--out bench-node.out]
+//	benchnode [--sides kubelet,kubelet-memcg,evictd-10s,evictd] [--rates 50,200,800] [--reps 3] [--restart-policy Always|Never] [--out bench-node.out]
 package main
 
 import (
@@ -28,6 +29,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
@@ -86,6 +89,7 @@ type config struct {
 	transition   time.Duration
 	runTimeout   time.Duration
 	jitter       time.Duration
+	restart      v1.RestartPolicy
 }
 
 func parseFlags(args []string) (config, error) {
@@ -102,6 +106,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.poll, "poll", 5*time.Millisecond, "interval of the harness's reads of the kubepods memory cgroup")
 	fs.DurationVar(&c.transition, "transition", 5*time.Second, "eviction pressure transition period of both sides")
 	fs.DurationVar(&c.jitter, "jitter", 10*time.Second, "each hog starts after a random delay up to this, so the crossing falls at a random phase of both sides' 10 s housekeeping")
+	restartFlag := fs.String("restart-policy", "Always", "the hog's restartPolicy: Always (a Deployment's pod; evictd sends its SIGTERM itself) or Never (a Job's; evictd's stop waits for the kubelet's takeover)")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 90*time.Second, "longest a run may take once the hog is running")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -123,6 +128,11 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.reps <= 0 {
 		return c, errors.New("--reps must be positive")
+	}
+	switch c.restart = v1.RestartPolicy(*restartFlag); c.restart {
+	case v1.RestartPolicyAlways, v1.RestartPolicyNever:
+	default:
+		return c, fmt.Errorf("--restart-policy: %q is neither Always nor Never", *restartFlag)
 	}
 	if c.thresholdMiB+c.baseBelow >= c.podsMiB {
 		return c, errors.New("--threshold-mib + --base-below must stay below --pods-mib")

@@ -161,7 +161,7 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 	pod := testnode.Resources(b.n.Pod(name, "alloc",
 		"--base", strconv.FormatInt(r.baseMiB, 10), "--mib", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(rate)),
 		"64Mi", "", "")
-	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	pod.Spec.RestartPolicy = b.cfg.restart
 	pods := b.n.Admin().CoreV1().Pods(pod.Namespace)
 
 	wctx, stopWatch := context.WithCancel(ctx)

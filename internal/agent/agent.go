@@ -234,9 +234,13 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	} else if a.records != nil {
 		deps.Recorder = a.records
 	}
-	var reads func(signals.Observation)
-	if a.records != nil {
-		reads = a.records.Read
+	// The fast poll's readings go to the flight recorder and to the loop
+	// (time to exhaustion); the poll starts only once the loop is made.
+	reads := func(o signals.Observation) {
+		if a.records != nil {
+			a.records.Read(o)
+		}
+		a.loop.Read(o)
 	}
 	if a.wakeups = newWakeups(cfg, hc, met, log, reads); a.wakeups != nil {
 		deps.Wakeups = a.wakeups
@@ -459,5 +463,6 @@ func DeciderConfig(cfg *config.Config, layout signals.FsLayout) decide.DeciderCo
 		MaxObservationAge:        cfg.MaxObservationAge,
 		MaxPodGracePeriodSeconds: int64(cfg.MaxPodGracePeriodSeconds),
 		Layout:                   layout,
+		Exhaustion:               decide.ExhaustionConfig{Enabled: cfg.TimeToExhaustion, Margin: cfg.TimeToExhaustionMargin},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -28,6 +29,7 @@ import (
 	"github.com/evictd/evictd/internal/secretfile"
 	"github.com/evictd/evictd/internal/tokenrenew"
 	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
 )
 
 // initialSyncTimeout bounds how long the agent waits for its first list of
@@ -176,6 +178,7 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 	if rt != nil {
 		stopLocally, sandboxReady = rt.stopPodContainers, rt.podSandboxReady
 	}
+	signalLocally := directSignal(cfg, rt != nil, log)
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "evictd/" + version
 	// Every client made from rc, the node's impersonating one too, counts
@@ -263,6 +266,10 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 			},
 			CleanupTimeout: cfg.CleanupTimeout,
 			StopLocally:    stopLocally,
+			SignalLocally:  signalLocally,
+			OnSignalled: func(r decide.Request, path metrics.SignalPath, d time.Duration) {
+				met.ObserveSignalLatency(r.Signal, path, d)
+			},
 			SandboxReady:   sandboxReady,
 			StopWhenIssued: cfg.HardEvictionLocalStop,
 			LocalKillAfter: cfg.LocalKillAfter,
@@ -272,6 +279,25 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 		events:      newNodeEvents(recorder, cfg.NodeName),
 		broadcaster: broadcaster,
 	}, nil
+}
+
+// directSignal returns evict.Config.SignalLocally: a host.PodSignaller's
+// SIGTERM, when cfg.HardEvictionDirectSignal is set and evictd acts on
+// the node (acts: not a dry run); nil otherwise, or when the signaller
+// cannot be made (said in the log: the runtime's stop remains).
+func directSignal(cfg *config.Config, acts bool, log *slog.Logger) func(*signals.Pod) (int, error) {
+	if !cfg.HardEvictionDirectSignal || !acts {
+		return nil
+	}
+	s, err := host.NewPodSignaller(HostConfig(cfg))
+	if err != nil {
+		log.Warn("hard evictions' SIGTERM goes through the container runtime alone", "err", err)
+		return nil
+	}
+	return func(p *signals.Pod) (int, error) {
+		done, err := s.Signal(*p, syscall.SIGTERM)
+		return done.Processes, err
+	}
 }
 
 // newRenewer returns the Renewer of rc's tokenFile when cfg.TokenRenewal

@@ -271,6 +271,11 @@ func TestFlagSyntax(t *testing.T) {
 		{"fast-poll-interval zero disables", []string{"--fast-poll-interval=0"}, func(c *Config) any { return c.FastPollInterval }, time.Duration(0), ""},
 		{"fast-poll-interval negative", []string{"--fast-poll-interval=-1s"}, nil, nil,
 			`--fast-poll-interval: invalid value "-1s": must not be negative`},
+		{"eviction-time-to-exhaustion default", nil, func(c *Config) any { return c.TimeToExhaustion }, false, ""},
+		{"eviction-time-to-exhaustion", []string{"--eviction-time-to-exhaustion"}, func(c *Config) any { return c.TimeToExhaustion }, true, ""},
+		{"eviction-time-to-exhaustion-margin", []string{"--eviction-time-to-exhaustion-margin=250ms"}, func(c *Config) any { return c.TimeToExhaustionMargin }, 250 * time.Millisecond, ""},
+		{"eviction-time-to-exhaustion without a hard memory threshold", []string{"--eviction-time-to-exhaustion", "--eviction-hard=nodefs.available<10%"}, func(c *Config) any { return c.Notes[len(c.Notes)-1] },
+			"--eviction-time-to-exhaustion has no effect: no hard memory.available or allocatableMemory.available threshold to act on early.", ""},
 		{"impersonate-node default", nil, func(c *Config) any { return c.ImpersonateNode }, true, ""},
 		{"impersonate-node off", []string{"--impersonate-node=false"}, func(c *Config) any { return c.ImpersonateNode }, false, ""},
 		{"impersonate-node garbled", []string{"--impersonate-node=maybe"}, nil, nil,
@@ -364,8 +369,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 64 {
-		t.Errorf("got %d flags, want 64", n)
+	if n != 67 {
+		t.Errorf("got %d flags, want 67", n)
 	}
 }
 

@@ -27,6 +27,10 @@ const (
 // renews its node Lease (every 10s of 40s).
 const MinLeaseDuration = 20 * time.Second
 
+// maxTimeToExhaustionMargin bounds --eviction-time-to-exhaustion-margin: a
+// longer margin acts on any growth at all, which is no prediction.
+const maxTimeToExhaustionMargin = time.Minute
+
 // Durations are every period, age and timeout the agent runs with: the
 // duration flags, validated, and what is derived from them. They are
 // computed in one place, Options.durations; cmd/evictd hands each to the
@@ -103,6 +107,11 @@ type Durations struct {
 	// (wakeup.MemoryConfig.FastPollInterval). --fast-poll-interval, not
 	// negative; 0 disables the fast poll. Default 250ms.
 	FastPollInterval time.Duration
+	// TimeToExhaustionMargin is what time to exhaustion adds to the
+	// measured release time (decide.ExhaustionConfig.Margin).
+	// --eviction-time-to-exhaustion-margin, from 0 to
+	// maxTimeToExhaustionMargin. Default 500ms.
+	TimeToExhaustionMargin time.Duration
 	// LocalKillAfter is how long a hard eviction retries an API server
 	// that does not answer before it stops the pod's containers through
 	// the CRI and owes the eviction (evict.Config.LocalKillAfter).
@@ -146,6 +155,7 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 		{"runtime-request-timeout", o.runtimeTimeout, true},
 		{"volume-stats-agg-period", o.volumeStatsAgg, false},
 		{"fast-poll-interval", o.fastPollInterval, false},
+		{"eviction-time-to-exhaustion-margin", o.exhaustionMargin, false},
 		{"local-kill-after", o.localKillAfter, false},
 		{"hard-eviction-stop-wait", o.stopWait, true},
 		{"token-renew-before", o.tokenRenewBefore, false},
@@ -162,6 +172,9 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 	if o.nodeStatusUpdateFrequency > 0 && o.nodeStatusReportFrequency > 0 && o.nodeStatusReportFrequency < o.nodeStatusUpdateFrequency {
 		bad("node-status-report-frequency", o.nodeStatusReportFrequency.String(),
 			fmt.Sprintf("must not be below --node-status-update-frequency (%s)", o.nodeStatusUpdateFrequency))
+	}
+	if o.exhaustionMargin > maxTimeToExhaustionMargin {
+		bad("eviction-time-to-exhaustion-margin", o.exhaustionMargin.String(), fmt.Sprintf("must be at most %s", maxTimeToExhaustionMargin))
 	}
 	if o.leaseDuration < MinLeaseDuration {
 		bad("lease-duration", o.leaseDuration.String(), fmt.Sprintf("must be at least %s", MinLeaseDuration))
@@ -193,6 +206,7 @@ func (o *Options) durations(bad func(flag, value, why string)) Durations {
 		NodeStatusReportFrequency: o.nodeStatusReportFrequency,
 		LeaseDuration:             o.leaseDuration,
 		FastPollInterval:          o.fastPollInterval,
+		TimeToExhaustionMargin:    o.exhaustionMargin,
 		LocalKillAfter:            o.localKillAfter,
 		HardEvictionStopWait:      o.stopWait,
 		TokenRenewBefore:          o.tokenRenewBefore,

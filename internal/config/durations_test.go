@@ -21,6 +21,7 @@ var defaultDurations = Durations{
 	NodeStatusReportFrequency: 5 * time.Minute,
 	LeaseDuration:             2 * time.Minute,
 	FastPollInterval:          250 * time.Millisecond,
+	TimeToExhaustionMargin:    500 * time.Millisecond,
 	LocalKillAfter:            5 * time.Second,
 	HardEvictionStopWait:      time.Second,
 	CleanupTimeout:            30 * time.Second,
@@ -130,6 +131,8 @@ func TestDurationRejections(t *testing.T) {
 		{flag: "volume-stats-agg-period", value: "-1s", wantErr: `--volume-stats-agg-period: invalid value "-1s": must not be negative`},
 		{flag: "fast-poll-interval", value: "-1s", wantErr: `--fast-poll-interval: invalid value "-1s": must not be negative`},
 		{flag: "local-kill-after", value: "-1s", wantErr: `--local-kill-after: invalid value "-1s": must not be negative`},
+		{flag: "eviction-time-to-exhaustion-margin", value: "-1ms", wantErr: `--eviction-time-to-exhaustion-margin: invalid value "-1ms": must not be negative`},
+		{flag: "eviction-time-to-exhaustion-margin", value: "2m", wantErr: `--eviction-time-to-exhaustion-margin: invalid value "2m0s": must be at most 1m0s`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag+"="+tt.value, func(t *testing.T) {

@@ -37,6 +37,9 @@ const (
 	defaultVolumeStatsAggPeriod      = 10 * time.Second
 	defaultFastPollInterval          = 250 * time.Millisecond
 	defaultFastPollMargin            = "10%"
+	// defaultTimeToExhaustionMargin: half the release estimate's default
+	// (decide.DefaultRelease), for a pass's own cost and a reading's age.
+	defaultTimeToExhaustionMargin = 500 * time.Millisecond
 	// One eviction a minute on average: a few pressure episodes an hour,
 	// each needing a few pods, stay well within it, while pressure that no
 	// eviction relieves (a leak outside the pods, a file filling the disk
@@ -115,6 +118,7 @@ type Options struct {
 	housekeepingInterval time.Duration
 	dryRun               bool
 	localStop            bool
+	directSignal         bool
 	localKillAfter       time.Duration
 	stopWait             time.Duration
 	metricsBindAddress   string
@@ -134,6 +138,8 @@ type Options struct {
 	volumeStatsAgg       time.Duration
 	fastPollInterval     time.Duration
 	fastPollMargin       string
+	timeToExhaustion     bool
+	exhaustionMargin     time.Duration
 	maxEvictionsPerHour  int
 	stateDir             string
 	flightRecords        int
@@ -253,6 +259,10 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.localStop, "hard-eviction-local-stop", true,
 		"For a hard eviction, also stop the pod's containers through the container runtime with the same grace period, as soon as the kubelet has taken the evicted pod over "+
 			"(at most --hard-eviction-stop-wait after the eviction began), instead of waiting for the kubelet to stop them; their preStop hooks may then not run.")
+	fs.BoolVar(&o.directSignal, "hard-eviction-direct-signal", true,
+		"For a hard eviction of a pod whose restartPolicy is Always, send SIGTERM to the main process of each of its containers at once, through pidfds on the processes of the containers' own cgroups, "+
+			"before the API requests and the stop through the container runtime (about a millisecond after the decision rather than 25 ms or more); needs CAP_KILL and the host's PID namespace. "+
+			"Pods of another restartPolicy, and pods whose processes evictd cannot see, get their first signal from the runtime's stop.")
 	fs.DurationVar(&o.stopWait, "hard-eviction-stop-wait", defaultHardEvictionStopWait,
 		"How long, as a Go duration, a hard eviction's stop through the container runtime (--hard-eviction-local-stop) waits for the kubelet to take the evicted pod over before it stops the containers anyway; must be positive. "+
 			"Containers that exit 0 before the kubelet has taken the pod over may be reported Succeeded, as a completion, rather than Failed and Evicted.")
@@ -295,6 +305,11 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"How often at most, as a Go duration, evictd reads the memory cgroups' working set (while a memory threshold is within --fast-poll-margin on cgroup v1 with memcg notifications; at all times where a threshold has no kernel notification, as on cgroup v2), starting a pass as soon as one is crossed either way; it reads sooner (down to 10ms) when memory grows fast enough to use a quarter of the headroom left in between. 0 disables the fast poll.")
 	fs.StringVar(&o.fastPollMargin, "fast-poll-margin", defaultFastPollMargin,
 		"How close to a memory.available or allocatableMemory.available threshold the available memory must come for the fast poll to run where memcg notifications watch every memory threshold (cgroup v1): a quantity (2Gi) or a percentage of the signal's capacity (10%). It should exceed what a workload can allocate in one --housekeeping-interval.")
+	fs.BoolVar(&o.timeToExhaustion, "eviction-time-to-exhaustion", false,
+		"Act on a hard memory.available or allocatableMemory.available threshold before it is met when the memory's growth, fitted to the last second of readings (the fast poll's and the passes'), says the signal reaches 0 available (the OOM point) sooner than evictd's own measured time from a decision to the victim's memory released (the 90th percentile of the last 20, 1s before any) plus --eviction-time-to-exhaustion-margin: "+
+			"the same ranking and hard grace period, the decision log, the Evicted event and evictd_predicted_evictions_total saying it was predicted. The threshold stays the floor: never later than it. No effect without a hard memory threshold. (default false)")
+	fs.DurationVar(&o.exhaustionMargin, "eviction-time-to-exhaustion-margin", defaultTimeToExhaustionMargin,
+		"Margin, as a Go duration, that --eviction-time-to-exhaustion adds to the measured release time; from 0 to 1m.")
 	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir,
 		"Directory, absolute, where evictd keeps its flight records (in records/, mode 0700, files 0600) for `evictd explain` and `evictd simulate`; created when missing. A full or read-only disk is logged and counted, never fatal.")
 	fs.IntVar(&o.flightRecords, "flight-records", defaultFlightRecords,

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/thresholds"
 )
 
@@ -108,6 +109,10 @@ type Config struct {
 	// through the CRI once the kubelet has taken the pod over, at most
 	// HardEvictionStopWait after the eviction began. Default true.
 	HardEvictionLocalStop bool
+	// HardEvictionDirectSignal sends a hard eviction's SIGTERM to the
+	// containers' main processes itself, for pods whose restartPolicy is
+	// Always (evict.Config.SignalLocally). Default true.
+	HardEvictionDirectSignal bool
 	// MetricsBindAddress is host:port for /metrics. Default 127.0.0.1:9847.
 	MetricsBindAddress string
 	// HealthzBindAddress is host:port for /healthz and /readyz alone, the
@@ -145,6 +150,11 @@ type Config struct {
 	// run: a quantity in bytes, or a fraction of the signal's capacity.
 	// Default 10%.
 	FastPollMargin thresholds.Value
+	// TimeToExhaustion is --eviction-time-to-exhaustion: act on a hard
+	// memory threshold before it is met when the memory runs out sooner
+	// than evictd can release it (decide.ExhaustionConfig), with
+	// Durations.TimeToExhaustionMargin. Default false.
+	TimeToExhaustion bool
 	// MaxEvictionsPerHour caps the evictions issued in a sliding hour; 0
 	// means no cap. Default 60.
 	MaxEvictionsPerHour int
@@ -220,11 +230,13 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		TokenRenewal:               o.tokenRenewal,
 		DryRun:                     o.dryRun,
 		HardEvictionLocalStop:      o.localStop,
+		HardEvictionDirectSignal:   o.directSignal,
 		MetricsBindAddress:         o.metricsBindAddress,
 		HealthzBindAddress:         o.healthzBindAddress,
 		ImageFSPath:                o.imageFSPath,
 		PodLogsDir:                 o.podLogsDir,
 		MaxEvictionsPerHour:        o.maxEvictionsPerHour,
+		TimeToExhaustion:           o.timeToExhaustion,
 		StateDir:                   o.stateDir,
 		FlightRecords:              o.flightRecords,
 		LocalStorageEvictionQPS:    o.localStorageQPS,
@@ -386,7 +398,17 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 	c.Thresholds = parsed.Thresholds
 	c.Notes = append(c.Notes, parsed.Notes...)
 	c.Warnings = softBelowHard(c.Thresholds)
+	if c.TimeToExhaustion && !slices.ContainsFunc(c.Thresholds, hardMemory) {
+		c.Notes = append(c.Notes, src("eviction-time-to-exhaustion")+" has no effect: no hard memory.available or allocatableMemory.available threshold to act on early.")
+	}
 	return c, nil
+}
+
+// hardMemory reports whether th is a hard threshold on a memory amount,
+// the kind --eviction-time-to-exhaustion acts on early.
+func hardMemory(th thresholds.Threshold) bool {
+	return th.Hard() && th.Operator == thresholds.LessThan &&
+		(th.Signal == signals.MemoryAvailable || th.Signal == signals.AllocatableMemoryAvailable)
 }
 
 // parseReserved parses a --system-reserved or --kube-reserved map with the

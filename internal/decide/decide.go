@@ -54,8 +54,11 @@ type Decision struct {
 	GracePeriod int64                 `json:"gracePeriodSeconds,omitempty"`
 	Message     string                `json:"message,omitempty"`
 	Annotations map[string]string     `json:"annotations,omitempty"`
-	Candidates  []ranking.Candidate   `json:"-"`
-	Evaluation  thresholds.Evaluation `json:"-"`
+	// Predicted, when set, says the threshold was not met: time to
+	// exhaustion acted on it early (DecidePredicted).
+	Predicted  *Prediction           `json:"predicted,omitempty"`
+	Candidates []ranking.Candidate   `json:"-"`
+	Evaluation thresholds.Evaluation `json:"-"`
 	// Fallbacks are the next evictable pods in rank order, for a soft
 	// threshold only: when a PodDisruptionBudget refuses the eviction of
 	// Pod, the loop moves on to them. A hard threshold puts the node first
@@ -128,6 +131,9 @@ type DeciderConfig struct {
 	// Layout is the node's filesystem layout; it decides the containerfs
 	// thresholds and which disk usage counts for which signal.
 	Layout signals.FsLayout
+	// Exhaustion turns time-to-exhaustion decisions on (Predict); off
+	// by default.
+	Exhaustion ExhaustionConfig
 }
 
 // Decider turns observations, pods and pod stats into a Decision. It holds
@@ -150,6 +156,19 @@ func NewDecider(cfg DeciderConfig) *Decider {
 
 // Thresholds are the thresholds in force, containerfs ones included.
 func (d *Decider) Thresholds() []thresholds.Threshold { return d.thresholds }
+
+// Exhaustion are the time-to-exhaustion settings.
+func (d *Decider) Exhaustion() ExhaustionConfig { return d.cfg.Exhaustion }
+
+// Predict is the package's Predict with the Decider's thresholds and
+// settings: the prediction to decide with (DecidePredicted), or nil.
+func (d *Decider) Predict(now time.Time, ev thresholds.Evaluation, obs signals.Observations, reads []signals.Observation, release time.Duration) *Prediction {
+	p, ok := Predict(d.cfg.Exhaustion, now, d.thresholds, ev, obs, reads, release)
+	if !ok {
+		return nil
+	}
+	return &p
+}
 
 // Evaluate updates the thresholds' state with a new set of observations
 // without deciding on pods; Decide calls it, and the loop uses it alone when
@@ -192,10 +211,23 @@ func (d *Decider) RankNeeds(ev thresholds.Evaluation) signals.PodStatsKinds {
 // names, then decides. Given stats of those kinds it decides as Decide
 // does given every kind.
 func (d *Decider) DecideEvaluated(now time.Time, ev thresholds.Evaluation, obs signals.Observations, pods []signals.Pod, stats map[string]signals.PodStats) Decision {
+	return d.DecidePredicted(now, ev, nil, obs, pods, stats)
+}
+
+// DecidePredicted is DecideEvaluated with p, when not nil, acted on as
+// if its threshold were met (Prediction.Apply): the same ranking and
+// hard grace period, the decision marked Predicted and its reason and
+// message saying so. The decision's Evaluation stays ev, as observed;
+// the stats to read are Needs(p.Apply(ev)). Pods over their own
+// local-storage limits still come first.
+func (d *Decider) DecidePredicted(now time.Time, ev thresholds.Evaluation, p *Prediction, obs signals.Observations, pods []signals.Pod, stats map[string]signals.PodStats) Decision {
 	if vs := localStorageViolations(pods, stats, d.cfg.Layout); len(vs) > 0 {
 		return localStorageDecision(now, ev, vs)
 	}
-	return d.decide(now, ev, obs, pods, stats)
+	if p == nil {
+		return d.decide(now, ev, ev, nil, obs, pods, stats)
+	}
+	return d.decide(now, ev, p.Apply(ev), p, obs, pods, stats)
 }
 
 // localStorageDecision is the decision of a pass that found pods over
@@ -209,22 +241,28 @@ func localStorageDecision(now time.Time, ev thresholds.Evaluation, vs []Violatio
 	return Decision{Time: now, Outcome: OutcomeLocalStorage, Reason: reason, Evaluation: ev, LocalStorage: vs}
 }
 
-func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Observations, pods []signals.Pod, stats map[string]signals.PodStats) Decision {
+// decide decides on acting, the evaluation with p's threshold (when p is
+// set) made actionable; the decision keeps ev, as observed.
+func (d *Decider) decide(now time.Time, ev, acting thresholds.Evaluation, p *Prediction, obs signals.Observations, pods []signals.Pod, stats map[string]signals.PodStats) Decision {
 	dec := Decision{Time: now, Outcome: OutcomeNone, Evaluation: ev}
-	if len(ev.Actionable) == 0 {
+	if len(acting.Actionable) == 0 {
 		dec.Reason = noActionReason(ev)
 		return dec
 	}
-	th := ev.Actionable[0]
+	th := acting.Actionable[0]
 	o := obs[th.Signal]
 	dec.Signal, dec.Threshold, dec.Observation, dec.Hard = th.Signal, &th, &o, th.Hard()
+	met := fmt.Sprintf("%s is met (%s)", thresholds.Format(th), observedRaw(th, o))
+	if p != nil && p.Threshold.Key() == th.Key() {
+		dec.Predicted = p
+		met = fmt.Sprintf("time to exhaustion: %s (available %s, release estimate %s + margin %s)", p.Words(), quantity(o.Available, signals.ResourceMemory), p.Release, p.Margin)
+	}
 
 	dec.Candidates = ranking.Rank(th.Signal, d.cfg.Layout, pods, stats)
 	c, ok := ranking.FirstEvictable(dec.Candidates)
 	if !ok {
 		dec.Outcome = OutcomeNoEvictablePod
-		dec.Reason = fmt.Sprintf("%s is met (%s) but no pod may be evicted: %d pods, all critical or none",
-			thresholds.Format(th), observedRaw(th, o), len(pods))
+		dec.Reason = fmt.Sprintf("%s but no pod may be evicted: %d pods, all critical or none", met, len(pods))
 		return dec
 	}
 	if ranking.ByUsage(th.Signal, d.cfg.Layout) && !anyMeasured(dec.Candidates) {
@@ -233,8 +271,7 @@ func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Ob
 		// priority and name alone: evict none rather than a pod chosen for
 		// no reason. The condition and taint still protect the node.
 		dec.Outcome = OutcomeNoEvictablePod
-		dec.Reason = fmt.Sprintf("%s is met (%s) but no pod has stats for it, so none can be told to use it: evicting none",
-			thresholds.Format(th), observedRaw(th, o))
+		dec.Reason = fmt.Sprintf("%s but no pod has stats for it, so none can be told to use it: evicting none", met)
 		return dec
 	}
 	dec.Outcome = OutcomeEvict
@@ -256,6 +293,10 @@ func (d *Decider) decide(now time.Time, ev thresholds.Evaluation, obs signals.Ob
 		}
 	}
 	dec.Reason = fmt.Sprintf("%s threshold %s met; %s ranks first (%s)", kind, thresholds.Format(th), c.Pod.Ref(), c.Key)
+	if dec.Predicted != nil {
+		dec.Message += p.Words() + "."
+		dec.Reason = fmt.Sprintf("%s; %s ranks first (%s)", met, c.Pod.Ref(), c.Key)
+	}
 	return dec
 }
 

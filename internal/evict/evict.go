@@ -89,6 +89,24 @@ type Config struct {
 	// stopped. It is used for a hard eviction when StopWhenIssued is set
 	// and after LocalKillAfter.
 	StopLocally func(ctx context.Context, pod *signals.Pod, gracePeriodSeconds int64) error
+	// SignalLocally, when set, sends SIGTERM itself to the main processes
+	// of the pod's containers on this node, and returns how many got it
+	// (host.PodSignaller; --hard-eviction-direct-signal). A hard eviction
+	// of a pod whose restartPolicy is Always (signals.Pod.RestartAlways)
+	// calls it first, before any API request: the containers have their
+	// SIGTERM about a millisecond after the decision, not after a CRI
+	// call, a new runtime process and its kill. A pod of any other
+	// restartPolicy waits for StopLocally, as StopWait says: a program
+	// that exits 0 on its SIGTERM before the kubelet has the pod's
+	// terminal status would make the pod Succeeded (a Job's completion).
+	// On an error or none signalled, the stop is StopLocally's alone.
+	SignalLocally func(pod *signals.Pod) (int, error)
+	// OnSignalled, when set, is called once per hard eviction with the
+	// request, how its containers got their first stop signal and the
+	// time from r.Decided (by Clock), for
+	// evictd_eviction_signal_latency_seconds. Not called when r.Decided
+	// is zero.
+	OnSignalled func(r decide.Request, path metrics.SignalPath, sinceDecision time.Duration)
 	// SandboxReady, when set, reports whether the runtime still has a
 	// ready sandbox of the pod with uid. An eviction whose pod evictd
 	// deleted itself (its terminal status written) waits, after the pod
@@ -264,12 +282,13 @@ func (e *Evicter) Evict(ctx context.Context, r decide.Request) error {
 	defer e.evicting.Delete(types.UID(r.Pod.UID))
 	watch := e.watch(r.Pod) // before the eviction: see podWatch
 	defer e.marked.Delete(watch.uid)
+	signalled := r.Hard && e.signalAtOnce(log, r)
 	var stop *localStop
 	if r.Hard && e.cfg.StopWhenIssued && e.cfg.StopLocally != nil {
 		// The node comes first: the containers get their SIGTERM as soon
 		// as the kubelet has taken the pod over, or after
 		// Config.StopWait without it.
-		stop = e.stopBeside(ctx, log, r)
+		stop = e.stopBeside(ctx, log, r, signalled)
 	}
 	pod, how, err := e.reach(ctx, log, r, stop)
 	if err != nil {
@@ -412,12 +431,49 @@ func (s *localStop) kill() {
 // half-stopped and a misleading error) nor when ctx is cancelled (evictd
 // shutting down mid-eviction): it is bounded by the grace period and
 // Config.CleanupTimeout instead. Its error is logged here.
-func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r decide.Request) *localStop {
-	return e.stopWithin(ctx, log, r.Pod, r.GracePeriod)
+//
+// Unless signalled (SignalLocally has sent the first signal already), the
+// start of the stop is the first signal's time for Config.OnSignalled.
+func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r decide.Request, signalled bool) *localStop {
+	var onStart func()
+	if !signalled {
+		onStart = func() { e.signalledAfter(r, metrics.SignalRuntime) }
+	}
+	return e.stopWithin(ctx, log, r.Pod, r.GracePeriod, onStart)
 }
 
-// stopWithin is stopBeside for pod's containers with grace seconds.
-func (e *Evicter) stopWithin(ctx context.Context, log *slog.Logger, pod *signals.Pod, grace int64) *localStop {
+// signalAtOnce sends the SIGTERM of r's pod's containers through
+// Config.SignalLocally when r's pod restarts always (see there), and
+// reports whether any process got it.
+func (e *Evicter) signalAtOnce(log *slog.Logger, r decide.Request) bool {
+	if e.cfg.SignalLocally == nil || !r.Pod.RestartAlways {
+		return false
+	}
+	began := e.cfg.Clock.Now()
+	n, err := e.cfg.SignalLocally(r.Pod)
+	if n == 0 {
+		log.Warn("could not send SIGTERM to the pod's containers itself; the stop goes through the runtime", "err", err)
+		return false
+	}
+	e.signalledAfter(r, metrics.SignalDirect)
+	if err != nil {
+		log.Warn("SIGTERM sent to some of the pod's containers, not all; the rest are stopped through the runtime", "processes", n, "err", err)
+	} else {
+		log.Info("SIGTERM sent to the pod's containers' main processes", "processes", n, "took", e.cfg.Clock.Since(began))
+	}
+	return true
+}
+
+// signalledAfter calls Config.OnSignalled for r's first stop signal.
+func (e *Evicter) signalledAfter(r decide.Request, path metrics.SignalPath) {
+	if e.cfg.OnSignalled != nil && !r.Decided.IsZero() {
+		e.cfg.OnSignalled(r, path, e.cfg.Clock.Since(r.Decided))
+	}
+}
+
+// stopWithin is stopBeside for pod's containers with grace seconds;
+// onStart, when set, is called as the stop starts.
+func (e *Evicter) stopWithin(ctx context.Context, log *slog.Logger, pod *signals.Pod, grace int64, onStart func()) *localStop {
 	s := &localStop{done: make(chan struct{}), start: make(chan stopMode, 1)}
 	bound := time.Duration(grace)*time.Second + e.cfg.CleanupTimeout
 	t := e.cfg.Clock.NewTimer(e.cfg.StopWait)
@@ -440,6 +496,9 @@ func (e *Evicter) stopWithin(ctx context.Context, log *slog.Logger, pod *signals
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 		defer cancel()
 		s.ran = true
+		if onStart != nil {
+			onStart()
+		}
 		if s.err = e.cfg.StopLocally(stopCtx, pod, grace); s.err != nil {
 			log.Warn("could not stop the pod's containers through the runtime; the kubelet will", "err", s.err)
 		}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
+	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 )
@@ -244,6 +245,82 @@ func TestEvict(t *testing.T) {
 		}
 		if err := <-evicted; err != nil {
 			t.Fatalf("Evict: %v", err)
+		}
+		checkNoAPIErrors(t, errs)
+	})
+
+	// A hard eviction of a pod that restarts always sends its SIGTERM
+	// itself before any API request; a pod of another restartPolicy, or
+	// one whose processes it cannot signal, gets its first signal from
+	// the runtime's stop; a soft eviction gets none of it.
+	t.Run("hard: the direct SIGTERM comes first, for a pod that restarts always", func(t *testing.T) {
+		ns := e.namespace(t, "direct")
+		reqs := &requestLog{}
+		cfg := rest.CopyConfig(e.agentConfig)
+		cfg.Wrap(reqs.wrap)
+		client, err := kubeclient.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type signalled struct {
+			pod      string
+			requests int // API requests made before
+		}
+		var (
+			mu     sync.Mutex
+			direct []signalled
+			firsts []metrics.SignalPath
+			failed = map[string]bool{}
+		)
+		errs := &apiErrors{}
+		ev := New(Config{NodeName: nodeName, Pods: e.pods, PollInterval: 50 * time.Millisecond, OnAPIError: errs.inc, AsNode: e.agentNode,
+			StopWhenIssued: true, StopWait: 300 * time.Millisecond,
+			StopLocally: func(context.Context, *signals.Pod, int64) error { return nil },
+			SignalLocally: func(p *signals.Pod) (int, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				direct = append(direct, signalled{p.Name, len(reqs.get())})
+				if failed[p.Name] {
+					return 0, errors.New("test: no process visible")
+				}
+				return 1, nil
+			},
+			OnSignalled: func(r decide.Request, path metrics.SignalPath, d time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				firsts = append(firsts, path)
+				if d < 0 || d > 10*time.Second {
+					t.Errorf("OnSignalled %s after %s", path, d)
+				}
+			},
+		}, client, e.rec, testLog(t))
+		evict := func(name string, hard, always bool) {
+			t.Helper()
+			pod := e.runningPod(t, ns, name, nil, 30)
+			seen := e.fakeKubelet(t, ns, name)
+			r := request(pod, hard, 1, message(name))
+			r.Pod.RestartAlways = always
+			r.Decided = time.Now()
+			if err := ev.Evict(t.Context(), r); err != nil {
+				t.Fatalf("Evict %s: %v", name, err)
+			}
+			e.checkEvicted(t, seen, r)
+		}
+		evict("always", true, true)
+		evict("never", true, false)
+		failed["unseen"] = true
+		evict("unseen", true, true)
+		evict("soft", false, true)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(direct) != 2 || direct[0] != (signalled{"always", 0}) || direct[1].pod != "unseen" {
+			t.Errorf("SignalLocally called for %+v, want always (before any API request) and unseen (whose processes could not be signalled), and no other", direct)
+		}
+		// One first signal per hard eviction: direct, then the runtime's
+		// for the pod that does not restart always and for the one whose
+		// processes could not be signalled.
+		if wantFirst := []metrics.SignalPath{metrics.SignalDirect, metrics.SignalRuntime, metrics.SignalRuntime}; !slices.Equal(firsts, wantFirst) {
+			t.Errorf("OnSignalled paths %q, want %q", firsts, wantFirst)
 		}
 		checkNoAPIErrors(t, errs)
 	})

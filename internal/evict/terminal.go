@@ -275,7 +275,7 @@ func (e *Evicter) finish(ctx context.Context, log *slog.Logger, w *podWatch, r d
 		now := e.cfg.Clock.Now()
 		if *stop == nil && e.cfg.StopLocally != nil && !now.Before(graceEnd) {
 			log.Debug("the pod's grace period is over and a container still runs; stopping the containers through the runtime", "state", state)
-			*stop = e.stopWithin(ctx, log, r.Pod, 1)
+			*stop = e.stopWithin(ctx, log, r.Pod, 1, nil)
 			(*stop).release(true)
 			stopped = (*stop).done
 		}

@@ -72,6 +72,9 @@ type Manager struct {
 	shadow shadowState
 	// lastObs are the last pass's observations, for Snapshot.
 	lastObs signals.Observations
+	// tte is time to exhaustion's, and the release and relief times'
+	// (exhaustion.go).
+	tte exhaustionState
 	// oom is countOOMKills' (oomkills.go).
 	oom oomState
 }
@@ -101,7 +104,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if cfg.CleanupTimeout <= 0 {
 		cfg.CleanupTimeout = decide.DefaultCleanupTimeout
 	}
-	return &Manager{
+	m := &Manager{
 		cfg:          cfg,
 		deps:         deps,
 		decider:      decide.NewDecider(cfg.Decider),
@@ -115,7 +118,16 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		lastStatsErr: map[signals.PodStatsKinds]string{},
 		hour:         hourWindow{limit: cfg.MaxEvictionsPerHour},
 		bucket:       newTokenBucket(cfg.LocalStorageEvictionQPS, cfg.LocalStorageEvictionBurst),
-	}, nil
+		tte:          newExhaustionState(),
+	}
+	if cfg.Decider.Exhaustion.Enabled {
+		for _, th := range m.decider.Thresholds() {
+			if decide.Exhaustible(th) {
+				deps.Metrics.InitPredicted(th.Signal)
+			}
+		}
+	}
+	return m, nil
 }
 
 // Wake asks for a pass as soon as possible. It never blocks; wake-ups that
@@ -272,18 +284,25 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	// usage that ranks them (Decider.Needs); disk usage, which the
 	// local-storage limits need, every pass.
 	ev := m.decider.Evaluate(start, obs)
-	kinds := m.decider.Needs(ev)
+	// Time to exhaustion may act on a hard memory threshold not met yet
+	// (exhaustion.go): the pass then reads and ranks as if it were.
+	pred := m.predict(start, ev, obs)
+	acting := ev
+	if pred != nil {
+		acting = pred.Apply(ev)
+	}
+	kinds := m.decider.Needs(acting)
 	var stats map[string]signals.PodStats
 	var statsErr error
 	if len(pods) > 0 {
 		stats, statsErr = m.deps.Stats.PodStats(ctx, start, pods, kinds)
 	}
-	pods = m.leaveOutActedWithoutStats(pods, stats, m.decider.RankNeeds(ev), start)
+	pods = m.leaveOutActedWithoutStats(pods, stats, m.decider.RankNeeds(acting), start)
 	last := m.lastStatsErr[kinds]
 	m.warnOnChange(&last, statsErr, "some pod stats could not be read; those pods rank first")
 	m.lastStatsErr[kinds] = last
 
-	dec := m.decider.DecideEvaluated(start, ev, obs, pods, stats)
+	dec := m.decider.DecidePredicted(start, ev, pred, obs, pods, stats)
 	if !m.cfg.DryRun {
 		dec = m.reclaimFirst(ctx, dec)
 	}
@@ -299,6 +318,7 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	}
 	m.lastObs = obs
 	result := m.act(ctx, dec, inFlight)
+	m.followExhaustion(start, obs, dec, result, pods, stats, kinds)
 	if countsOOMKills(trigger) {
 		m.countOOMKills(ctx, start)
 	}
@@ -356,6 +376,9 @@ func (m *Manager) logDecision(dec decide.Decision) {
 		// last known met: the transition period runs from it, not from
 		// when the eviction is issued.
 		args = append(args, "pod", dec.Pod.Ref(), "gracePeriodSeconds", dec.GracePeriod, "observedAt", dec.Time)
+	}
+	if p := dec.Predicted; p != nil {
+		args = append(args, "predicted", p.Words(), "releaseEstimate", p.Release, "margin", p.Margin)
 	}
 	log.Info("decision", args...)
 }

@@ -41,7 +41,16 @@ func TestVocabulary(t *testing.T) {
 		}
 		m.ObserveDecision(Decision{Signal: sig, Outcome: decide.OutcomeEvict, At: at, Observed: at.Add(-time.Second), FirstMet: at.Add(-time.Second)})
 		m.ObserveIssueLatency(sig, time.Second)
+		for _, p := range valuesOf(signalPaths) {
+			m.ObserveSignalLatency(sig, p, time.Millisecond)
+		}
+		m.ObserveRelease(sig, time.Second)
+		m.IncPredicted(sig)
+		for _, kind := range []ThresholdKind{KindHard, KindSoft} {
+			m.ObserveRelief(sig, kind, time.Second)
+		}
 	}
+	m.SetReleaseEstimate(time.Second)
 	for _, p := range signals.Pressures() {
 		m.SetPressure(p, true)
 	}

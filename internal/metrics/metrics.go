@@ -78,9 +78,13 @@ type Metrics struct {
 	renewals  *prometheus.CounterVec
 	walksCut  *prometheus.CounterVec
 	records   *prometheus.CounterVec
+	signalled *prometheus.HistogramVec
 	diskStale prometheus.Gauge
 	shadow    memoryShadow // memory.available by other formulas (shadow.go)
-	oomKills  *prometheus.CounterVec
+	// exhaustion are the release and relief times and the predicted
+	// decisions (exhaustion.go).
+	exhaustion exhaustion
+	oomKills   *prometheus.CounterVec
 
 	// err holds what New could not register.
 	err error
@@ -209,9 +213,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		renewals:  newRenewals(),
 		walksCut:  newWalksCut(),
 		records:   newFlightRecords(),
+		signalled: newSignalLatency(),
 		diskStale: newDiskStale(),
 		shadow:    newMemoryShadow(),
-		oomKills:  newOOMKills(),
+		// exhaustion.go
+		exhaustion: newExhaustion(),
+		oomKills:   newOOMKills(),
 	}
 	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
@@ -267,10 +274,12 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.renewals = registerOrShare(reg, m.renewals, &errs)
 	m.walksCut = registerOrShare(reg, m.walksCut, &errs)
 	m.records = registerOrShare(reg, m.records, &errs)
+	m.signalled = registerOrShare(reg, m.signalled, &errs)
 	m.diskStale = registerOrShare(reg, m.diskStale, &errs)
 	m.shadow.available = registerOrShare(reg, m.shadow.available, &errs)
 	m.shadow.capacity = registerOrShare(reg, m.shadow.capacity, &errs)
 	m.shadow.met = registerOrShare(reg, m.shadow.met, &errs)
+	m.registerExhaustion(reg, &errs)
 	m.oomKills = registerOrShare(reg, m.oomKills, &errs)
 	m.err = errors.Join(errs...)
 }

@@ -447,6 +447,54 @@ evictd_eviction_issue_latency_seconds_count{signal="memory.available"} 3
 `,
 		},
 		{
+			name: "ObserveSignalLatency: by signal and path",
+			do: func(m *Metrics) {
+				m.ObserveSignalLatency(signals.MemoryAvailable, SignalDirect, 200*time.Microsecond)
+				m.ObserveSignalLatency(signals.MemoryAvailable, SignalRuntime, 31250*time.Microsecond) // 1/32 s
+			},
+			collect: func(m *Metrics) prometheus.Collector { return m.signalled },
+			want: `
+# HELP evictd_eviction_signal_latency_seconds Time from a hard eviction's decision to the first stop signal of the pod's containers, by path: direct (SIGTERM sent by evictd itself to the containers' main processes through pidfds, a hard eviction of a pod whose restartPolicy is Always), runtime (the stop asked of the container runtime through the CRI; the runtime's own kill follows, about 25 ms later on containerd).
+# TYPE evictd_eviction_signal_latency_seconds histogram
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.0001"} 0
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.00025"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.0005"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.001"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.0025"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.005"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.01"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.025"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.05"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.1"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.25"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.5"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="1"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="2.5"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="5"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="+Inf"} 1
+evictd_eviction_signal_latency_seconds_sum{path="direct",signal="memory.available"} 0.0002
+evictd_eviction_signal_latency_seconds_count{path="direct",signal="memory.available"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.0001"} 0
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.00025"} 0
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.0005"} 0
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.001"} 0
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.0025"} 0
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.005"} 0
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.01"} 0
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.025"} 0
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.05"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.1"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.25"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="0.5"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="1"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="2.5"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="5"} 1
+evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="+Inf"} 1
+evictd_eviction_signal_latency_seconds_sum{path="runtime",signal="memory.available"} 0.03125
+evictd_eviction_signal_latency_seconds_count{path="runtime",signal="memory.available"} 1
+`,
+		},
+		{
 			name: "ObserveReclaim: failed when the action has an error; a negative amount freed adds nothing",
 			do: func(m *Metrics) {
 				m.ObserveReclaim(decide.ReclaimAction{Kind: decide.ReclaimContainers, Removed: 3, FreedBytes: 100 << 20})

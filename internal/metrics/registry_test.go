@@ -81,6 +81,8 @@ var allNames = []string{
 	"evictd_detection_latency_seconds",
 	"evictd_eviction_cap_reached_total",
 	"evictd_eviction_issue_latency_seconds",
+	"evictd_eviction_release_estimate_seconds",
+	"evictd_eviction_release_seconds",
 	"evictd_evictions_in_last_hour",
 	"evictd_evictions_owed",
 	"evictd_evictions_total",
@@ -97,6 +99,8 @@ var allNames = []string{
 	"evictd_passes_total",
 	"evictd_pod_disk_stats_stale_pods",
 	"evictd_pod_disk_walks_cut_total",
+	"evictd_predicted_evictions_total",
+	"evictd_pressure_relief_seconds",
 	"evictd_reclaim_total",
 	"evictd_reclaimed_bytes_total",
 	"evictd_runtime_errors_total",
@@ -155,6 +159,10 @@ func exerciseAll(m *Metrics) {
 	m.ObserveReview(ReviewToken, ReviewAuthenticated, time.Millisecond)
 	m.SetMemoryShadow(signals.FormulaMemAvailable, 1, 2)
 	m.CountMemoryShadowPass(signals.FormulaMemAvailable, true)
+	m.ObserveRelease(signals.MemoryAvailable, time.Millisecond)
+	m.ObserveRelief(signals.MemoryAvailable, KindHard, time.Second)
+	m.SetReleaseEstimate(time.Second)
+	m.IncPredicted(signals.MemoryAvailable)
 	m.AddOOMKills(signals.OOMScopeNode, 1)
 }
 

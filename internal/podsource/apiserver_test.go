@@ -459,7 +459,7 @@ func checkPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, go
 		return signals.Container{Name: name, MemoryRequest: memory, EphemeralStorageRequest: disk}
 	}
 	plain := func(ns, name string) signals.Pod {
-		return signals.Pod{Namespace: ns, Name: name, QOS: signals.BestEffort, Containers: []signals.Container{c("app", 0, 0)}, TerminationGracePeriodSeconds: &grace30}
+		return signals.Pod{Namespace: ns, Name: name, QOS: signals.BestEffort, Containers: []signals.Container{c("app", 0, 0)}, TerminationGracePeriodSeconds: &grace30, RestartAlways: true}
 	}
 	with := func(p signals.Pod, f func(*signals.Pod)) signals.Pod { f(&p); return p }
 	want := []signals.Pod{

@@ -73,6 +73,8 @@ func convert(pod *v1.Pod, nodeUID types.UID) (signals.Pod, []string) {
 		// read from it is static by its own say.
 		Mirror:    isMirror(pod, nodeUID),
 		DaemonSet: ownedByDaemonSet(pod),
+		// "" is Always, the API server's default.
+		RestartAlways: pod.Spec.RestartPolicy == v1.RestartPolicyAlways || pod.Spec.RestartPolicy == "",
 	}
 	if pod.Spec.Priority != nil {
 		p.Priority = *pod.Spec.Priority

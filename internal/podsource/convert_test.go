@@ -335,6 +335,7 @@ func TestConvertWhole(t *testing.T) {
 		},
 		LocalVolumes:                  []string{"cache"},
 		TerminationGracePeriodSeconds: &grace,
+		RestartAlways:                 true,
 	}
 	got := Convert(pod)
 	if !reflect.DeepEqual(got, want) {
@@ -412,6 +413,7 @@ func TestConvertPodLevelResources(t *testing.T) {
 		MemoryRequest:         250 * mi,
 		PodLevelMemoryRequest: &signals.Request{Bytes: 250 * mi, Text: "250Mi"},
 		Containers:            []signals.Container{{Name: "regular1"}, {Name: "regular2"}},
+		RestartAlways:         true,
 	}
 	if got := Convert(pod); !reflect.DeepEqual(got, want) {
 		t.Errorf("Convert =\n%+v\nwant\n%+v", got, want)
@@ -591,4 +593,21 @@ func containerIDs(p signals.Pod) map[string]string {
 		}
 	}
 	return ids
+}
+
+// TestConvertRestartAlways: only a pod whose restartPolicy is Always, or
+// unset (the API server's default), restarts whatever its exit.
+func TestConvertRestartAlways(t *testing.T) {
+	for policy, want := range map[v1.RestartPolicy]bool{
+		"":                         true,
+		v1.RestartPolicyAlways:     true,
+		v1.RestartPolicyOnFailure:  false,
+		v1.RestartPolicyNever:      false,
+		v1.RestartPolicy("Sudden"): false,
+	} {
+		pod := podOf(v1.PodSpec{RestartPolicy: policy, Containers: []v1.Container{ctr("app", nil, nil)}})
+		if got := Convert(pod).RestartAlways; got != want {
+			t.Errorf("restartPolicy %q: RestartAlways %v, want %v", policy, got, want)
+		}
+	}
 }

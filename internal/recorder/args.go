@@ -14,7 +14,8 @@ import (
 // what was derived from the kubelet's configuration written out, and
 // nothing merged or derived again), the grace periods, the minimum
 // reclaims, the transition period, the housekeeping interval (which sets
-// how old an observation may be) and the memory.available semantics.
+// how old an observation may be), the memory.available semantics and,
+// when on, time to exhaustion and its margin.
 func Args(cfg decide.DeciderConfig, housekeeping time.Duration, hugepageAware bool) []string {
 	var hard, soft, grace, reclaim []string
 	for _, th := range cfg.Thresholds {
@@ -38,6 +39,9 @@ func Args(cfg decide.DeciderConfig, housekeeping time.Duration, hugepageAware bo
 	}
 	if len(reclaim) > 0 {
 		args = append(args, "--eviction-minimum-reclaim="+strings.Join(reclaim, ","))
+	}
+	if cfg.Exhaustion.Enabled {
+		args = append(args, "--eviction-time-to-exhaustion=true", "--eviction-time-to-exhaustion-margin="+cfg.Exhaustion.Margin.String())
 	}
 	return append(args,
 		"--eviction-max-pod-grace-period="+strconv.FormatInt(cfg.MaxPodGracePeriodSeconds, 10),

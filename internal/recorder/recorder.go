@@ -114,6 +114,11 @@ type openRecord struct {
 	decided time.Time
 	key     thresholds.Key
 	sig     signals.Signal
+	// predicted, for a decision time to exhaustion took before its
+	// threshold was met, is the signal's available amount then: its
+	// relief is memory back to it, the threshold's leaving Met saying
+	// nothing.
+	predicted *int64
 }
 
 type repeatKey struct {
@@ -213,7 +218,7 @@ func (r *Recorder) follow(p manager.PassRecord) {
 	kept := r.open[:0]
 	for _, rec := range r.open {
 		switch {
-		case !stillMet(p.Decision.Evaluation, rec.key) && p.Time.After(rec.decided):
+		case !stillMet(p.Decision.Evaluation, rec.key) && p.Time.After(rec.decided) && backTo(p.Obs, rec):
 			r.close(rec, p.Time)
 			if o, ok := p.Obs[rec.sig]; ok {
 				rec.file.Record.Outcome.Relief = &snapshot.RecordRelief{
@@ -233,21 +238,25 @@ func (r *Recorder) follow(p manager.PassRecord) {
 	r.open = kept
 }
 
+// backTo reports whether obs show rec's signal back to where a predicted
+// decision found it; true for any other decision.
+func backTo(obs signals.Observations, rec *openRecord) bool {
+	if rec.predicted == nil {
+		return true
+	}
+	o, ok := obs[rec.sig]
+	return ok && o.Available >= *rec.predicted
+}
+
 // close ends rec's follow-up at now.
 func (r *Recorder) close(rec *openRecord, now time.Time) {
 	rec.file.Record.Outcome.Followed = now.Sub(rec.decided).Truncate(time.Millisecond).String()
 }
 
-func stillMet(ev thresholds.Evaluation, key thresholds.Key) bool {
-	for _, list := range [][]thresholds.Threshold{ev.Met, ev.Waiting, ev.Stale, ev.Actionable} {
-		for _, th := range list {
-			if th.Key() == key {
-				return true
-			}
-		}
-	}
-	return false
-}
+// stillMet reports whether the threshold of key is still met in ev:
+// Waiting, Stale and Actionable are parts of Met, and a prediction
+// (decide.Prediction) leaves Met as observed.
+func stillMet(ev thresholds.Evaluation, key thresholds.Key) bool { return ev.IsMet(key) }
 
 // send hands a record to the writer, or drops it when the writer is
 // behind.
@@ -310,6 +319,9 @@ func (r *Recorder) decision(p manager.PassRecord) *openRecord {
 	}
 	if dec.Threshold != nil {
 		rec.key = dec.Threshold.Key()
+	}
+	if dec.Predicted != nil {
+		rec.predicted = &dec.Predicted.Available
 	}
 	if dec.Outcome == decide.OutcomeLocalStorage {
 		// A local-storage eviction answers no threshold: nothing to
@@ -392,6 +404,12 @@ func decisionJSON(start time.Time, dec decide.Decision) snapshot.RecordDecision 
 	}
 	if dec.Pod != nil {
 		d.Pod, d.UID = dec.Pod.Ref(), dec.Pod.UID
+	}
+	if p := dec.Predicted; p != nil {
+		d.Predicted = &snapshot.RecordPrediction{
+			Available: snapshot.NewQuantity(p.Available), RatePerSecond: snapshot.NewQuantity(p.RateBytes()),
+			TimeLeft: p.TimeLeft.String(), Release: p.Release.String(), Margin: p.Margin.String(), Readings: p.Readings,
+		}
 	}
 	d.Ranked = len(dec.Candidates)
 	for i, c := range dec.Candidates {

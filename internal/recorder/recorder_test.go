@@ -448,3 +448,45 @@ func TestRecordNoDirectoryUntilARecord(t *testing.T) {
 		t.Errorf("%s: %v, want none made", filepath.Dir(dir), err)
 	}
 }
+
+// TestRecordPredictedRelief: a decision time to exhaustion took before
+// its threshold was met records the prediction, and its relief is memory
+// back to where it was decided on, not the threshold (never met) found
+// not met.
+func TestRecordPredictedRelief(t *testing.T) {
+	f := newFixture(t, t.TempDir(), nil)
+	pod := &signals.Pod{Namespace: "default", Name: "hog", UID: "u-hog", QOS: signals.BestEffort}
+	decided := t0.Add(10 * time.Second)
+	f.rec.Record(quietPass(t0, 3<<30))
+	p := evictPass(decided, pod, manager.ResultEvicted, false)
+	p.Obs = memObs(decided, 1<<30)
+	p.Decision.Evaluation = thresholds.Evaluation{}
+	p.Decision.Predicted = &decide.Prediction{Threshold: hardMemory, Available: 1 << 30, Rate: 800 << 20, TimeLeft: 1280 * time.Millisecond,
+		Release: 1234567 * time.Nanosecond, Margin: 500 * time.Millisecond, Readings: 11}
+	f.rec.Record(p)
+	f.rec.Record(quietPass(decided.Add(100*time.Millisecond), 900<<20))  // still below: no relief
+	f.rec.Record(quietPass(decided.Add(300*time.Millisecond), 1100<<20)) // back above
+	f.stop()
+
+	names := records(t, f.dir)
+	if len(names) != 1 {
+		t.Fatalf("records %v, want one", names)
+	}
+	sc, err := snapshot.ReadFile(filepath.Join(f.dir, names[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sc.Record
+	want := snapshot.RecordPrediction{Available: snapshot.NewQuantity(1 << 30), RatePerSecond: snapshot.NewQuantity(800 << 20),
+		TimeLeft: "1.28s", Release: "1.234567ms", Margin: "500ms", Readings: 11}
+	if got := r.Decision.Predicted; got == nil || got.Available.Value != want.Available.Value || got.RatePerSecond.Value != want.RatePerSecond.Value ||
+		got.TimeLeft != want.TimeLeft || got.Release != want.Release || got.Margin != want.Margin || got.Readings != want.Readings {
+		t.Errorf("prediction %+v, want %+v", got, want)
+	}
+	if sc.Release != 1234567*time.Nanosecond {
+		t.Errorf("release read back: %s, want 1.234567ms", sc.Release)
+	}
+	if r.Outcome.Relief == nil || r.Outcome.Relief.At != "10.3s" || r.Outcome.Relief.Available.Value != 1100<<20 {
+		t.Errorf("relief %+v, want at 10.3s with 1100Mi", r.Outcome.Relief)
+	}
+}

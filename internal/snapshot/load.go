@@ -32,6 +32,12 @@ type Scenario struct {
 	Args   []string
 	Layout signals.FsLayout
 	Steps  []Step
+	// Reads are a flight record's fast-poll readings (Record.Reads) at
+	// their times, and Release the release estimate its decision was
+	// predicted with (0 when none): what `evictd simulate` predicts
+	// time to exhaustion with.
+	Reads   []signals.Observation
+	Release time.Duration
 }
 
 // Step is the node at one moment.
@@ -158,6 +164,12 @@ func (f *File) scenario() (*Scenario, error) {
 			return nil, err
 		}
 		sc.Steps = append(sc.Steps, step)
+	}
+	if f.Record != nil {
+		var err error
+		if sc.Reads, sc.Release, err = recordReads(f.Record); err != nil {
+			return nil, err
+		}
 	}
 	return sc, nil
 }

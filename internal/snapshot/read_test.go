@@ -41,6 +41,9 @@ func TestReadSaturatesSums(t *testing.T) {
 // value, the same error on every reading.
 func TestReadBadValues(t *testing.T) {
 	obs := func(o string) string { return `{"observations": {` + o + `}}` }
+	record := func(r string) string {
+		return `{"apiVersion": "evictd.io/v1alpha1", "kind": "FlightRecord", "steps": [{"at": "0s", "observations": {}}], "record": {"start": "2026-01-01T00:00:00Z", ` + r + `}}`
+	}
 	tests := []struct{ name, in, want string }{
 		{"NaN quantity", obs(`"memory.available": {"available": "NaN", "capacity": "1Gi"}`), `quantity "NaN"`},
 		{"NaN number", obs(`"memory.available": {"available": NaN, "capacity": "1Gi"}`), "invalid character 'N'"},
@@ -69,6 +72,14 @@ func TestReadBadValues(t *testing.T) {
 		{"uid with a newline", "{\"pods\": [{\"name\": \"web\", \"uid\": \"u\\n1\"}]}", "steps[0].pods[0].uid \"u\\n1\": want at most 128 printable characters"},
 		{"container name", "{\"pods\": [{\"name\": \"web\", \"containers\": [{\"name\": \"App\"}]}]}", "steps[0].pods[0].containers[0].name \"App\": a lowercase RFC 1123 label"},
 		{"volume name", "{\"pods\": [{\"name\": \"web\", \"localVolumes\": [\"../x\"]}]}", "steps[0].pods[0].localVolumes[0] \"../x\": a lowercase RFC 1123 label"},
+		{"record read of another signal", record(`"reads": [{"at": "1s", "signal": "nodefs.available", "available": 1, "capacity": 2}]`),
+			`record.reads[0].signal "nodefs.available": want memory.available or allocatableMemory.available`},
+		{"record read without capacity", record(`"reads": [{"at": "1s", "signal": "memory.available", "available": 1}]`),
+			`record.reads[0]: want available and capacity, neither negative`},
+		{"record read at no time", record(`"reads": [{"at": "soon", "signal": "memory.available", "available": 1, "capacity": 2}]`),
+			`record.reads[0].at: time: invalid duration "soon"`},
+		{"record release", record(`"decision": {"at": "0s", "outcome": "evict", "reason": "r", "predicted": {"available": 1, "ratePerSecond": 1, "timeLeft": "1s", "release": "-1s", "margin": "0s", "readings": 5}}`),
+			`record.decision.predicted.release: "-1s" is negative`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -76,6 +76,23 @@ type RecordDecision struct {
 	// LocalStorage are the pods over their own local-storage limits, in
 	// a local-storage pass.
 	LocalStorage []RecordViolation `json:"localStorage,omitempty"`
+	// Predicted, when set, says the threshold was not met yet: time to
+	// exhaustion (--eviction-time-to-exhaustion) acted on it early.
+	Predicted *RecordPrediction `json:"predicted,omitempty"`
+}
+
+// RecordPrediction is what time to exhaustion found: the signal's
+// available amount falling at RatePerSecond runs out in TimeLeft, below
+// Release (the release estimate in force) plus Margin. Durations are Go
+// durations, to the nanosecond, so that a replay acts with the same
+// release estimate.
+type RecordPrediction struct {
+	Available     Quantity `json:"available"`
+	RatePerSecond Quantity `json:"ratePerSecond"`
+	TimeLeft      string   `json:"timeLeft"`
+	Release       string   `json:"release"`
+	Margin        string   `json:"margin"`
+	Readings      int      `json:"readings"`
 }
 
 // RecordCandidate is one pod of the ranking.
@@ -292,4 +309,34 @@ func (st Stall) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("stall %d is outside 0..%d", st.Value, signals.StallScale)
 	}
 	return json.Marshal(fmt.Sprintf("%d.%02d", st.Value/100, st.Value%100))
+}
+
+// recordReads checks rec's fast-poll readings and its predicted release
+// estimate, and returns them: the readings at their times from Epoch, as
+// the steps'.
+func recordReads(rec *Record) ([]signals.Observation, time.Duration, error) {
+	var reads []signals.Observation
+	for i, r := range rec.Reads {
+		field := fmt.Sprintf("record.reads[%d]", i)
+		at, err := parseDuration(field+".at", r.At)
+		if err != nil {
+			return nil, 0, err
+		}
+		sig := signals.Signal(r.Signal)
+		if sig != signals.MemoryAvailable && sig != signals.AllocatableMemoryAvailable {
+			return nil, 0, fmt.Errorf("%s.signal %q: want %s or %s, the signals the fast poll reads", field, r.Signal, signals.MemoryAvailable, signals.AllocatableMemoryAvailable)
+		}
+		if !r.Available.Set || !r.Capacity.Set || r.Available.Value < 0 || r.Capacity.Value < 0 {
+			return nil, 0, fmt.Errorf("%s: want available and capacity, neither negative", field)
+		}
+		reads = append(reads, signals.Observation{Signal: sig, Available: r.Available.Value, Capacity: r.Capacity.Value, Time: Epoch.Add(at)})
+	}
+	var release time.Duration
+	if p := rec.Decision.Predicted; p != nil {
+		var err error
+		if release, err = parseDuration("record.decision.predicted.release", p.Release); err != nil {
+			return nil, 0, err
+		}
+	}
+	return reads, release, nil
 }

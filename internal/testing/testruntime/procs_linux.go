@@ -220,3 +220,18 @@ func shimSocket(shim proc) string {
 	sum := sha256.Sum256([]byte(filepath.Join(args["address"], args["namespace"], args["id"])))
 	return filepath.Join(shimSocketDir, hex.EncodeToString(sum[:]))
 }
+
+// Shims returns the PIDs of the shims serving this runtime's containerd
+// (one per pod sandbox with containerd's runc v2 shim), to check that
+// nothing outlives a pod.
+func (r *Runtime) Shims() ([]int, error) {
+	procs, err := listProcs()
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, s := range shimsOf(procs, r.socket) {
+		pids = append(pids, s.pid)
+	}
+	return pids, nil
+}

@@ -1,0 +1,219 @@
+package host
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/evictd/evictd/signals"
+)
+
+// TestPodSignallerRealCgroupV1 builds a pod in this machine's cgroup v1
+// memory controller with a container (a shell that traps SIGTERM and its
+// child), a sandbox (a process no container's ID names) and a process
+// outside the pod, and checks that the container's main process alone
+// gets the signal.
+func TestPodSignallerRealCgroupV1(t *testing.T) {
+	const mount = "/sys/fs/cgroup"
+	if os.Geteuid() != 0 {
+		t.Skip("creating cgroups needs root")
+	}
+	if _, err := os.Stat(filepath.Join(mount, "memory", "memory.usage_in_bytes")); err != nil {
+		t.Skipf("no cgroup v1 memory controller at %s: %v", mount, err)
+	}
+	hierarchy := func() ([]cgroup1.Subsystem, error) {
+		return []cgroup1.Subsystem{cgroup1.NewMemory(mount), cgroup1.NewPids(mount)}, nil
+	}
+	id, uid := randomHex(t, 4), randomUID(t)
+	root := "/evictd-test-" + id
+	podPath := root + "/kubepods/burstable/pod" + uid
+	ctrID, sandboxID := randomHex(t, 32), randomHex(t, 32)
+	cgs := map[string]cgroup1.Cgroup{}
+	for _, p := range []string{root, root + "/kubepods", root + "/kubepods/burstable", podPath, podPath + "/" + sandboxID, podPath + "/" + ctrID} {
+		cg, err := cgroup1.New(cgroup1.StaticPath(p), &specs.LinuxResources{}, cgroup1.WithHierarchy(hierarchy))
+		t.Cleanup(func() { removeCgroup(t, mount, p) })
+		if err != nil {
+			t.Fatalf("create cgroup %s: %v", p, err)
+		}
+		cgs[p] = cg
+	}
+	// Processes still in a cgroup at the end are killed before the
+	// cgroups go (cleanups run last first).
+	t.Cleanup(func() {
+		for _, p := range []string{podPath + "/" + ctrID, podPath + "/" + sandboxID} {
+			pids, _ := procs(filepath.Join(mount, "memory", p))
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+
+	// The container's main process: a shell that exits 0 on SIGTERM,
+	// with a child that ignores nothing (a SIGTERM would end it).
+	term := filepath.Join(t.TempDir(), "term")
+	main := exec.Command("sh", "-c", `trap 'echo term > "$1"; exit 0' TERM; read _; sleep 1000 & wait; wait`, "sh", term)
+	stdin, err := main.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := main.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- main.Wait() }()
+	if err := cgs[podPath+"/"+ctrID].AddProc(uint64(main.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	// Forked once in its cgroup: the child is there too.
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	sandbox := startSleep(t)
+	if err := cgs[podPath+"/"+sandboxID].AddProc(uint64(sandbox.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	outside := startSleep(t)
+	ctrDir := filepath.Join(mount, "memory", podPath, ctrID)
+	var listed []int
+	for deadline := time.Now().Add(5 * time.Second); len(listed) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if listed, err = procs(ctrDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(listed) != 2 {
+		t.Fatalf("the container's cgroup lists %v, want the shell and its child", listed)
+	}
+
+	s, err := NewPodSignaller(Config{ProcRoot: "/proc", CgroupMount: mount, CgroupRoot: root, CgroupDriver: DriverCgroupfs, KubeletRootDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := signals.Pod{Namespace: "ns", Name: "p", UID: uid, QOS: signals.Burstable, Containers: []signals.Container{
+		{Name: "app", ID: ctrID},
+		{Name: "ended", ID: ""},           // not running: no ID
+		{Name: "elsewhere", ID: "abcdef"}, // no cgroup of that ID
+	}}
+	began := time.Now()
+	got, err := s.Signal(pod, syscall.SIGTERM)
+	took := time.Since(began)
+	if err != nil || got != (Signalled{Processes: 1, Containers: 1}) {
+		t.Fatalf("Signal = %+v, %v; want 1 process of 1 container", got, err)
+	}
+	t.Logf("signalled %+v in %s", got, took)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the main process did not exit 0 on its SIGTERM: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the container's main process did not get its SIGTERM")
+	}
+	if b, err := os.ReadFile(term); err != nil || strings.TrimSpace(string(b)) != "term" {
+		t.Fatalf("the trap did not run: %q, %v", b, err)
+	}
+	for what, pid := range map[string]int{"the sandbox's process": sandbox.Process.Pid, "a process outside the pod": outside.Process.Pid} {
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Errorf("%s (%d) is gone: %v", what, pid, err)
+		}
+	}
+	// The main process's child, left in the container, is no one's
+	// child there any more: a second signal reaches it as a main process.
+	left, err := procs(ctrDir)
+	if err != nil || len(left) != 1 {
+		t.Fatalf("the container's cgroup lists %v (%v), want the shell's child alone", left, err)
+	}
+	if got, err := s.Signal(pod, syscall.SIGKILL); err != nil || got.Processes != 1 {
+		t.Fatalf("second Signal = %+v, %v; want the orphaned child", got, err)
+	}
+
+	// A pod none of whose containers has a process: ErrNoProcess.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if left, _ = procs(ctrDir); len(left) == 0 {
+			break
+		}
+	}
+	if _, err := s.Signal(pod, syscall.SIGTERM); !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("Signal of an empty container = %v, want ErrNoProcess", err)
+	}
+}
+
+// startSleep starts a process that lives until the test ends.
+func startSleep(t *testing.T) *exec.Cmd {
+	t.Helper()
+	c := exec.Command("sleep", "1000")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	return c
+}
+
+// TestSignalListedChecksTheCgroup: a process that its cgroup no longer
+// lists once its pidfd is open (its PID reused by a process elsewhere)
+// is not signalled.
+func TestSignalListedChecksTheCgroup(t *testing.T) {
+	p := startSleep(t)
+	dir := t.TempDir()
+	write := func(pids ...int) {
+		var b strings.Builder
+		for _, pid := range pids {
+			b.WriteString(strconv.Itoa(pid) + "\n")
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(1)
+	if ok, err := signalListed(listedProc{pid: p.Process.Pid, dir: dir}, syscall.SIGKILL); ok || err != nil {
+		t.Fatalf("signalListed of an unlisted process = %v, %v; want not signalled", ok, err)
+	}
+	if err := syscall.Kill(p.Process.Pid, 0); err != nil {
+		t.Fatalf("the unlisted process was signalled: %v", err)
+	}
+	write(p.Process.Pid)
+	if ok, err := signalListed(listedProc{pid: p.Process.Pid, dir: dir}, syscall.Signal(0)); !ok || err != nil {
+		t.Fatalf("signalListed of a listed process = %v, %v; want signalled", ok, err)
+	}
+}
+
+// TestProcs: cgroup.procs as the kernel writes it, with the zeros of
+// processes outside the reader's PID namespace, and a line that is not a
+// PID named.
+func TestProcs(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []int
+		wantErr string
+	}{
+		{in: "", want: nil},
+		{in: "12\n345\n", want: []int{12, 345}},
+		{in: "0\n0\n7\n", want: []int{7}},
+		{in: "12\nx\n", wantErr: `"x" is not a PID`},
+		{in: "-3\n", wantErr: `"-3" is not a PID`},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(tc.in), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := procs(dir)
+		switch {
+		case tc.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "cgroup.procs") {
+				t.Errorf("procs(%q) error %v, want one naming cgroup.procs and %s", tc.in, err, tc.wantErr)
+			}
+		case err != nil || !slices.Equal(got, tc.want):
+			t.Errorf("procs(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
