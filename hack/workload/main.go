@@ -8,6 +8,7 @@
 //	workload sleep
 //	workload alloc --mib 200 --rate 50
 //	workload alloc --base 1200 --mib 2500 --rate 200
+//	workload alloc --mib 1536 --one-call
 //	workload write --dir /data --mib 100
 //	workload files --dir /data --count 5000
 //	workload procs --count 200
@@ -44,6 +45,8 @@ const usage = `usage: workload [--on-term=exit:N|ignore] command [flags]
   workload alloc --mib N [--rate R] [--base B]
                                             allocate N MiB in all, the first B MiB at once and
                                             the rest at R MiB/s (0: at once), and hold it
+  workload alloc --mib N --one-call         fault in N MiB in one system call (mmap with
+                                            MAP_POPULATE), which no signal but SIGKILL stops
   workload write --dir D --mib N            write N MiB into D/data and keep it
   workload files --dir D --count N          create N empty files in D
   workload procs --count N                  spawn N sleeping processes
@@ -138,6 +141,7 @@ func run(cmd string, args []string) error {
 	base := fs.Int("base", 0, "MiB of --mib allocated at once before the rate applies")
 	dir := fs.String("dir", "", "directory to write into (created if missing)")
 	count := fs.Int("count", 0, "number of files or processes")
+	oneCall := fs.Bool("one-call", false, "alloc: fault in all of --mib in one mmap(MAP_POPULATE) system call")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -151,6 +155,12 @@ func run(cmd string, args []string) error {
 	case "alloc":
 		if *mib <= 0 || *rate < 0 || *base < 0 || *base > *mib {
 			return fmt.Errorf("%w: --mib must be > 0, --rate >= 0 and --base from 0 to --mib", errUsage)
+		}
+		if *oneCall {
+			if *rate != 0 || *base != 0 {
+				return fmt.Errorf("%w: --one-call allocates all at once: no --rate nor --base", errUsage)
+			}
+			return allocOneCall(*mib)
 		}
 		return alloc(*mib, *rate, *base)
 	case "write":
@@ -204,6 +214,20 @@ func alloc(mib, rate, base int) error {
 		held = append(held, b)
 	}
 	fmt.Printf("workload: ready (allocated %d MiB)\n", mib)
+	return nil
+}
+
+// allocOneCall maps mib MiB of anonymous memory and faults every page in
+// within the one mmap system call (MAP_POPULATE), and keeps it. A SIGTERM
+// waits for the call to return: no agent can stop the allocation midway
+// but with SIGKILL, as the kernel's OOM killer does.
+func allocOneCall(mib int) error {
+	b, err := syscall.Mmap(-1, 0, mib<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("mmap %d MiB: %w", mib, err)
+	}
+	held = append(held, b)
+	fmt.Printf("workload: ready (allocated %d MiB in one call)\n", mib)
 	return nil
 }
 

@@ -130,6 +130,10 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	if a.cgroups, err = host.NewPodStatsReader(hc); err != nil {
 		return fmt.Errorf("cannot read pod cgroups: %w", err)
 	}
+	oomKills, err := host.NewOOMKillReader(hc)
+	if err != nil {
+		return fmt.Errorf("cannot read the OOM kill counts: %w", err)
+	}
 
 	// The container runtime: image filesystem, pods' disk use, reclaim.
 	a.runtime = newRuntimeConn(cfg, hc, fs, met, log)
@@ -191,6 +195,7 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		Metrics:   met,
 		Log:       log,
 		Shadows:   memoryShadows(sources),
+		OOMKills:  oomKills,
 	}
 	if cfg.Kubeconfig == "" && a.awaited == "" {
 		log.Warn("no --kubeconfig: running standalone on this host; evictd observes, decides and exports metrics, " + cfg.StandaloneActs())

@@ -75,6 +75,8 @@ type Manager struct {
 	// tte is time to exhaustion's, and the release and relief times'
 	// (exhaustion.go).
 	tte exhaustionState
+	// oom is countOOMKills' (oomkills.go).
+	oom oomState
 }
 
 // New checks the configuration and returns a Manager ready to Run.
@@ -317,6 +319,9 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	m.lastObs = obs
 	result := m.act(ctx, dec, inFlight)
 	m.followExhaustion(start, obs, dec, result, pods, stats, kinds)
+	if countsOOMKills(trigger) {
+		m.countOOMKills(ctx, start)
+	}
 
 	st := newStatus(start, string(trigger), m.cfg.DryRun, obs, m.decider.Thresholds(), dec, result.String(), len(pods))
 	now := m.deps.Clock.Now()

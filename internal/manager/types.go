@@ -86,6 +86,10 @@ type Deps struct {
 	// Shadows, when set, gives memory.available by the other formulas
 	// after each pass's observations, which the loop exports (shadow.go).
 	Shadows MemoryShadows
+	// OOMKills, when set, gives the kernel's OOM kill counts, which the
+	// loop reads once per housekeeping interval, exports and posts as
+	// node events (oomkills.go).
+	OOMKills OOMKillCounter
 }
 
 // PodSource lists the pods running on this node, and evictd's evictions
@@ -142,6 +146,13 @@ type Reclaimer interface {
 // queues the event and sends it on its own.
 type NodeEvents interface {
 	Warn(reason, message string)
+}
+
+// OOMKillCounter reads the kernel's OOM kill counts
+// (signals/host.OOMKillReader): two small files, which the loop reads
+// once per housekeeping interval.
+type OOMKillCounter interface {
+	OOMKills(ctx context.Context, now time.Time) (signals.OOMKills, error)
 }
 
 // Rearmer re-arms wake-up sources from a pass's observations; Update must

@@ -84,6 +84,7 @@ type Metrics struct {
 	// exhaustion are the release and relief times and the predicted
 	// decisions (exhaustion.go).
 	exhaustion exhaustion
+	oomKills   *prometheus.CounterVec
 
 	// err holds what New could not register.
 	err error
@@ -217,6 +218,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		shadow:    newMemoryShadow(),
 		// exhaustion.go
 		exhaustion: newExhaustion(),
+		oomKills:   newOOMKills(),
 	}
 	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
@@ -278,6 +280,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.shadow.capacity = registerOrShare(reg, m.shadow.capacity, &errs)
 	m.shadow.met = registerOrShare(reg, m.shadow.met, &errs)
 	m.registerExhaustion(reg, &errs)
+	m.oomKills = registerOrShare(reg, m.oomKills, &errs)
 	m.err = errors.Join(errs...)
 }
 

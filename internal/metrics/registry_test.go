@@ -54,6 +54,10 @@ func TestCountersStartAtZero(t *testing.T) {
 		// that computes it: which exist is the node's (swap on or not)
 		// and the configuration's (the formula in force).
 		{"evictd_memory_shadow_threshold_met_passes_total", m.shadow.met, 0},
+		// A series for each scope the node can count, from the first
+		// reading of its count: which exist is the node's (no kubepods
+		// scope on cgroup v1).
+		{"evictd_oom_kills_total", m.oomKills, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +94,7 @@ var allNames = []string{
 	"evictd_memory_shadow_capacity_bytes",
 	"evictd_memory_shadow_threshold_met_passes_total",
 	"evictd_node_pressure",
+	"evictd_oom_kills_total",
 	"evictd_pass_duration_seconds",
 	"evictd_passes_total",
 	"evictd_pod_disk_stats_stale_pods",
@@ -158,6 +163,7 @@ func exerciseAll(m *Metrics) {
 	m.ObserveRelief(signals.MemoryAvailable, KindHard, time.Second)
 	m.SetReleaseEstimate(time.Second)
 	m.IncPredicted(signals.MemoryAvailable)
+	m.AddOOMKills(signals.OOMScopeNode, 1)
 }
 
 // TestLint runs every family through promtool's naming rules.
