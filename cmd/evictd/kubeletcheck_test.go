@@ -33,7 +33,10 @@ func TestCheckConfigWarnsOfKubeletRaces(t *testing.T) {
 			"warning: the kubelet's evictionHard in " + kubelet + " still has memory.available<200Mi: the kubelet evicts on them too, racing evictd; set evictionHard: {memory.available: \"0%\"}",
 			"warning: the kubelet's localStorageCapacityIsolation in " + kubelet + " is true (the default)",
 			"warning: the kubelet's imageGCHighThresholdPercent in " + kubelet + " is 85 (the default)",
-		}, nil},
+		}, []string{"are left to the kubelet"}},
+		{"local storage left to the kubelet", []string{"--kubelet-config", kubelet, "--local-storage-eviction", "kubelet"}, []string{
+			"note: pods over their own local-storage limits are left to the kubelet, whose localStorageCapacityIsolation in " + kubelet + " is on (--local-storage-eviction=kubelet)",
+		}, []string{"warning: the kubelet's localStorageCapacityIsolation"}},
 		{"with its drop-ins", []string{"--kubelet-config", kubelet, "--kubelet-config-dir", drop}, []string{
 			"warning: the kubelet's evictionHard in " + kubelet + " + " + filepath.Join(drop, "10.conf") + " still has memory.available<200Mi",
 		}, []string{"localStorageCapacityIsolation", "imageGCHighThresholdPercent"}},

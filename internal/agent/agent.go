@@ -183,6 +183,14 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
 
+	// Which agent evicts the pods over their own local-storage limits:
+	// fixed by the configuration, or decided from the node every pass.
+	lsGauge, err := metrics.RegisterLocalStorageAgent(a.reg)
+	if err != nil {
+		return fmt.Errorf("cannot register metrics: %w", err)
+	}
+	lsGauge.Set(localStorageByKubelet(cfg))
+
 	// The pods' disk stats are gathered in the background (diskCache),
 	// so that no pass waits on the runtime or a slow filesystem.
 	a.stats = newPodStats(a.cgroups, a.runtime, cfg.DiskStatsMaxAge)
@@ -222,6 +230,9 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 			a.kube.events.Warn(reasonThresholdSetAside, fmt.Sprintf("evictd set threshold %s aside: %v; the other thresholds protect the node", s.Threshold, s.Err))
 		}
 		deps.Evicter, deps.Status, deps.Events = a.kube.evicter, a.kube.status, a.kube.events
+		if cfg.LocalStorageEviction == config.LocalStorageKubelet && cfg.KubeletLocalStorage == nil {
+			deps.LocalStorage = &localStorageAgent{node: a.kube.status.EphemeralStorageCapacity, gauge: lsGauge, log: log}
+		}
 		deps.Pods = &cachedPods{cache: a.kube.pods, discover: func() ([]signals.Pod, error) { return host.DiscoverPods(hc) }, sandboxes: a.runtime.readySandboxes,
 			clock: clock.RealClock{}, log: log, seen: map[string]*unlisted{}}
 	}
@@ -464,5 +475,51 @@ func DeciderConfig(cfg *config.Config, layout signals.FsLayout) decide.DeciderCo
 		MaxPodGracePeriodSeconds: int64(cfg.MaxPodGracePeriodSeconds),
 		Layout:                   layout,
 		Exhaustion:               decide.ExhaustionConfig{Enabled: cfg.TimeToExhaustion, Margin: cfg.TimeToExhaustionMargin},
+		LocalStorageByKubelet:    localStorageByKubelet(cfg),
 	}
+}
+
+// localStorageByKubelet says whether the pods over their own local-storage
+// limits are left to the kubelet as far as the configuration alone says:
+// with --local-storage-eviction=kubelet, while the kubelet's own
+// configuration has localStorageCapacityIsolation on; without that
+// configuration it is decided from the node while running
+// (localStorageAgent), and is evictd's in a replay, whose records say it
+// (recorder.WithLocalStorage).
+func localStorageByKubelet(cfg *config.Config) bool {
+	return cfg.LocalStorageEviction == config.LocalStorageKubelet && cfg.KubeletLocalStorage != nil && *cfg.KubeletLocalStorage
+}
+
+// localStorageAgent decides, before each pass, whether the kubelet evicts
+// the pods over their own local-storage limits: it does while it reports
+// the node's ephemeral-storage capacity, which it does only with
+// localStorageCapacityIsolation on. Until the node is known, evictd
+// leaves them to it as well: that is the kubelet's default, and evicting
+// them too could evict a pod twice. Each change is logged and exported.
+type localStorageAgent struct {
+	node  func() (reported, known bool)
+	gauge *metrics.LocalStorageAgent
+	log   *slog.Logger
+	last  string
+}
+
+func (a *localStorageAgent) ByKubelet() bool {
+	reported, known := a.node()
+	by, why := true, "the node is not known yet"
+	switch {
+	case known && reported:
+		why = "its node reports an ephemeral-storage capacity: the kubelet's localStorageCapacityIsolation is on"
+	case known:
+		by, why = false, "its node reports no ephemeral-storage capacity: the kubelet's localStorageCapacityIsolation is off"
+	}
+	if why != a.last {
+		a.last = why
+		a.gauge.Set(by)
+		if by {
+			a.log.Info("pods over their own local-storage limits are left to the kubelet", "why", why)
+		} else {
+			a.log.Info("evictd evicts the pods over their own local-storage limits", "why", why)
+		}
+	}
+	return by
 }

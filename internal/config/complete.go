@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -245,10 +246,45 @@ func (o *Options) Complete(fs *pflag.FlagSet) (*Config, error) {
 		lenient[i] = l.Warning
 	}
 	c.Warnings = append(lenient, c.Warnings...)
-	for _, r := range kc.races {
+	if err := c.resolveLocalStorage(kc); err != nil {
+		return nil, err
+	}
+	for _, r := range c.KubeletRaces {
 		c.Warnings = append(c.Warnings, r.Warning)
 	}
 	return c, nil
+}
+
+// The values of --local-storage-eviction.
+const (
+	LocalStorageEvictd  = "evictd"
+	LocalStorageKubelet = "kubelet"
+)
+
+// resolveLocalStorage sets KubeletLocalStorage from the kubelet's own
+// configuration (--kubelet-config, --kubelet-config-dir; not --config taken
+// for it, which may be a copy written for evictd). With the pods over
+// their local-storage limits left to the kubelet there is no race to warn
+// of: evictd evicts them only where the kubelet does not.
+func (c *Config) resolveLocalStorage(kc kubeletCheck) error {
+	known := kc.checked && kc.explicit
+	if known {
+		on := kc.localStorage
+		c.KubeletLocalStorage = &on
+	}
+	if c.LocalStorageEviction != LocalStorageKubelet {
+		return nil
+	}
+	c.KubeletRaces = slices.DeleteFunc(slices.Clone(c.KubeletRaces), func(r KubeletRace) bool { return r.Kind == RaceLocalStorage })
+	switch {
+	case known && kc.localStorage:
+		c.Notes = append(c.Notes, fmt.Sprintf("pods over their own local-storage limits are left to the kubelet, whose localStorageCapacityIsolation in %s is on (--local-storage-eviction=kubelet): it evicts them once it has measured them, every --volume-stats-agg-period of its own (1m by default).", kc.where))
+	case known:
+		c.Notes = append(c.Notes, fmt.Sprintf("evictd evicts the pods over their own local-storage limits although --local-storage-eviction=kubelet: the kubelet's localStorageCapacityIsolation in %s is off, so it does not.", kc.where))
+	default:
+		c.Notes = append(c.Notes, "pods over their own local-storage limits are left to the kubelet while its node reports an ephemeral-storage capacity, which it does only with localStorageCapacityIsolation on, and evicted by evictd otherwise (--local-storage-eviction=kubelet, no --kubelet-config).")
+	}
+	return nil
 }
 
 // gateLayers lists the layers that set feature gates, highest precedence

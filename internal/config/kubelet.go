@@ -232,7 +232,14 @@ func mergeKubeletDropins(base *kubeletConfigFile, dir string) (*mergedKubeletCon
 type kubeletCheck struct {
 	races   []KubeletRace
 	checked bool
-	notes   []string
+	// localStorage is the kubelet's localStorageCapacityIsolation, its
+	// default (true) when not set; meaningful when checked.
+	localStorage bool
+	where        string
+	// explicit: the kubelet's own files were named (--kubelet-config,
+	// --kubelet-config-dir), not --config taken for them.
+	explicit bool
+	notes    []string
 	// lenient are the files read only for this check (--kubelet-config
 	// when it is not --config, the drop-ins) that were decoded leniently.
 	lenient []*LenientDecoding
@@ -286,5 +293,8 @@ func (o *Options) checkKubelet(kf *kubeletConfigFile, hugepageAware bool, gateWh
 			where, HugepageAwareEvictionGate, kubelet, hugepageAware, gateWhere, HugepageAwareEvictionGate, kubelet))
 	}
 	k.races, k.checked = kubeletRaces(&m.kc, where), true
+	k.localStorage = m.kc.LocalStorageCapacityIsolation == nil || *m.kc.LocalStorageCapacityIsolation
+	k.where = where
+	k.explicit = o.kubeletConfig != "" || o.kubeletConfigDir != ""
 	return k, nil
 }

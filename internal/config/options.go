@@ -145,6 +145,7 @@ type Options struct {
 	flightRecords        int
 	flightRecordsBytes   string
 	localStorageQPS      float64
+	localStorageEviction string
 	localStorageBurst    int
 
 	// hostname is the node name when --hostname-override is not given;
@@ -320,6 +321,10 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"Most evictions evictd issues in any sliding hour (evicted, or stopped locally); once reached, no pod is evicted until the oldest of them is an hour old, and a Warning event EvictionCapReached goes on the node. 0 means no cap.")
 	fs.Float64Var(&o.localStorageQPS, "local-storage-eviction-qps", defaultLocalStorageEvictionQPS,
 		"Rate, in evictions per second, at which pods over their own local-storage limits are evicted once --local-storage-eviction-burst is spent; the others wait for later passes. 0 evicts them all in one pass, as the kubelet does.")
+	fs.StringVar(&o.localStorageEviction, "local-storage-eviction", LocalStorageEvictd,
+		"Which agent evicts the pods over their own ephemeral-storage limits or an emptyDir's sizeLimit: "+
+			"evictd evicts them itself, whether or not the kubelet's localStorageCapacityIsolation has it evict them too (the kubelet measures emptyDirs once a --volume-stats-agg-period, 1m by default, so evictd is usually first); "+
+			"kubelet leaves them to the kubelet while its localStorageCapacityIsolation is on (as --kubelet-config says; without it, while the kubelet reports the node's ephemeral-storage capacity, which it does only then) and evicts them itself while it is off, so that one agent always does.")
 	fs.IntVar(&o.localStorageBurst, "local-storage-eviction-burst", defaultLocalStorageEvictionBurst,
 		"Most pods over their own local-storage limits evicted at once, before --local-storage-eviction-qps paces the rest; at least 1 when the rate is set.")
 	fs.StringVar(&o.taintEffect, "pressure-taint-effect", defaultTaintEffect,

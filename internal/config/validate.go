@@ -170,6 +170,14 @@ type Config struct {
 	// evictions of pods over their own local-storage limits.
 	LocalStorageEvictionQPS   float64
 	LocalStorageEvictionBurst int
+	// LocalStorageEviction is LocalStorageEvictd (default) or
+	// LocalStorageKubelet: which agent evicts the pods over their own
+	// local-storage limits (--local-storage-eviction).
+	LocalStorageEviction string
+	// KubeletLocalStorage is the kubelet's localStorageCapacityIsolation
+	// as its configuration says (default true), nil when no kubelet
+	// configuration was checked.
+	KubeletLocalStorage *bool
 	// ConfigFile and NodeConfigFile are the files read, "" if none.
 	ConfigFile     string
 	NodeConfigFile string
@@ -241,6 +249,7 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		FlightRecords:              o.flightRecords,
 		LocalStorageEvictionQPS:    o.localStorageQPS,
 		LocalStorageEvictionBurst:  o.localStorageBurst,
+		LocalStorageEviction:       o.localStorageEviction,
 		ProcRoot:                   o.procRoot,
 		CgroupMount:                o.cgroupMount,
 		ConfigFile:                 o.configFile,
@@ -272,6 +281,12 @@ func (o *Options) validate(sources map[string]string, nf *nodeConfigFile, notes 
 		bad("local-storage-eviction-qps", strconv.FormatFloat(q, 'g', -1, 64), "must be a non-negative number of evictions per second (0 means no limit)")
 	} else if q > 0 && o.localStorageBurst < 1 {
 		bad("local-storage-eviction-burst", strconv.Itoa(o.localStorageBurst), "must be at least 1 while --local-storage-eviction-qps is set")
+	}
+
+	switch o.localStorageEviction {
+	case LocalStorageEvictd, LocalStorageKubelet:
+	default:
+		bad("local-storage-eviction", o.localStorageEviction, "must be evictd or kubelet")
 	}
 
 	margin, marginErr := parseMargin(o.fastPollMargin)

@@ -134,6 +134,12 @@ type DeciderConfig struct {
 	// Exhaustion turns time-to-exhaustion decisions on (Predict); off
 	// by default.
 	Exhaustion ExhaustionConfig
+	// LocalStorageByKubelet leaves the pods over their own local-storage
+	// limits to the kubelet, whose localStorageCapacityIsolation evicts
+	// them on every pass: no local-storage decision, and no disk usage
+	// read for it. False: evictd evicts them, as the kubelet would. The
+	// loop may change it from pass to pass (SetLocalStorageByKubelet).
+	LocalStorageByKubelet bool
 }
 
 // Decider turns observations, pods and pod stats into a Decision. It holds
@@ -156,6 +162,14 @@ func NewDecider(cfg DeciderConfig) *Decider {
 
 // Thresholds are the thresholds in force, containerfs ones included.
 func (d *Decider) Thresholds() []thresholds.Threshold { return d.thresholds }
+
+// SetLocalStorageByKubelet says whether the decisions from now on leave
+// the pods over their local-storage limits to the kubelet.
+func (d *Decider) SetLocalStorageByKubelet(by bool) { d.cfg.LocalStorageByKubelet = by }
+
+// LocalStorageByKubelet says whether the decisions leave the pods over
+// their local-storage limits to the kubelet.
+func (d *Decider) LocalStorageByKubelet() bool { return d.cfg.LocalStorageByKubelet }
 
 // Exhaustion are the time-to-exhaustion settings.
 func (d *Decider) Exhaustion() ExhaustionConfig { return d.cfg.Exhaustion }
@@ -187,12 +201,18 @@ func (d *Decider) Decide(now time.Time, obs signals.Observations, pods []signals
 }
 
 // Needs says which pod stats a decision on ev reads, so that the loop reads
-// no more: disk usage always, for the local-storage limits checked every
-// pass as the kubelet checks them, and, when a threshold is actionable, the
-// usage that ranks pods for the first of them (ranking.StatsFor). A
-// threshold met but not actionable (waiting for its grace period, stale,
-// held for its minimum reclaim) ranks no pod, so it needs no more.
+// no more: disk usage, for the local-storage limits checked every pass as
+// the kubelet checks them, and, when a threshold is actionable, the usage
+// that ranks pods for the first of them (ranking.StatsFor). A threshold
+// met but not actionable (waiting for its grace period, stale, held for
+// its minimum reclaim) ranks no pod, so it needs no more. With the limits
+// left to the kubelet, a pass with nothing actionable reads nothing; one
+// that evicts still reads what the runtime gives with the disk usage, the
+// containers' own usage its message names.
 func (d *Decider) Needs(ev thresholds.Evaluation) signals.PodStatsKinds {
+	if d.cfg.LocalStorageByKubelet && len(ev.Actionable) == 0 {
+		return 0
+	}
 	return signals.PodDisk | d.RankNeeds(ev)
 }
 
@@ -219,10 +239,12 @@ func (d *Decider) DecideEvaluated(now time.Time, ev thresholds.Evaluation, obs s
 // hard grace period, the decision marked Predicted and its reason and
 // message saying so. The decision's Evaluation stays ev, as observed;
 // the stats to read are Needs(p.Apply(ev)). Pods over their own
-// local-storage limits still come first.
+// local-storage limits still come first, unless left to the kubelet.
 func (d *Decider) DecidePredicted(now time.Time, ev thresholds.Evaluation, p *Prediction, obs signals.Observations, pods []signals.Pod, stats map[string]signals.PodStats) Decision {
-	if vs := localStorageViolations(pods, stats, d.cfg.Layout); len(vs) > 0 {
-		return localStorageDecision(now, ev, vs)
+	if !d.cfg.LocalStorageByKubelet {
+		if vs := localStorageViolations(pods, stats, d.cfg.Layout); len(vs) > 0 {
+			return localStorageDecision(now, ev, vs)
+		}
 	}
 	if p == nil {
 		return d.decide(now, ev, ev, nil, obs, pods, stats)

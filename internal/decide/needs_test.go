@@ -77,17 +77,21 @@ func TestNeedsDecidesAsAll(t *testing.T) {
 		for _, soft := range []bool{false, true} {
 			for _, layout := range layouts {
 				for _, limited := range []bool{false, true} {
-					name := fmt.Sprintf("%s/soft=%t/%s/local-storage=%t", sig, soft, layout, limited)
-					t.Run(name, func(t *testing.T) {
-						checkNeeds(t, sig, soft, layout, limited)
-					})
+					for _, byKubelet := range []bool{false, true} {
+						name := fmt.Sprintf("%s/soft=%t/%s/local-storage=%t/by-kubelet=%t", sig, soft, layout, limited, byKubelet)
+						t.Run(name, func(t *testing.T) {
+							checkNeeds(t, sig, soft, layout, limited, byKubelet)
+						})
+					}
 				}
 			}
 		}
 	}
 }
 
-func checkNeeds(t *testing.T, sig signals.Signal, soft bool, layout signals.FsLayout, limited bool) {
+// checkNeeds: with the local-storage limits left to the kubelet
+// (byKubelet), no pass reads disk usage for them and none decides on them.
+func checkNeeds(t *testing.T, sig signals.Signal, soft bool, layout signals.FsLayout, limited, byKubelet bool) {
 	value, obs := "50%", signals.Observation{Signal: sig, Available: 10 * mi, Capacity: 100 * mi}
 	if sig.Stall() {
 		value, obs = ">20", signals.Observation{Signal: sig, Available: signals.StallScale / 2, Capacity: signals.StallScale}
@@ -102,7 +106,7 @@ func checkNeeds(t *testing.T, sig signals.Signal, soft bool, layout signals.FsLa
 		t.Fatal(err)
 	}
 	pods, stats := needsNode(limited)
-	cfg := DeciderConfig{Thresholds: p.Thresholds, TransitionPeriod: time.Minute, Layout: layout}
+	cfg := DeciderConfig{Thresholds: p.Thresholds, TransitionPeriod: time.Minute, Layout: layout, LocalStorageByKubelet: byKubelet}
 	all, some := NewDecider(cfg), NewDecider(cfg)
 	// Passes 10 s apart: a soft threshold waits its 30 s grace period,
 	// then both rank; one pass with the signal clear ends it.
@@ -121,8 +125,18 @@ func checkNeeds(t *testing.T, sig signals.Signal, soft bool, layout signals.FsLa
 		ev := some.Evaluate(now, observed)
 		kinds := some.Needs(ev)
 		got := some.DecideEvaluated(now, ev, observed, pods, onlyKinds(stats, kinds))
-		if len(ev.Actionable) == 0 && kinds != signals.PodDisk {
-			t.Errorf("pass %d: nothing actionable (%s), needs %s, want disk alone", i, want.Reason, kinds)
+		wantIdle := signals.PodDisk
+		if byKubelet {
+			wantIdle = 0
+		}
+		if len(ev.Actionable) == 0 && kinds != wantIdle {
+			t.Errorf("pass %d: nothing actionable (%s), needs %s, want %s", i, want.Reason, kinds, wantIdle)
+		}
+		if byKubelet && (want.Outcome == OutcomeLocalStorage || got.Outcome == OutcomeLocalStorage) {
+			t.Errorf("pass %d: a local-storage decision (%s) with the limits left to the kubelet", i, want.Reason)
+		}
+		if !byKubelet && limited && i == 0 && want.Outcome != OutcomeLocalStorage {
+			t.Errorf("pass %d: pods over their limits, outcome %s, want %s", i, want.Outcome, OutcomeLocalStorage)
 		}
 		compareDecisions(t, i, got, want)
 	}

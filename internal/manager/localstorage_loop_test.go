@@ -3,6 +3,7 @@ package manager
 import (
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -118,4 +119,43 @@ func onlyNames(names []string) []string {
 		}
 	}
 	return out
+}
+
+// flipAgent is a LocalStorageAgent whose answer the test sets.
+type flipAgent struct{ by atomic.Bool }
+
+func (a *flipAgent) ByKubelet() bool { return a.by.Load() }
+
+func TestLoopLeavesLocalStorageToTheKubeletWhileItSaysSo(t *testing.T) {
+	pods, stats := storagePods()
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	agent := &flipAgent{}
+	agent.by.Store(true)
+	var rec *kindsRecorder
+	h := newHarnessTuned(t, false, ths, pods, stats, func(_ *Config, d *Deps) {
+		d.LocalStorage = agent
+		rec = &kindsRecorder{PodStatsSource: d.Stats}
+		d.Stats = rec
+	})
+	// Left to the kubelet: the writer over its limit is not evicted, and a
+	// pass with no threshold met reads no pod stats at all.
+	st := h.next("start")
+	if st.Decision.Outcome == decide.OutcomeLocalStorage || len(h.ev.evicted()) != 0 {
+		t.Fatalf("left to the kubelet: outcome %s (%s), evicted %v; want no local-storage eviction", st.Decision.Outcome, st.Decision.Reason, onlyNames(h.ev.evicted()))
+	}
+	if got := rec.last(); got != 0 {
+		t.Errorf("left to the kubelet, nothing met: read %s, want nothing", got)
+	}
+	// The kubelet stops reporting the capacity: evictd evicts the writer.
+	agent.by.Store(false)
+	st = h.tick()
+	if st.Decision.Outcome != decide.OutcomeLocalStorage {
+		t.Fatalf("evictd's again: outcome %s (%s), want %s", st.Decision.Outcome, st.Decision.Reason, decide.OutcomeLocalStorage)
+	}
+	if got, want := onlyNames(h.ev.evicted()), []string{"writer"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("evicted: got %v, want %v", got, want)
+	}
+	if got := rec.last(); !got.Has(signals.PodDisk) {
+		t.Errorf("evictd's: read %s, want disk usage", got)
+	}
 }

@@ -283,6 +283,9 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	// usage is read only when a threshold ranks them, and then only the
 	// usage that ranks them (Decider.Needs); disk usage, which the
 	// local-storage limits need, every pass.
+	if m.deps.LocalStorage != nil {
+		m.decider.SetLocalStorageByKubelet(m.deps.LocalStorage.ByKubelet())
+	}
 	ev := m.decider.Evaluate(start, obs)
 	// Time to exhaustion may act on a hard memory threshold not met yet
 	// (exhaustion.go): the pass then reads and ranks as if it were.
@@ -330,7 +333,8 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	m.status.Store(st)
 	met.ObservePass(metrics.Pass{Trigger: trigger, Duration: m.deps.Clock.Since(start), EvictionsInLastHour: st.Limits.EvictionsInLastHour})
 	if m.deps.Recorder != nil {
-		m.deps.Recorder.Record(PassRecord{Time: start, Trigger: trigger, DryRun: m.cfg.DryRun, Obs: obs, Pods: pods, Stats: stats, Decision: dec, Acted: result})
+		m.deps.Recorder.Record(PassRecord{Time: start, Trigger: trigger, DryRun: m.cfg.DryRun, Obs: obs, Pods: pods, Stats: stats,
+			LocalStorageByKubelet: m.decider.LocalStorageByKubelet(), Decision: dec, Acted: result})
 	}
 }
 

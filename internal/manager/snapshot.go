@@ -56,5 +56,6 @@ func (m *Manager) snapshot(ctx context.Context, convert func(PassRecord) any) an
 	if len(pods) > 0 {
 		stats, _ = m.deps.Stats.PodStats(ctx, now, pods, allKinds)
 	}
-	return convert(PassRecord{Time: now, Trigger: "snapshot", DryRun: m.cfg.DryRun, Obs: m.lastObs, Pods: pods, Stats: stats})
+	return convert(PassRecord{Time: now, Trigger: "snapshot", DryRun: m.cfg.DryRun, Obs: m.lastObs, Pods: pods, Stats: stats,
+		LocalStorageByKubelet: m.decider.LocalStorageByKubelet()})
 }

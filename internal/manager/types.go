@@ -90,6 +90,17 @@ type Deps struct {
 	// loop reads once per housekeeping interval, exports and posts as
 	// node events (oomkills.go).
 	OOMKills OOMKillCounter
+	// LocalStorage, when set, says before each pass whether the pods over
+	// their own local-storage limits are left to the kubelet
+	// (--local-storage-eviction auto, decided from the node); unset, the
+	// Decider's configuration says it once for all.
+	LocalStorage LocalStorageAgent
+}
+
+// LocalStorageAgent says whether the kubelet evicts the pods over their
+// own local-storage limits, so that evictd leaves them to it.
+type LocalStorageAgent interface {
+	ByKubelet() bool
 }
 
 // PodSource lists the pods running on this node, and evictd's evictions
@@ -177,6 +188,9 @@ type PassRecord struct {
 	Obs     signals.Observations
 	Pods    []signals.Pod
 	Stats   map[string]signals.PodStats
+	// LocalStorageByKubelet says whether the pass left the pods over their
+	// own local-storage limits to the kubelet.
+	LocalStorageByKubelet bool
 	// Decision is the pass's decision, its Evaluation included.
 	Decision decide.Decision
 	Acted    Acted

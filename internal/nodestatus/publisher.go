@@ -335,6 +335,20 @@ func (p *Publisher) NodeUID() types.UID {
 	return ""
 }
 
+// EphemeralStorageCapacity says whether the node as its watch shows it
+// reports an ephemeral-storage capacity, which the kubelet does only with
+// localStorageCapacityIsolation on; known is false before the watch has
+// listed the node. It is safe to call from any goroutine.
+func (p *Publisher) EphemeralStorageCapacity() (reported, known bool) {
+	obj, exists, err := p.nodes.GetStore().GetByKey(p.cfg.NodeName)
+	n, ok := obj.(*v1.Node)
+	if !ok || !exists || err != nil {
+		return false, false
+	}
+	_, reported = n.Status.Capacity[v1.ResourceEphemeralStorage]
+	return reported, true
+}
+
 // newer reports whether resourceVersion a is later than b. The API server
 // gives no order to resourceVersions; etcd's are integers that grow, and
 // anything else counts as not newer, so the watch's version wins.

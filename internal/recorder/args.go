@@ -40,6 +40,7 @@ func Args(cfg decide.DeciderConfig, housekeeping time.Duration, hugepageAware bo
 	if len(reclaim) > 0 {
 		args = append(args, "--eviction-minimum-reclaim="+strings.Join(reclaim, ","))
 	}
+	args = WithLocalStorage(args, cfg.LocalStorageByKubelet)
 	if cfg.Exhaustion.Enabled {
 		args = append(args, "--eviction-time-to-exhaustion=true", "--eviction-time-to-exhaustion-margin="+cfg.Exhaustion.Margin.String())
 	}
@@ -49,4 +50,22 @@ func Args(cfg decide.DeciderConfig, housekeeping time.Duration, hugepageAware bo
 		"--housekeeping-interval="+housekeeping.String(),
 		"--feature-gates=HugepageAwareEviction="+strconv.FormatBool(hugepageAware),
 	)
+}
+
+// WithLocalStorage is args with --local-storage-eviction set to the agent
+// that evicted the pods over their own local-storage limits at the
+// moment recorded (kubelet or evictd), in place of any earlier value: a
+// replay has no node to decide it from.
+func WithLocalStorage(args []string, byKubelet bool) []string {
+	agent := "evictd"
+	if byKubelet {
+		agent = "kubelet"
+	}
+	out := make([]string, 0, len(args)+1)
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--local-storage-eviction=") {
+			out = append(out, a)
+		}
+	}
+	return append(out, "--local-storage-eviction="+agent)
 }

@@ -291,7 +291,7 @@ func (r *Recorder) decision(p manager.PassRecord) *openRecord {
 	}
 	f := &snapshot.File{
 		APIVersion: snapshot.RecordAPIVersion, Kind: snapshot.RecordKind,
-		Args: r.cfg.Args, Layout: r.cfg.Layout,
+		Args: WithLocalStorage(r.cfg.Args, p.LocalStorageByKubelet), Layout: r.cfg.Layout,
 		Record: &snapshot.Record{Node: r.cfg.Node, Version: r.cfg.Version, Start: start.UTC(), Trigger: string(p.Trigger), DryRun: p.DryRun},
 	}
 	for _, ps := range r.ring {
@@ -495,7 +495,7 @@ func Snapshot(args []string, layout string, p manager.PassRecord) *snapshot.File
 	if pods == nil {
 		pods = []snapshot.PodJSON{}
 	}
-	return &snapshot.File{Args: args, Layout: layout, Observations: snapshot.ObservationsJSON(p.Time, p.Obs), Pods: pods}
+	return &snapshot.File{Args: WithLocalStorage(args, p.LocalStorageByKubelet), Layout: layout, Observations: snapshot.ObservationsJSON(p.Time, p.Obs), Pods: pods}
 }
 
 // readCount is how many fast-poll readings are kept.
