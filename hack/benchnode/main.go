@@ -14,7 +14,7 @@
 // the hog ended from its container log, and whether the kernel's OOM killer
 // fired first from memory.oom_control and the container status.
 //
-//	benchnode [--sides kubelet,kubelet-memcg,evictd-10s,evictd] [--rates 50,200,800] [--reps 3] [--restart-policy Always|Never] [--out bench-node.out]
+//	benchnode [--scenario memory|local-storage] [--sides kubelet,kubelet-memcg,evictd-10s,evictd] [--rates 50,200,800] [--reps 3] [--restart-policy Always|Never] [--out bench-node.out]
 package main
 
 import (
@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,6 +68,11 @@ func sides(thresholdMiB int, transition time.Duration) map[string]side {
 			kubelet: testnode.KubeletOptions{Config: map[string]any{"evictionPressureTransitionPeriod": period}},
 			evictd:  evArgs,
 		},
+		"evictd-tte": {
+			name: "evictd-tte", what: "kubelet thresholds off; evictd as evictd with --eviction-time-to-exhaustion (acts before the threshold when the growth says memory runs out sooner than its measured release time plus 500 ms)",
+			kubelet: testnode.KubeletOptions{Config: map[string]any{"evictionPressureTransitionPeriod": period}},
+			evictd:  append(append([]string(nil), evArgs...), "--eviction-time-to-exhaustion"),
+		},
 		"evictd-10s": {
 			name: "evictd-10s", what: "kubelet thresholds off; evictd as above with --kernel-memcg-notification=false --fast-poll-interval=0 (10 s housekeeping only, like the kubelet's defaults)",
 			kubelet: testnode.KubeletOptions{Config: map[string]any{"evictionPressureTransitionPeriod": period}},
@@ -77,30 +83,33 @@ func sides(thresholdMiB int, transition time.Duration) map[string]side {
 
 // config is the benchmark's command line.
 type config struct {
-	sides        []string
-	rates        []int
-	reps         int
-	out          string
-	podsMiB      int
-	thresholdMiB int
-	baseBelow    int
-	overshoot    int
-	poll         time.Duration
-	transition   time.Duration
-	runTimeout   time.Duration
-	jitter       time.Duration
-	restart      v1.RestartPolicy
+	sides         []string
+	rates         []int
+	reps          int
+	out           string
+	podsMiB       int
+	thresholdMiB  int   // the first of thresholdsMiB, for the local-storage scenario's legend
+	thresholdsMiB []int // the grid's headrooms: one hard threshold after another
+	baseBelow     int
+	overshoot     int
+	poll          time.Duration
+	transition    time.Duration
+	runTimeout    time.Duration
+	jitter        time.Duration
+	restart       v1.RestartPolicy
+	scenario      string
 }
 
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("benchnode", flag.ContinueOnError)
-	sidesFlag := fs.String("sides", "kubelet,kubelet-memcg,evictd-10s,evictd", "comma-separated sides to run: kubelet, kubelet-memcg, evictd, evictd-10s")
+	fs.StringVar(&c.scenario, "scenario", "memory", "memory (the hog against the evictors) or local-storage (a pod over its emptyDir's sizeLimit, the kubelet's localStorageCapacityIsolation on beside evictd)")
+	sidesFlag := fs.String("sides", "", "comma-separated sides to run: kubelet, kubelet-memcg, evictd-10s, evictd, evictd-tte for the memory scenario (default all five); evictd, evictd-2s, kubelet for local-storage (default all three)")
 	ratesFlag := fs.String("rates", "50,200,800", "comma-separated allocation rates in MiB/s")
 	fs.IntVar(&c.reps, "reps", 3, "repetitions per side and rate")
 	fs.StringVar(&c.out, "out", "bench-node.out", "file the per-run lines and the table are written to (\"\": none)")
 	fs.IntVar(&c.podsMiB, "pods-mib", testnode.DefaultPodsMemory>>20, "limit of the kubepods cgroup in MiB")
-	fs.IntVar(&c.thresholdMiB, "threshold-mib", 500, "hard memory.available threshold in MiB (allocatableMemory.available derived from it)")
+	thresholdsFlag := fs.String("threshold-mib", "500", "comma-separated hard memory.available thresholds in MiB (allocatableMemory.available derived from each), run one after another: the headroom from the threshold to the kubepods limit")
 	fs.IntVar(&c.baseBelow, "base-below", 300, "MiB short of the threshold the hog's base allocation leaves available")
 	fs.IntVar(&c.overshoot, "overshoot-mib", 512, "MiB past the kubepods limit the hog asks for in all")
 	fs.DurationVar(&c.poll, "poll", 5*time.Millisecond, "interval of the harness's reads of the kubepods memory cgroup")
@@ -111,11 +120,24 @@ func parseFlags(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	known := sides(c.thresholdMiB, c.transition)
+	var known []string
+	switch c.scenario {
+	case "memory":
+		known = []string{"kubelet", "kubelet-memcg", "evictd-10s", "evictd", "evictd-tte"}
+	case "local-storage":
+		known = []string{"evictd", "evictd-2s", "kubelet"}
+	default:
+		return c, fmt.Errorf("--scenario: %q is neither memory nor local-storage", c.scenario)
+	}
+	if *sidesFlag == "" {
+		c.sides = known
+	}
 	for s := range strings.SplitSeq(*sidesFlag, ",") {
-		s = strings.TrimSpace(s)
-		if _, ok := known[s]; !ok {
-			return c, fmt.Errorf("--sides: unknown side %q", s)
+		if s = strings.TrimSpace(s); *sidesFlag == "" {
+			break
+		}
+		if !slices.Contains(known, s) {
+			return c, fmt.Errorf("--sides: %q is not a side of the %s scenario (%s)", s, c.scenario, strings.Join(known, ", "))
 		}
 		c.sides = append(c.sides, s)
 	}
@@ -134,9 +156,17 @@ func parseFlags(args []string) (config, error) {
 	default:
 		return c, fmt.Errorf("--restart-policy: %q is neither Always nor Never", *restartFlag)
 	}
-	if c.thresholdMiB+c.baseBelow >= c.podsMiB {
-		return c, errors.New("--threshold-mib + --base-below must stay below --pods-mib")
+	for t := range strings.SplitSeq(*thresholdsFlag, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(t))
+		if err != nil || v <= 0 {
+			return c, fmt.Errorf("--threshold-mib: %q is not a positive number", t)
+		}
+		if v+c.baseBelow >= c.podsMiB {
+			return c, fmt.Errorf("--threshold-mib %d + --base-below %d must stay below --pods-mib %d", v, c.baseBelow, c.podsMiB)
+		}
+		c.thresholdsMiB = append(c.thresholdsMiB, v)
 	}
+	c.thresholdMiB = c.thresholdsMiB[0]
 	return c, nil
 }
 
@@ -171,9 +201,14 @@ func run(ctx context.Context, cfg config) (err error) {
 		fmt.Fprintf(out, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
 	}
 	known := sides(cfg.thresholdMiB, cfg.transition)
-	first := known[cfg.sides[0]]
+	// The local-storage scenario's kubelet: thresholds off,
+	// localStorageCapacityIsolation at its default, on.
+	var kubelet testnode.KubeletOptions
+	if cfg.scenario == "memory" {
+		kubelet = known[cfg.sides[0]].kubelet
+	}
 	logf("starting the node (kubepods limit %d MiB)", cfg.podsMiB)
-	n, err := testnode.Start(ctx, testnode.Options{Name: "bench-node", PodsMemory: int64(cfg.podsMiB) << 20, Kubelet: first.kubelet})
+	n, err := testnode.Start(ctx, testnode.Options{Name: "bench-node", PodsMemory: int64(cfg.podsMiB) << 20, Kubelet: kubelet})
 	if err != nil {
 		return err
 	}
@@ -184,36 +219,61 @@ func run(ctx context.Context, cfg config) (err error) {
 	}()
 	logf("node ready in %s (%s)", n.ReadyIn().Round(time.Second), strings.Join(n.Phases(), ", "))
 
+	if cfg.scenario == "local-storage" {
+		err := runLocalStorage(ctx, cfg, n, logf, out)
+		keepLogs(cfg, n)
+		return err
+	}
 	b := &bench{cfg: cfg, n: n, logf: logf}
 	var results []result
-	for i, name := range cfg.sides {
-		s := known[name]
-		if err := b.setSide(ctx, s, i == 0); err != nil {
-			return fmt.Errorf("side %s: %w", name, err)
-		}
-		for _, rate := range cfg.rates {
-			for rep := 1; rep <= cfg.reps; rep++ {
-				r, err := b.runOnce(ctx, s, rate, rep)
-				if err != nil {
-					return fmt.Errorf("side %s rate %d rep %d: %w", name, rate, rep, err)
+	first := true
+	for _, threshold := range cfg.thresholdsMiB {
+		b.threshold = threshold
+		known := sides(threshold, cfg.transition)
+		for _, name := range cfg.sides {
+			s := known[name]
+			if err := b.setSide(ctx, s, first); err != nil {
+				return fmt.Errorf("side %s: %w", name, err)
+			}
+			first = false
+			for _, rate := range cfg.rates {
+				for rep := 1; rep <= cfg.reps; rep++ {
+					r, err := b.runOnce(ctx, s, rate, rep)
+					if err != nil {
+						return fmt.Errorf("side %s threshold %d MiB rate %d rep %d: %w", name, threshold, rate, rep, err)
+					}
+					logf("%s", r.line())
+					results = append(results, r)
 				}
-				logf("%s", r.line())
-				results = append(results, r)
 			}
 		}
 	}
 	if err := n.StopEvictd(); err != nil {
 		return err
 	}
-	if cfg.out != "" {
-		// The node's logs go with it; keep the evictors' for checking.
-		for _, c := range []string{"kubelet", "evictd"} {
-			if data, err := os.ReadFile(n.LogPath(c)); err == nil {
-				_ = os.WriteFile(cfg.out+"."+c+".log", data, 0o644)
-			}
-		}
-	}
+	keepLogs(cfg, n)
 	fmt.Fprintln(out)
 	writeTable(out, cfg, known, results)
+	if cfg.out != "" {
+		for _, name := range cfg.sides {
+			path := cfg.out + "." + name + ".svg"
+			if err := os.WriteFile(path, gridSVG(cfg, name, results), 0o644); err != nil {
+				return err
+			}
+			logf("chart of side %s: %s", name, path)
+		}
+	}
 	return nil
+}
+
+// keepLogs copies the evictors' logs beside --out: the node's go with it.
+func keepLogs(cfg config, n *testnode.Node) {
+	if cfg.out == "" {
+		return
+	}
+	for _, c := range []string{"kubelet", "evictd"} {
+		if data, err := os.ReadFile(n.LogPath(c)); err == nil {
+			_ = os.WriteFile(cfg.out+"."+c+".log", data, 0o644)
+		}
+	}
 }

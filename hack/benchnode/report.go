@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -45,38 +46,21 @@ func msBetween(from, to time.Time) (float64, bool) {
 // writeTable writes the markdown table of medians per side and rate, and
 // its legend.
 func writeTable(w io.Writer, cfg config, known map[string]side, results []result) {
-	fmt.Fprintf(w, "kubepods limit %d MiB, threshold allocatableMemory.available<%d Mi (derived from memory.available<%dMi), hog: Burstable (request 64Mi, no limit), base %d MiB short of the threshold, then the rate to %d MiB past the limit; harness poll %s; %d reps per cell\n\n",
-		cfg.podsMiB, cfg.thresholdMiB, cfg.thresholdMiB, cfg.baseBelow, cfg.overshoot, cfg.poll, cfg.reps)
-	fmt.Fprintln(w, "| rate MiB/s | side | crossing → eviction issued, ms | crossing → hog's SIGTERM, ms (median) | (p99) | OOM kills first | evicted | peak working set MiB | measured ramp MiB/s |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-	for _, rate := range cfg.rates {
-		for _, name := range cfg.sides {
-			var issued, term, peak, ramp []float64
-			var runs, oom, evicted int
-			for _, r := range results {
-				if r.side != name || r.rate != rate {
+	fmt.Fprintf(w, "kubepods limit %d MiB, threshold allocatableMemory.available<T (derived from memory.available<T), T = %s MiB, the headroom to the limit; hog: Burstable (request 64Mi, no limit, restartPolicy %s), base %d MiB short of the threshold, then the rate to %d MiB past the limit; harness poll %s; %d reps per cell\n\n",
+		cfg.podsMiB, joinInts(cfg.thresholdsMiB), cfg.restart, cfg.baseBelow, cfg.overshoot, cfg.poll, cfg.reps)
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | crossing → eviction issued, ms | crossing → hog's SIGTERM, ms (median) | (p99) | crossing → relief, ms (median) | (p99) | OOM kills first | evicted | peak working set MiB | measured ramp MiB/s |")
+	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, threshold := range cfg.thresholdsMiB {
+		for _, rate := range cfg.rates {
+			for _, name := range cfg.sides {
+				c := cellOf(results, name, threshold, rate)
+				if c.runs == 0 {
 					continue
 				}
-				runs++
-				if v, ok := msBetween(r.crossed, r.issued); ok {
-					issued = append(issued, v)
-				}
-				if v, ok := msBetween(r.crossed, r.terminated); ok {
-					term = append(term, v)
-				}
-				if r.oomKills > 0 || r.treeOOMKills > 0 || r.reason == "OOMKilled" {
-					oom++
-				}
-				if r.evicted {
-					evicted++
-				}
-				peak = append(peak, float64(r.peakWS>>20))
-				if r.rampMiBPerSec > 0 {
-					ramp = append(ramp, r.rampMiBPerSec)
-				}
+				fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %d/%d | %d/%d | %s | %s |\n", threshold, rate, name,
+					median(c.issued, whole), median(c.term, whole), p99(c.term, whole), median(c.relief, whole), p99(c.relief, whole),
+					c.oom, c.runs, c.evicted, c.runs, median(c.peak, whole), median(c.ramp, whole))
 			}
-			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %d/%d | %d/%d | %s | %s |\n", rate, name,
-				median(issued, whole), median(term, whole), p99(term, whole), oom, runs, evicted, runs, median(peak, whole), median(ramp, whole))
 		}
 	}
 	fmt.Fprintln(w)
@@ -84,6 +68,50 @@ func writeTable(w io.Writer, cfg config, known map[string]side, results []result
 		fmt.Fprintf(w, "- %s: %s\n", name, known[name].what)
 	}
 	writeBreakdown(w, cfg, results)
+}
+
+// cell is what the runs of one side, headroom and rate measured.
+type cell struct {
+	runs, oom, evicted               int
+	issued, term, relief, peak, ramp []float64
+}
+
+func cellOf(results []result, side string, threshold, rate int) cell {
+	var c cell
+	for _, r := range results {
+		if r.side != side || r.threshold != threshold || r.rate != rate {
+			continue
+		}
+		c.runs++
+		if v, ok := msBetween(r.crossed, r.issued); ok {
+			c.issued = append(c.issued, v)
+		}
+		if v, ok := msBetween(r.crossed, r.terminated); ok {
+			c.term = append(c.term, v)
+		}
+		if v, ok := msBetween(r.crossed, r.relief); ok {
+			c.relief = append(c.relief, v)
+		}
+		if r.oomKills > 0 || r.treeOOMKills > 0 || r.reason == "OOMKilled" {
+			c.oom++
+		}
+		if r.evicted {
+			c.evicted++
+		}
+		c.peak = append(c.peak, float64(r.peakWS>>20))
+		if r.rampMiBPerSec > 0 {
+			c.ramp = append(c.ramp, r.rampMiBPerSec)
+		}
+	}
+	return c
+}
+
+func joinInts(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ", ")
 }
 
 // writeBreakdown writes, for the evictd runs that logged their decision,
@@ -102,13 +130,14 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 		return
 	}
 	fmt.Fprintf(w, "\nWhere evictd's time went, ms, median (p99) over the runs that logged their decision (crossing read every %s):\n\n", cfg.poll)
-	fmt.Fprintln(w, "| rate MiB/s | side | runs | crossing → pass start (wake-up) | pass start → decision (reads, decide) | decision → SIGTERM (CRI stop, runc kill) |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
-	for _, rate := range cfg.rates {
-		for _, name := range cfg.sides {
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up) | pass start → decision (reads, decide) | decision → SIGTERM (signal, or CRI stop and runc kill) |")
+	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|")
+	for _, cellKey := range gridKeys(cfg) {
+		threshold, rate, name := cellKey.threshold, cellKey.rate, cellKey.side
+		{
 			var wake, pass, stop []float64
 			for _, r := range results {
-				if r.side != name || r.rate != rate || r.decided.IsZero() {
+				if r.side != name || r.threshold != threshold || r.rate != rate || r.decided.IsZero() {
 					continue
 				}
 				if v, ok := msBetween(r.crossed, r.passStart); ok {
@@ -125,9 +154,27 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 				continue
 			}
 			cell := func(vs []float64) string { return median(vs, tenths) + " (" + p99(vs, tenths) + ")" }
-			fmt.Fprintf(w, "| %d | %s | %d | %s | %s | %s |\n", rate, name, len(pass), cell(wake), cell(pass), cell(stop))
+			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s | %s |\n", threshold, rate, name, len(pass), cell(wake), cell(pass), cell(stop))
 		}
 	}
 }
 
 func tenths(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// gridKey is one cell of the grid and a side.
+type gridKey struct {
+	threshold, rate int
+	side            string
+}
+
+func gridKeys(cfg config) []gridKey {
+	var keys []gridKey
+	for _, threshold := range cfg.thresholdsMiB {
+		for _, rate := range cfg.rates {
+			for _, side := range cfg.sides {
+				keys = append(keys, gridKey{threshold, rate, side})
+			}
+		}
+	}
+	return keys
+}

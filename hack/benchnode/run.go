@@ -26,6 +26,8 @@ type bench struct {
 	cfg  config
 	n    *testnode.Node
 	logf func(string, ...any)
+	// threshold is the hard threshold of the runs, MiB.
+	threshold int
 }
 
 func (b *bench) mem() memcg { return memcg{dir: b.n.PodsMemoryCgroup()} }
@@ -54,9 +56,11 @@ func (b *bench) setSide(ctx context.Context, s side, started bool) error {
 // result is what one run measured.
 type result struct {
 	side          string
+	threshold     int // MiB: the headroom from the threshold to the kubepods limit
 	rate, rep     int
 	baseMiB       int64
 	crossed       time.Time // available first below the threshold, by the harness's poll
+	relief        time.Time // available back at or above the threshold after the crossing, by the harness's poll
 	issued        time.Time // eviction issued, by the evictor's log
 	seen          time.Time // eviction seen by the harness's watch
 	terminated    time.Time // "workload: terminated" in the container's log
@@ -80,8 +84,8 @@ func ms(from, to time.Time) string {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("run side=%s rate=%d rep=%d base=%dMiB cross->issued=%sms cross->seen=%sms cross->terminated=%sms cross->pass=%sms pass->decided=%sms decided->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
-		r.side, r.rate, r.rep, r.baseMiB, ms(r.crossed, r.issued), ms(r.crossed, r.seen), ms(r.crossed, r.terminated),
+	return fmt.Sprintf("run side=%s threshold=%dMiB rate=%d rep=%d base=%dMiB cross->relief=%sms cross->issued=%sms cross->seen=%sms cross->terminated=%sms cross->pass=%sms pass->decided=%sms decided->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
+		r.side, r.threshold, r.rate, r.rep, r.baseMiB, ms(r.crossed, r.relief), ms(r.crossed, r.issued), ms(r.crossed, r.seen), ms(r.crossed, r.terminated),
 		ms(r.crossed, r.passStart), ms(r.passStart, r.decided), ms(r.decided, r.terminated),
 		r.evicted, r.oomKills, r.treeOOMKills, r.reason, r.peakWS>>20, r.peakUsage>>20, r.rampMiBPerSec, r.samples)
 }
@@ -135,7 +139,7 @@ func (w *watchState) get() (pod *v1.Pod, evictedAt, endedAt time.Time) {
 
 // runOnce runs the hog once at rate on side s and measures it.
 func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, error) {
-	r := result{side: s.name, rate: rate, rep: rep}
+	r := result{side: s.name, threshold: b.threshold, rate: rate, rep: rep}
 	mem := b.mem()
 	if err := b.waitQuiet(ctx, s); err != nil {
 		return r, err
@@ -153,11 +157,11 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 		return r, err
 	}
 	treeBefore := mem.treeOOMKills()
-	threshold := int64(b.cfg.thresholdMiB) << 20
+	threshold := int64(b.threshold) << 20
 	r.baseMiB = (limit - threshold - int64(b.cfg.baseBelow)<<20 - before.workingSet) >> 20
 	total := limit>>20 + int64(b.cfg.overshoot)
 
-	name := fmt.Sprintf("hog-%s-%d-%d", s.name, rate, rep)
+	name := fmt.Sprintf("hog-%s-%d-%d-%d", s.name, b.threshold, rate, rep)
 	pod := testnode.Resources(b.n.Pod(name, "alloc",
 		"--base", strconv.FormatInt(r.baseMiB, 10), "--mib", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(rate)),
 		"64Mi", "", "")
@@ -227,6 +231,9 @@ poll:
 			if below && r.crossed.IsZero() {
 				r.crossed, crossWS = now, smp.workingSet
 			}
+			if !below && !r.crossed.IsZero() && r.relief.IsZero() {
+				r.relief = now
+			}
 			p, _, endedAt := ws.get()
 			if logFile == nil && p != nil && p.UID != "" {
 				// Kept open: the kubelet may remove the file with the pod.
@@ -293,7 +300,7 @@ poll:
 		}
 	}
 	if r.crossed.IsZero() {
-		b.logf("run %s: the harness never saw available < %d MiB (peak working set %d MiB)", name, b.cfg.thresholdMiB, r.peakWS>>20)
+		b.logf("run %s: the harness never saw available < %d MiB (peak working set %d MiB)", name, b.threshold, r.peakWS>>20)
 	}
 	return r, nil
 }
