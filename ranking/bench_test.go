@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/evictd/evictd/signals"
 )
 
@@ -47,4 +49,28 @@ func BenchmarkRank(b *testing.B) {
 			}
 		})
 	}
+}
+
+var sinkText string
+
+// BenchmarkBytesText measures formatBytes beside resource.Quantity's
+// String, which it is kept over, on the figures of a ranking's text.
+func BenchmarkBytesText(b *testing.B) {
+	vals := []int64{0, 512, 600 * Mi, 1536 * Mi, 923 * Mi, 12345 * 4096, -472 * Mi, 3 << 60}
+	b.Run("formatBytes", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, v := range vals {
+				sinkText = formatBytes(v)
+			}
+		}
+	})
+	b.Run("Quantity", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, v := range vals {
+				sinkText = resource.NewQuantity(v, resource.BinarySI).String()
+			}
+		}
+	})
 }

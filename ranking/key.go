@@ -188,6 +188,8 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 // formatBytes writes a byte count with binary suffixes like a Kubernetes
 // quantity: exact multiples as "600Mi", others with one decimal ("1.5Gi"),
 // counts under 1Ki as plain numbers.
+//
+// Kept over resource.Quantity's String (what the Evicted event prints): ranking imports only the standard library and signals (TestPureImports), and with it Rank allocated 917 times a call for 110 pods against 614 (BenchmarkRank, BenchmarkBytesText).
 func formatBytes(v int64) string {
 	if v < 0 {
 		if v == math.MinInt64 {

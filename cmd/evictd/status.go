@@ -422,6 +422,8 @@ func evictions(l manager.LimitsStatus) string {
 // strings of valid JSON back into <, > and &, as an encoder with
 // SetEscapeHTML(false) writes them; every other byte, and every other
 // escape, stays as it is.
+//
+// Kept over json.Encoder.SetEscapeHTML(false), which the agent's /status now uses (internal/server): that only keeps an encoder from escaping, and re-encoding an older agent's body through any sorts its keys, so -o json would no longer print the agent's JSON byte for byte.
 func unescapeHTML(data []byte) []byte {
 	out := make([]byte, 0, len(data))
 	inString := false

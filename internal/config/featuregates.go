@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // HugepageAwareEvictionGate is the kubelet's feature gate (beta and on by
@@ -17,42 +17,34 @@ import (
 // feature gate evictd reads.
 const HugepageAwareEvictionGate = "HugepageAwareEviction"
 
-// gateMap is a pflag.Value for --feature-gates, with the kubelet's syntax
-// (cliflag.MapStringBool): comma-separated name=bool pairs, the bool as
-// strconv.ParseBool reads it. As in the kubelet, the first Set replaces the
-// map and later Sets of the flag add to it; blank entries are skipped.
+// gateMap is a pflag.Value for --feature-gates, held by the kubelet's own,
+// cliflag.MapStringBool: comma-separated name=bool pairs, the bool as
+// strconv.ParseBool reads it; the first Set replaces the map and later Sets
+// of the flag add to it. As pairMap, it checks a value before handing it
+// on, so that an error names the entry or the value at fault.
 type gateMap struct {
-	m   *map[string]bool
-	set bool
+	m       *map[string]bool
+	kubelet *cliflag.MapStringBool // made at the first Set
 }
 
 var _ pflag.Value = (*gateMap)(nil)
 
-// Set parses value and adds its gates to the map.
+// Set checks value and adds its gates to the map.
 func (g *gateMap) Set(value string) error {
-	parsed := map[string]bool{}
-	for _, entry := range strings.Split(value, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(entry, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || k == "" {
-			return fmt.Errorf("malformed pair %q: want name=true or name=false", entry)
-		}
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("invalid value of %s: %q is not true or false", k, v)
-		}
-		parsed[k] = b
+	const want = "name=true or name=false"
+	pairs, err := splitPairs(value, "=", want)
+	if err != nil {
+		return err
 	}
-	if !g.set || *g.m == nil {
-		*g.m = make(map[string]bool, len(parsed))
-		g.set = true
+	for _, kv := range pairs {
+		if _, err := strconv.ParseBool(kv[1]); err != nil {
+			return fmt.Errorf("invalid value of %s: %q is not true or false", kv[0], kv[1])
+		}
 	}
-	maps.Copy(*g.m, parsed)
-	return nil
+	if g.kubelet == nil {
+		g.kubelet = cliflag.NewMapStringBool(g.m)
+	}
+	return g.kubelet.Set(value)
 }
 
 // String returns the gates sorted by name, in the syntax Set accepts.
@@ -60,12 +52,7 @@ func (g *gateMap) String() string {
 	if g.m == nil {
 		return ""
 	}
-	pairs := make([]string, 0, len(*g.m))
-	for k, v := range *g.m {
-		pairs = append(pairs, k+"="+strconv.FormatBool(v))
-	}
-	sort.Strings(pairs)
-	return strings.Join(pairs, ",")
+	return cliflag.NewMapStringBool(g.m).String()
 }
 
 // Type names the value in usage text, as the kubelet does.

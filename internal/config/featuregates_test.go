@@ -21,6 +21,9 @@ func TestGateMap(t *testing.T) {
 		{value: " KubeletPSI = 1 ,, MemoryQoS=F", want: map[string]bool{"HugepageAwareEviction": false, "KubeletPSI": true, "MemoryQoS": false}},
 		{value: "HugepageAwareEviction", wantErr: `malformed pair "HugepageAwareEviction": want name=true or name=false`},
 		{value: "=true", wantErr: `malformed pair "=true"`},
+		// The kubelet skips an empty entry, not a blank one.
+		{value: "KubeletPSI=true, ", wantErr: `malformed pair " ": want name=true or name=false`},
+		{value: "KubeletPSI=", wantErr: `malformed pair "KubeletPSI=": empty value after "="`},
 		{value: "HugepageAwareEviction=off", wantErr: `invalid value of HugepageAwareEviction: "off" is not true or false`},
 	} {
 		err := g.Set(tc.value)

@@ -2,87 +2,116 @@ package config
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
-// pairMap is a pflag.Value for a comma-separated list of key<sep>value pairs,
-// the syntax of the kubelet's map flags: "<" for --eviction-hard and
-// --eviction-soft (cliflag.LangleSeparatedMapStringString), "=" for the others
-// (cliflag.MapStringString). As in the kubelet, the first Set replaces the
-// map's previous content (its default) and later Sets of the same flag add to
-// it; an empty value gives an empty, non-nil map.
+// pairMap is a pflag.Value for a map flag, held by the kubelet's own:
+// cliflag.LangleSeparatedMapStringString for "<" (--eviction-hard,
+// --eviction-soft), cliflag.MapStringString for "=" (the others). They own
+// the map as in the kubelet: the first Set replaces its previous content
+// (its default), later Sets of the flag add to it, an empty value gives an
+// empty, non-nil map. pairMap checks a value before handing it on
+// (splitPairs), so that an error names the entry at fault, and reads
+// evictd's stall thresholds, "memory.pressure.full.avg10>20", which the
+// map holds as ">20" for thresholds.Parse.
 type pairMap struct {
-	m    *map[string]string
-	sep  string
-	want string // the expected form, for errors: "signal<quantity"
-	set  bool
+	kubelet pflag.Value
+	m       *map[string]string
+	sep     string
+	want    string // the expected form, for errors: "signal<quantity"
 }
 
 var _ pflag.Value = (*pairMap)(nil)
 
 func newPairMap(m *map[string]string, sep, want string) *pairMap {
-	return &pairMap{m: m, sep: sep, want: want}
+	var kubelet pflag.Value = cliflag.NewMapStringString(m)
+	if sep == "<" {
+		kubelet = cliflag.NewLangleSeparatedMapStringString(m)
+	}
+	return &pairMap{kubelet: kubelet, m: m, sep: sep, want: want}
 }
 
-// Set parses value and adds its pairs to the map.
+// Set checks value and adds its pairs to the map.
 func (p *pairMap) Set(value string) error {
-	parsed, err := parsePairs(value, p.sep, p.want)
+	pairs, err := splitPairs(value, p.sep, p.want)
 	if err != nil {
 		return err
 	}
-	if !p.set || *p.m == nil {
-		*p.m = make(map[string]string, len(parsed))
-		p.set = true
+	entries := make([]string, len(pairs))
+	for i, kv := range pairs {
+		// A stall threshold's ">20" is handed on as "<>20": the kubelet's
+		// map cuts at the "<" and keeps ">20".
+		entries[i] = kv[0] + p.sep + kv[1]
 	}
-	for k, v := range parsed {
-		(*p.m)[k] = v
-	}
-	return nil
+	return p.kubelet.Set(strings.Join(entries, ","))
 }
 
-// String returns the pairs sorted by key, in the syntax Set accepts.
+// String returns the pairs sorted by key, in the syntax Set accepts: the
+// kubelet's, but for a stall threshold, which keeps its ">".
 func (p *pairMap) String() string {
-	if p.m == nil {
+	if p.kubelet == nil || p.m == nil {
 		return ""
 	}
-	return formatPairs(*p.m, p.sep)
+	s := p.kubelet.String()
+	if p.sep != "<" || !strings.Contains(s, "<>") {
+		return s
+	}
+	pairs := strings.Split(s, ",")
+	for i, pair := range pairs {
+		if k, v, _ := strings.Cut(pair, "<"); strings.HasPrefix(v, ">") {
+			pairs[i] = k + v
+		}
+	}
+	return strings.Join(pairs, ",")
 }
 
 // Type names the value in usage text, as the kubelet does.
 func (p *pairMap) Type() string { return "mapStringString" }
 
-// parsePairs parses "k1<sep>v1,k2<sep>v2". Blank entries are skipped; an
-// entry without the separator, or with an empty key or value, is an error
-// that quotes the entry. A repeated key keeps its last value.
-func parsePairs(value, sep, want string) (map[string]string, error) {
-	out := map[string]string{}
+// splitPairs splits "k1<sep>v1,k2<sep>v2" into its pairs as the kubelet's
+// map flags do: at every comma, empty entries skipped, each entry cut at
+// its first sep and both sides trimmed of white space. Where the kubelet
+// answers only "malformed pair", the error quotes the entry: one without
+// sep, a blank one (the kubelet trims after skipping empty entries), and
+// one with an empty key or value, which the kubelet takes here and rejects
+// later. For "<" maps an entry may be a stall threshold,
+// "memory.pressure.full.avg10>20", cut at its ">", which stays at the
+// front of the value (">20").
+func splitPairs(value, sep, want string) ([][2]string, error) {
+	var out [][2]string
 	for _, entry := range strings.Split(value, ",") {
-		entry = strings.TrimSpace(entry)
 		if entry == "" {
 			continue
 		}
 		k, v, ok := cutPair(entry, sep)
 		if !ok {
-			return nil, fmt.Errorf("malformed pair %q: want %s%s", entry, want, onlySeparator(sep))
+			return nil, fmt.Errorf("malformed pair %q: want %s%s", quoted(entry), want, onlySeparator(sep))
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if k == "" {
-			return nil, fmt.Errorf("malformed pair %q: empty name before %q, want %s", entry, sep, want)
+			return nil, fmt.Errorf("malformed pair %q: empty name before %q, want %s", quoted(entry), sep, want)
 		}
-		if v == "" {
-			return nil, fmt.Errorf("malformed pair %q: empty value after %q, want %s", entry, sep, want)
+		if v == "" || (sep == "<" && v == ">") {
+			return nil, fmt.Errorf("malformed pair %q: empty value after %q, want %s", quoted(entry), sep, want)
 		}
-		out[k] = v
+		out = append(out, [2]string{k, v})
 	}
 	return out, nil
 }
 
-// cutPair splits entry at sep. For "<" maps it also splits a stall
-// threshold, "memory.pressure.full.avg10>20", at its ">", which stays at
-// the front of the value (">20") for thresholds.Parse to read.
+// quoted is the entry as an error quotes it: trimmed, unless it is blank.
+func quoted(entry string) string {
+	if t := strings.TrimSpace(entry); t != "" {
+		return t
+	}
+	return entry
+}
+
+// cutPair cuts entry at sep. For "<" maps it also cuts a stall threshold
+// at its ">", which it leaves at the front of the value.
 func cutPair(entry, sep string) (k, v string, ok bool) {
 	if sep != "<" {
 		return strings.Cut(entry, sep)
@@ -102,17 +131,4 @@ func onlySeparator(sep string) string {
 		return ` ("<" is the only separator)`
 	}
 	return ""
-}
-
-func formatPairs(m map[string]string, sep string) string {
-	pairs := make([]string, 0, len(m))
-	for k, v := range m {
-		if sep == "<" && strings.HasPrefix(v, ">") {
-			pairs = append(pairs, k+v) // a stall threshold keeps its ">"
-			continue
-		}
-		pairs = append(pairs, k+sep+v)
-	}
-	sort.Strings(pairs)
-	return strings.Join(pairs, ",")
 }

@@ -8,7 +8,9 @@ import (
 	"testing"
 )
 
-func TestParsePairs(t *testing.T) {
+// TestPairMapParse sets each value once on a fresh map flag: the kubelet's
+// syntax, with errors that quote the entry at fault.
+func TestPairMapParse(t *testing.T) {
 	tests := []struct {
 		name, in, sep, want string
 		wantMap             map[string]string
@@ -16,8 +18,14 @@ func TestParsePairs(t *testing.T) {
 	}{
 		{name: "langle pairs", in: "memory.available<1Gi,nodefs.available<10%", sep: "<", want: "signal<quantity",
 			wantMap: map[string]string{"memory.available": "1Gi", "nodefs.available": "10%"}},
-		{name: "spaces and blank entries", in: " memory.available < 1Gi , ,nodefs.available<10%,", sep: "<", want: "signal<quantity",
+		{name: "spaces and empty entries", in: " memory.available < 1Gi ,,nodefs.available<10%,", sep: "<", want: "signal<quantity",
 			wantMap: map[string]string{"memory.available": "1Gi", "nodefs.available": "10%"}},
+		// The kubelet skips an empty entry but not a blank one: it trims
+		// only the name and the value.
+		{name: "blank entry", in: "memory.available<1Gi, ,nodefs.available<10%", sep: "<", want: "signal<quantity",
+			wantErr: `malformed pair " ": want signal<quantity ("<" is the only separator)`},
+		{name: "blank entry, equals", in: "memory=1Gi, ", sep: "=", want: "resource=quantity",
+			wantErr: `malformed pair " ": want resource=quantity`},
 		{name: "empty value gives empty map", in: "", sep: "<", want: "signal<quantity", wantMap: map[string]string{}},
 		{name: "repeated key keeps the last", in: "memory.available<1Gi,memory.available<2Gi", sep: "<", want: "signal<quantity",
 			wantMap: map[string]string{"memory.available": "2Gi"}},
@@ -39,12 +47,17 @@ func TestParsePairs(t *testing.T) {
 			wantErr: `malformed pair "<1Gi": empty name before "<", want signal<quantity`},
 		{name: "no value", in: "memory.available<", sep: "<", want: "signal<quantity",
 			wantErr: `malformed pair "memory.available<": empty value after "<", want signal<quantity`},
+		{name: "no stall value", in: "memory.pressure.full.avg10 >", sep: "<", want: "signal<quantity",
+			wantErr: `malformed pair "memory.pressure.full.avg10 >": empty value after "<", want signal<quantity`},
+		{name: "greater-than is a value where equals is the separator", in: "a=>", sep: "=", want: "k=v",
+			wantMap: map[string]string{"a": ">"}},
 		{name: "bare word", in: "memory", sep: "=", want: "resource=quantity",
 			wantErr: `malformed pair "memory": want resource=quantity`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parsePairs(tt.in, tt.sep, tt.want)
+			got := map[string]string{"default": "1"}
+			err := newPairMap(&got, tt.sep, tt.want).Set(tt.in)
 			if errText(err) != tt.wantErr {
 				t.Fatalf("got error %q, want %q", errText(err), tt.wantErr)
 			}
@@ -79,6 +92,22 @@ func TestPairMapSet(t *testing.T) {
 	}
 	if got, want := v.Type(), "mapStringString"; got != want {
 		t.Errorf("Type: got %q, want %q", got, want)
+	}
+	// A stall threshold is written back with its ">", and read back the same.
+	if err := v.Set("memory.pressure.full.avg10>20"); err != nil {
+		t.Fatal(err)
+	}
+	s := v.String()
+	if want := "memory.available<1Gi,memory.pressure.full.avg10>20,nodefs.available<10%"; s != want {
+		t.Errorf("String with a stall threshold: got %q, want %q", s, want)
+	}
+	var again map[string]string
+	if err := newPairMap(&again, "<", "signal<quantity").Set(s); err != nil || !maps.Equal(again, m) {
+		t.Errorf("String read back: got %v, %v, want %v", again, err, m)
+	}
+	var zero pairMap
+	if got := zero.String(); got != "" {
+		t.Errorf("String of the zero value: got %q, want \"\"", got)
 	}
 }
 

@@ -3,6 +3,8 @@ package manager
 import (
 	"math"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // EventCapReached is the reason of the Warning event posted on the node
@@ -68,51 +70,52 @@ func (w *hourWindow) record(now time.Time) {
 }
 
 // tokenBucket limits the evictions of one local-storage pass, which may
-// evict several pods: burst at once, then qps per second. A zero qps means
-// no limit. It is owned by the loop.
+// evict several pods: burst at once, then qps per second, by a
+// rate.Limiter asked at the loop's clock. A zero qps means no limit. It is
+// owned by the loop.
 type tokenBucket struct {
-	qps    float64
-	burst  int
-	tokens float64
-	last   time.Time
+	lim *rate.Limiter // nil: no limit
+	// last is the latest time the bucket was asked at; a now before it
+	// means the clock stepped back.
+	last time.Time
 }
 
 func newTokenBucket(qps float64, burst int) *tokenBucket {
-	return &tokenBucket{qps: qps, burst: burst, tokens: float64(burst)}
+	if qps <= 0 {
+		return &tokenBucket{}
+	}
+	return &tokenBucket{lim: rate.NewLimiter(rate.Limit(qps), burst)}
 }
 
-// refill adds the tokens earned since the last call. A clock that stepped
-// back earns nothing for the step.
-func (b *tokenBucket) refill(now time.Time) {
-	if b.last.IsZero() || now.Before(b.last) {
-		b.last = now
-		return
+// at brings the limiter to now. After the clock steps back, a
+// rate.Limiter earns nothing until the clock passes its last event again;
+// the bucket restarts the limiter's clock at now instead, keeping its
+// tokens, so that the step earns nothing and the time after it does.
+func (b *tokenBucket) at(now time.Time) {
+	if now.Before(b.last) {
+		b.lim.SetLimitAt(now, b.lim.Limit())
 	}
-	b.tokens = min(float64(b.burst), b.tokens+now.Sub(b.last).Seconds()*b.qps)
 	b.last = now
 }
 
 // take spends a token at now, reporting false when none is left.
 func (b *tokenBucket) take(now time.Time) bool {
-	if b.qps <= 0 {
+	if b.lim == nil {
 		return true
 	}
-	b.refill(now)
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	b.at(now)
+	return b.lim.AllowN(now, 1)
 }
 
 // next is when the next token is earned.
 func (b *tokenBucket) next(now time.Time) time.Time {
-	if b.qps <= 0 {
+	if b.lim == nil {
 		return now
 	}
-	b.refill(now)
-	if b.tokens >= 1 {
+	b.at(now)
+	tokens := b.lim.TokensAt(now)
+	if tokens >= 1 {
 		return now
 	}
-	return now.Add(time.Duration(math.Ceil((1 - b.tokens) / b.qps * float64(time.Second))))
+	return now.Add(time.Duration(math.Ceil((1 - tokens) / float64(b.lim.Limit()) * float64(time.Second))))
 }

@@ -62,6 +62,8 @@ func (n cgroupName) path(driver string) string {
 // systemd expands n into nested slices, as the kubelet's ToSystemd does:
 // {kubepods, burstable, pod1-2} is
 // /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1_2.slice.
+//
+// Kept over opencontainers/cgroups' systemd.ExpandSlice (the kubelet's), measured: it links 10 packages (+80 KB), an os/exec importer, cilium/ebpf v0.16→v0.17 and fs's init(), a statfs of /sys/fs/cgroup/unified at every start.
 func (n cgroupName) systemd() string {
 	if len(n) == 0 {
 		return "/"

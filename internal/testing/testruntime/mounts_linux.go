@@ -1,67 +1,33 @@
 package testruntime
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
 // MountsUnder returns the mount points at or below dir in this process's
-// mount namespace (from /proc/self/mountinfo), deepest first.
+// mount namespace (from /proc/self/mountinfo, read by moby/sys/mountinfo),
+// deepest first.
 func MountsUnder(dir string) ([]string, error) {
-	dir = filepath.Clean(dir)
-	f, err := os.Open("/proc/self/mountinfo")
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(filepath.Clean(dir)))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mounts under %s: %w", dir, err)
 	}
-	defer f.Close()
-	var mounts []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			mounts = append(mounts, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read /proc/self/mountinfo: %w", err)
+	mounts := make([]string, len(infos))
+	for i, m := range infos {
+		mounts[i] = m.Mountpoint
 	}
 	// Deeper paths sort after their parents; unmount in reverse order.
 	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
 	return mounts, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space, …) of a
-// mountinfo path.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // UnmountUnder unmounts everything mounted at or below dir, deepest first;
