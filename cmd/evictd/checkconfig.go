@@ -411,7 +411,7 @@ func writeConfigDoc(w io.Writer, format string, cfg *config.Config, doc configDo
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SETTING\tVALUE")
 	for _, s := range doc.Settings {
-		v := settingText(s.Value)
+		v := settingText(s.Name, s.Value)
 		if s.Unit != "" {
 			v += " " + s.Unit
 		}
@@ -424,9 +424,9 @@ func writeConfigDoc(w io.Writer, format string, cfg *config.Config, doc configDo
 }
 
 // settingText writes a setting's value for the text output: maps as
-// sorted key=value pairs and lists joined by commas, as the flags take
-// them; an empty string as "".
-func settingText(v any) string {
+// sorted key=value pairs (signal<value for the eviction thresholds) and
+// lists joined by commas, as the flags take them; an empty string as "".
+func settingText(name string, v any) string {
 	switch v := v.(type) {
 	case string:
 		if v == "" {
@@ -438,7 +438,14 @@ func settingText(v any) string {
 	case map[string]string:
 		var pairs []string
 		for _, k := range slices.Sorted(maps.Keys(v)) {
-			pairs = append(pairs, k+"="+v[k])
+			switch {
+			case name != "eviction-hard" && name != "eviction-soft":
+				pairs = append(pairs, k+"="+v[k])
+			case strings.HasPrefix(v[k], ">"):
+				pairs = append(pairs, k+v[k])
+			default:
+				pairs = append(pairs, k+"<"+v[k])
+			}
 		}
 		return strings.Join(pairs, ",")
 	case map[string]bool:

@@ -87,7 +87,7 @@ func TestSettingsCoverEveryFlag(t *testing.T) {
 // with the derived ones and their quantities against the capacities
 // given, the capacities, and nothing else on stdout; notes on stderr.
 func TestCheckConfigJSON(t *testing.T) {
-	out, errOut, code := runCmd(append(fleet, "-o", "json", "--lease-duration=3m", "--eviction-hard=memory.available<1Gi,nodefs.available<10%",
+	out, errOut, code := runCmd(append(fleet, "-o", "json", "--lease-duration=3m", "--eviction-hard=memory.available<1Gi,nodefs.available<10%,memory.pressure.full.avg10>20",
 		"--system-reserved=memory=1Gi", "--eviction-soft=nodefs.available<20%", "--eviction-soft-grace-period=nodefs.available=2m")...)
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
@@ -103,7 +103,7 @@ func TestCheckConfigJSON(t *testing.T) {
 		{"lease-duration", "3m0s"},
 		{"cgroup-driver", "cgroupfs"},
 		{"hostname-override", "n1"},
-		{"eviction-hard", map[string]any{"memory.available": "1Gi", "nodefs.available": "10%"}},
+		{"eviction-hard", map[string]any{"memory.available": "1Gi", "memory.pressure.full.avg10": ">20", "nodefs.available": "10%"}},
 		{"eviction-soft-grace-period", map[string]any{"nodefs.available": "2m"}},
 		{"system-reserved-memory", float64(1 << 30)},
 		{"max-observation-age", "20s"},
@@ -134,6 +134,13 @@ func TestCheckConfigJSON(t *testing.T) {
 	}
 	for _, th := range doc.Thresholds {
 		key := string(th.Signal) + "/" + th.Kind
+		if th.Signal.Stall() {
+			// A share of time: no quantity, no capacity.
+			if th.Value != "20" || th.Operator != ">" || th.Quantity != nil {
+				t.Errorf("stall threshold: %+v, want >20 without a quantity", th)
+			}
+			continue
+		}
 		w, ok := want[key]
 		if !ok {
 			t.Errorf("unexpected threshold %s: %+v", key, th)
@@ -434,4 +441,24 @@ func fmtQuantity(q *int64) string {
 		return "none"
 	}
 	return strconv.FormatInt(*q, 10)
+}
+
+func TestSettingText(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"eviction-hard", map[string]string{"nodefs.available": "10%", "memory.available": "100Mi", "memory.pressure.full.avg10": ">20"},
+			"memory.available<100Mi,memory.pressure.full.avg10>20,nodefs.available<10%"},
+		{"eviction-soft-grace-period", map[string]string{"memory.available": "1m"}, "memory.available=1m"},
+		{"feature-gates", map[string]bool{"HugepageAwareEviction": false}, "HugepageAwareEviction=false"},
+		{"enforce-node-allocatable", []string{"pods", "kube-reserved"}, "pods,kube-reserved"},
+		{"imagefs-path", "", `""`},
+		{"flight-records", 200, "200"},
+	} {
+		if got := settingText(tc.name, tc.v); got != tc.want {
+			t.Errorf("settingText(%s, %v) = %q, want %q", tc.name, tc.v, got, tc.want)
+		}
+	}
 }

@@ -193,7 +193,8 @@ func effectiveSettings(cfg *config.Config) []settingDoc {
 
 // evictionSettings are the eviction maps in force, signal to value, as
 // --eviction-hard and the others write them: the thresholds the operator
-// set (as written) or the defaults, without the derived ones.
+// set (as written) or the defaults, without the derived ones. A stall
+// threshold's value keeps its operator (">20"): the others' is "<".
 type evictionSettings struct {
 	hard, soft, grace, reclaim map[string]string
 }
@@ -205,14 +206,18 @@ func evictionMaps(cfg *config.Config) evictionSettings {
 			continue
 		}
 		sig := string(th.Signal)
+		v := writtenValue(cfg, th)
+		if th.Operator == thresholds.GreaterThan {
+			v = ">" + v // a stall's: memory.pressure.full.avg10>20
+		}
 		if th.Soft {
-			e.soft[sig] = writtenValue(cfg, th)
+			e.soft[sig] = v
 			e.grace[sig] = th.GracePeriod.String()
 			if raw, ok := cfg.Settings.SoftGracePeriod[sig]; ok {
 				e.grace[sig] = raw
 			}
 		} else {
-			e.hard[sig] = writtenValue(cfg, th)
+			e.hard[sig] = v
 		}
 		if th.MinReclaim != nil {
 			e.reclaim[sig] = th.MinReclaim.String()
