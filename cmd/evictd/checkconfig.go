@@ -18,6 +18,7 @@ import (
 
 	evictdagent "github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/config"
+	"github.com/evictd/evictd/internal/cri"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
 )
@@ -264,14 +265,23 @@ func capacitiesOf(cfg *config.Config, given nodeCapacity) capacities {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.RuntimeRequestTimeout)
 	defer cancel()
+	if cfg.ImageFSPath == "" {
+		// As the agent: the image filesystem and the layout from the
+		// container runtime.
+		rt, layout, err := runtimeImageFs(ctx, cfg, fs)
+		if err != nil {
+			for _, s := range []signals.Signal{signals.ImageFsAvailable, signals.ImageFsInodesFree} {
+				why[s] = "the agent asks the container runtime for the image filesystem (no --imagefs-path), which cannot be reached: " + err.Error()
+			}
+		} else {
+			defer rt.Close()
+			sources = append(sources, rt.source)
+			c.layout = layout
+		}
+	}
 	obs, collectErr := signals.Collect(ctx, time.Now(), sources)
 	signals.DeriveContainerFs(obs, c.layout)
 	c.obs = obs
-	if cfg.ImageFSPath == "" {
-		for _, s := range []signals.Signal{signals.ImageFsAvailable, signals.ImageFsInodesFree} {
-			why[s] = "the agent asks the container runtime for the image filesystem (no --imagefs-path); check-config does not"
-		}
-	}
 	var errs []error
 	if j, ok := collectErr.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
@@ -295,6 +305,31 @@ func capacitiesOf(cfg *config.Config, given nodeCapacity) capacities {
 	}
 	c.docs = capacityDocs(cfg, c, reason)
 	return c
+}
+
+// runtimeImage is the container runtime's image filesystem source, and
+// its connection to close.
+type runtimeImage struct {
+	*cri.Client
+	source *cri.ImageFsSource
+}
+
+// runtimeImageFs connects to the container runtime as the agent does and
+// returns its image filesystem's source and the node's layout.
+func runtimeImageFs(ctx context.Context, cfg *config.Config, fs *host.Filesystems) (runtimeImage, signals.FsLayout, error) {
+	c, err := cri.Dial(ctx, cfg.ContainerRuntimeEndpoint, cfg.ImageServiceEndpoint, cfg.RuntimeRequestTimeout, nil)
+	if err != nil {
+		return runtimeImage{}, signals.SingleFs, err
+	}
+	src, err := cri.NewImageFsSource(c, fs)
+	if err != nil {
+		return runtimeImage{}, signals.SingleFs, errors.Join(err, c.Close())
+	}
+	layout, err := cri.Layout(ctx, c, fs, cfg.RootDir)
+	if err != nil {
+		return runtimeImage{}, signals.SingleFs, errors.Join(err, c.Close())
+	}
+	return runtimeImage{Client: c, source: src}, layout, nil
 }
 
 // containerFsFrom is the signal a containerfs signal is observed as for

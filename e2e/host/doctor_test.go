@@ -41,7 +41,8 @@ func runDoctor(t *testing.T, args ...string) (map[string]doctorCheck, int) {
 // and this machine's cgroup v1 memory hierarchy, in a cgroup root of the
 // test's own holding a real kubepods cgroup: every node check passes
 // with the kubelet's driver (cgroupfs here), and the systemd driver is a
-// failure naming cgroupfs.
+// failure naming cgroupfs. check-config, with the same runtime, checks the
+// image filesystem's capacities as the agent would.
 func TestDoctorOnThisHost(t *testing.T) {
 	const memory = "/sys/fs/cgroup/memory"
 	if _, err := os.Stat(filepath.Join(memory, "memory.usage_in_bytes")); err != nil {
@@ -95,6 +96,32 @@ func TestDoctorOnThisHost(t *testing.T) {
 		if c.Status != wantStatus {
 			t.Errorf("%s: status %s, want %s: %s", name, c.Status, wantStatus, c.Message)
 		}
+	}
+
+	// check-config asks the same runtime for the image filesystem, as
+	// the agent does: its capacities are checked too.
+	out, errOut, code := testagent.Run(t, "check-config", "-o", "json", "--hostname-override=n1", "--container-runtime-endpoint="+rt.Endpoint(), "--runtime-request-timeout=10s")
+	var doc struct {
+		Capacity []struct {
+			Signal  string
+			Checked bool
+			Reason  string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 {
+		t.Fatalf("check-config: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	seen := 0
+	for _, c := range doc.Capacity {
+		if strings.HasPrefix(c.Signal, "imagefs.") || strings.HasPrefix(c.Signal, "containerfs.") {
+			seen++
+			if !c.Checked {
+				t.Errorf("check-config: %s not checked with the runtime there: %s", c.Signal, c.Reason)
+			}
+		}
+	}
+	if seen != 4 {
+		t.Errorf("check-config: %d imagefs and containerfs capacities, want 4 (the default thresholds): %+v", seen, doc.Capacity)
 	}
 
 	checks, code = runDoctor(t, append(args, "--cgroup-driver=systemd")...)
