@@ -138,10 +138,10 @@ func apiChecks(ctx context.Context, cfg *config.Config) []check {
 	if err != nil {
 		return []check{{Name: name, Status: statusFail, Message: fmt.Sprintf("--kubeconfig %s: %v", cfg.Kubeconfig, err), Fix: "fix the kubeconfig"}}
 	}
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
 	var out []check
-	raw, err := client.Core().Get().AbsPath("/version").DoRaw(ctx)
+	vctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	raw, err := client.Core().Get().AbsPath("/version").DoRaw(vctx)
+	cancel()
 	if err != nil {
 		out = append(out, check{Name: name, Status: statusFail, Message: fmt.Sprintf("%s: GET /version: %v", rc.Host, err),
 			Fix: "check the kubeconfig's server, the network path from the node to the API server, and its certificate authority"})
@@ -167,6 +167,8 @@ func apiChecks(ctx context.Context, cfg *config.Config) []check {
 // it by name (evictd's identity has no get on nodes).
 func nodeCheck(ctx context.Context, client *kubeclient.Client, node string) check {
 	const name = "node"
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	list, err := client.Nodes().List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
 	switch {
 	case apierrors.IsForbidden(err):
@@ -188,6 +190,8 @@ func nodeCheck(ctx context.Context, client *kubeclient.Client, node string) chec
 func reviewCheck(ctx context.Context, client *kubeclient.Client, p permission) check {
 	attr := p.Attr
 	name := "permission " + p.String()
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	r, err := client.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attr},
 	}, metav1.CreateOptions{})
