@@ -462,3 +462,13 @@ func TestSettingText(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigDriverRoot: a cgroup root the systemd driver cannot name
+// is the agent's refusal to start, exit 1, with no document.
+func TestCheckConfigDriverRoot(t *testing.T) {
+	out, errOut, code := runCmd(append(fleet, "--cgroup-driver=systemd", "--cgroup-root=/kube")...)
+	const want = `the agent would refuse to start: invalid configuration: CgroupRoot (--cgroup-root) "/kube": with the systemd driver it must be "/" or a slice ending in .slice`
+	if code != 1 || !strings.Contains(errOut, want) || out != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)
+	}
+}
