@@ -244,3 +244,26 @@ func TestPSICheck(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryEventsCheckV2: on a cgroup v2 fixture, kubepods.slice's
+// memory.events is what the agent reads its OOM kills from.
+func TestMemoryEventsCheckV2(t *testing.T) {
+	mount := t.TempDir()
+	kubepods := filepath.Join(mount, "kubepods.slice")
+	if err := os.MkdirAll(kubepods, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mount, "cgroup.controllers"), []byte("cpu io memory pids\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hc := hostConfigFor(mount, "systemd")
+	if c := memoryEventsCheck(hc, true); c.Status != statusWarn || !strings.Contains(c.Message, "memory.events is not readable") || c.Fix == "" {
+		t.Errorf("without memory.events: %+v, want a warning", c)
+	}
+	if err := os.WriteFile(filepath.Join(kubepods, "memory.events"), []byte("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := memoryEventsCheck(hc, true); c.Status != statusOK || c.Message != "cgroup v2: "+filepath.Join(kubepods, "memory.events")+" is readable" {
+		t.Errorf("with memory.events: %+v, want ok", c)
+	}
+}
