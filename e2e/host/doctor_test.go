@@ -2,6 +2,7 @@ package host
 
 import (
 	"crypto/rand"
+	"fmt"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/evictd/evictd/internal/testing/testagent"
 	"github.com/evictd/evictd/internal/testing/testruntime"
@@ -49,6 +51,19 @@ func TestDoctorOnThisHost(t *testing.T) {
 		t.Skip("needs the cgroup v1 memory controller at " + memory)
 	}
 	rt := testruntime.StartForTest(t, testruntime.Options{Root: t.TempDir()})
+	// A runtime just started may answer ImageFsInfo with no filesystem
+	// until its first stats collection: a node's runtime has long had it.
+	var fsErr string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		fs, err := rt.ImageService().ImageFsInfo(t.Context())
+		if err == nil && len(fs.GetImageFilesystems()) > 0 && fs.GetImageFilesystems()[0].GetFsId().GetMountpoint() != "" {
+			break
+		}
+		fsErr = fmt.Sprintf("%v %v", fs, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("the runtime reports no image filesystem: %s", fsErr)
+		}
+	}
 
 	// A slice-named root, so that the systemd driver can name it too.
 	b := make([]byte, 4)
