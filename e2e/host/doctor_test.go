@@ -2,9 +2,9 @@ package host
 
 import (
 	"crypto/rand"
-	"fmt"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
