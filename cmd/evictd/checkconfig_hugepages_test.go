@@ -58,9 +58,10 @@ func TestCheckConfigHugePages(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
 			}
+			// The document on stdout, the notes on stderr.
 			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
+				if !strings.Contains(out+errOut, w) {
+					t.Errorf("output lacks %q:\nstdout:\n%s\nstderr:\n%s", w, out, errOut)
 				}
 			}
 			if !strings.Contains(errOut, tc.wantErr) {
@@ -86,15 +87,15 @@ func TestCheckConfigUnreadableHugePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"check-config", "--hostname-override=n1", "--proc-root=" + tree.Proc, "--cgroup-mount=" + tree.Cgroup, "--root-dir=" + dir}
-	out, errOut, code := runCmd(args...)
+	_, errOut, code := runCmd(args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if want := `warning: this node's hugepage capacity cannot be read, so the agent would observe no memory.available: parse ` + tree.Proc + `/meminfo: Hugetlb value "4M"`; !strings.Contains(out, want) {
-		t.Errorf("output lacks %q:\n%s", want, out)
+	if want := `warning: this node's hugepage capacity cannot be read, so the agent would observe no memory.available: parse ` + tree.Proc + `/meminfo: Hugetlb value "4M"`; !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
 	}
-	out, _, _ = runCmd(append(args, "--feature-gates=HugepageAwareEviction=false")...)
-	if want := "note: this node's hugepage capacity cannot be read (parse "; !strings.Contains(out, want) || strings.Contains(out, "warning: this node's hugepage") {
-		t.Errorf("with the gate off: want %q and no warning:\n%s", want, out)
+	_, errOut, _ = runCmd(append(args, "--feature-gates=HugepageAwareEviction=false")...)
+	if want := "note: this node's hugepage capacity cannot be read (parse "; !strings.Contains(errOut, want) || strings.Contains(errOut, "warning: this node's hugepage") {
+		t.Errorf("with the gate off: want %q and no warning:\n%s", want, errOut)
 	}
 }

@@ -21,7 +21,9 @@ const usage = `evictd — node-pressure eviction agent
 
 Usage:
   evictd [flags]                       run the agent
-  evictd check-config [flags]          print the effective thresholds, or the error
+  evictd check-config [flags] [-o text|json|yaml] [--strict] [--node-memory Q ...]
+                                       print the effective configuration, or the error
+  evictd doctor [flags] [-o text|json] check this node, runtime and API access before rollout
   evictd simulate --snapshot FILE [flags] [-o text|json]
                                        replay a node snapshot and print what evictd would do
   evictd explain [POD] [--last N] [--state-dir DIR | --record FILE] [-o text|json]
@@ -43,7 +45,7 @@ var (
 )
 
 func commandNames() string {
-	return "check-config, explain, simulate, status, version and help"
+	return "check-config, doctor, explain, simulate, status, version and help"
 }
 
 // setUsage makes fs's help, on --help or -h, head and then fs's flags,

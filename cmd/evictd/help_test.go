@@ -27,6 +27,10 @@ func TestHelp(t *testing.T) {
 		{[]string{"status", "-h"}, []string{"Usage: evictd status"}, ""},
 		{[]string{"help", "check-config"}, []string{"Usage: evictd check-config", "--eviction-hard"}, "--version"},
 		{[]string{"check-config", "--help"}, []string{"Usage: evictd check-config", "--eviction-hard"}, "--version"},
+		{[]string{"help", "check-config"}, []string{"--strict", "--node-memory", "-o, --output"}, ""},
+		{[]string{"help", "doctor"}, []string{"Usage: evictd doctor", "-o, --output", "--kubeconfig", "--cgroup-driver"}, "--version"},
+		{[]string{"doctor", "--help"}, []string{"Usage: evictd doctor"}, ""},
+		{[]string{"help"}, []string{"evictd doctor [flags] [-o text|json]"}, ""},
 		{[]string{"help", "simulate"}, []string{"Usage: evictd simulate --snapshot FILE", "--snapshot string", "-o, --output", "--eviction-hard"}, ""},
 		{[]string{"simulate", "--help"}, []string{"Usage: evictd simulate"}, ""},
 		{[]string{"simulate", "--snapshot", "/nonexistent.json", "--help"}, []string{"Usage: evictd simulate"}, ""},
@@ -58,8 +62,8 @@ func TestHelpUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--nope"}, "evictd: unknown flag: --nope\nRun 'evictd --help' for usage.\n"},
-		{[]string{"bogus"}, `evictd: unexpected argument "bogus" (the commands are check-config, explain, simulate, status, version and help)` + "\nRun 'evictd --help' for usage.\n"},
-		{[]string{"help", "bogus"}, `evictd help: unknown command "bogus"; the commands are check-config, explain, simulate, status, version and help` + "\n"},
+		{[]string{"bogus"}, `evictd: unexpected argument "bogus" (the commands are check-config, doctor, explain, simulate, status, version and help)` + "\nRun 'evictd --help' for usage.\n"},
+		{[]string{"help", "bogus"}, `evictd help: unknown command "bogus"; the commands are check-config, doctor, explain, simulate, status, version and help` + "\n"},
 		{[]string{"help", "status", "simulate"}, `evictd help: want at most one command`},
 		{[]string{"status", "--nope"}, "evictd status: unknown flag: --nope\nRun 'evictd status --help' for usage.\n"},
 		{[]string{"status", "extra"}, `evictd status: unexpected argument "extra"`},

@@ -128,7 +128,7 @@ func TestRefusesOpenKubeconfig(t *testing.T) {
 
 // TestOptionalKubeconfig: a --kubeconfig that does not exist is an error,
 // unless --kubeconfig-optional is set: check-config then warns that the
-// agent would start standalone and exits 0. An optional kubeconfig that
+// agent would start standalone (on stderr, as every warning) and exits 0. An optional kubeconfig that
 // exists is checked as any other.
 func TestOptionalKubeconfig(t *testing.T) {
 	dir := t.TempDir()
@@ -143,11 +143,11 @@ func TestOptionalKubeconfig(t *testing.T) {
 	}{
 		{"missing, required", []string{"--kubeconfig", missing}, 1, "", "--kubeconfig " + missing + ": "},
 		{"missing, optional", []string{"--kubeconfig", missing, "--kubeconfig-optional"}, 0,
-			"warning: --kubeconfig " + missing + " does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, evicting nothing, until it is written and evictd restarted.\n", ""},
+			"", "warning: --kubeconfig " + missing + " does not exist yet and --kubeconfig-optional is set: the agent would start standalone, with no API server, evicting nothing, until it is written and evictd restarted.\n"},
 		{"there but too open, optional", []string{"--kubeconfig", open, "--kubeconfig-optional"}, 1, "",
 			"--kubeconfig " + open + ": mode 0644 lets group or others read or write it; chmod 600 it"},
 		{"optional without a kubeconfig", []string{"--kubeconfig-optional"}, 0,
-			"note: --kubeconfig-optional has no effect without --kubeconfig: evictd runs standalone.\n", ""},
+			"", "note: --kubeconfig-optional has no effect without --kubeconfig: evictd runs standalone.\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := runCmd(append([]string{"check-config", "--hostname-override=n1"}, tc.args...)...)

@@ -51,15 +51,19 @@ func TestCheckConfigWarnsOfKubeletRaces(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit code %d, want 0; stderr: %s", code, errOut)
 			}
+			// Notes and warnings go to stderr, the document alone to stdout.
 			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
 				}
 			}
 			for _, w := range tc.dontWant {
-				if strings.Contains(out, w) {
-					t.Errorf("output has %q:\n%s", w, out)
+				if strings.Contains(errOut, w) {
+					t.Errorf("stderr has %q:\n%s", w, errOut)
 				}
+			}
+			if strings.Contains(out, "warning: ") || strings.Contains(out, "note: ") {
+				t.Errorf("stdout carries notes or warnings:\n%s", out)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 // Command evictd is the node-pressure eviction agent. With no subcommand it
-// runs the agent; `check-config`, `simulate` and `status` help an operator
-// check settings, replay a node snapshot and ask a running agent.
+// runs the agent; `check-config`, `doctor`, `simulate` and `status` help an
+// operator check settings, check a node before rollout, replay a node
+// snapshot and ask a running agent.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 // commands are the subcommands; anything else runs the agent.
 var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"check-config": checkConfig,
+	"doctor":       doctor,
 	"explain":      explain,
 	"simulate":     simulate,
 	"status":       status,

@@ -38,9 +38,10 @@ func TestCheckConfigAcceptsKubeletForms(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit code %d, want 0; stderr: %s", code, errOut)
 			}
+			// The table on stdout, the warnings on stderr.
 			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
+				if !strings.Contains(out+errOut, w) {
+					t.Errorf("output lacks %q:\nstdout:\n%s\nstderr:\n%s", w, out, errOut)
 				}
 			}
 		})

@@ -39,14 +39,16 @@ func TestCheckConfigThresholdsSetAside(t *testing.T) {
 			wantOut: []string{"SIGNAL", "memory.available"}},
 		{name: "one threshold set aside, the others kept",
 			args: []string{"--eviction-hard=memory.available<10Gi,nodefs.available<1%", "--enforce-node-allocatable=none"}, code: 1,
-			wantOut: []string{"SIGNAL", "nodefs.available", "note: this node has no hugepages",
-				"error: " + memErr + ": the agent sets memory.available<10Gi aside and starts with the other thresholds"},
-			wantErr: []string{"evictd check-config: 1 threshold(s) cannot hold on this node; the agent would set them aside and start with the others:\n  " + memErr + "\n"}},
+			wantOut: []string{"SIGNAL", "nodefs.available"},
+			wantErr: []string{"note: this node has no hugepages",
+				"error: " + memErr + ": the agent sets memory.available<10Gi aside and starts with the other thresholds",
+				"evictd check-config: 1 threshold(s) cannot hold on this node; the agent would set them aside and start with the others:\n  " + memErr + "\n"}},
 		{name: "the derived allocatableMemory.available too",
 			args: []string{"--eviction-hard=memory.available<10Gi,nodefs.available<1%"}, code: 1,
-			wantOut: []string{"error: " + memErr,
-				"error: derived from memory.available (enforce-node-allocatable=pods): threshold allocatableMemory.available<10Gi is 10Gi, at or above the capacity of allocatableMemory.available on this node (6Gi)"},
-			wantErr: []string{"2 threshold(s) cannot hold on this node"}},
+			wantOut: []string{"SIGNAL", "allocatableMemory.available"},
+			wantErr: []string{"error: " + memErr,
+				"error: derived from memory.available (enforce-node-allocatable=pods): threshold allocatableMemory.available<10Gi is 10Gi, at or above the capacity of allocatableMemory.available on this node (6Gi)",
+				"2 threshold(s) cannot hold on this node"}},
 		{name: "none left: the agent would refuse",
 			args: []string{"--eviction-hard=memory.available<10Gi", "--enforce-node-allocatable=none"}, code: 1, wantNoRows: true,
 			wantErr: []string{"evictd check-config: no threshold can hold on this node; the agent would refuse to start:\n  " + memErr + "\n"}},
@@ -69,7 +71,7 @@ func TestCheckConfigThresholdsSetAside(t *testing.T) {
 			if tc.wantNoRows && out != "" {
 				t.Errorf("a refused configuration printed:\n%s", out)
 			}
-			if tc.code == 0 && (errOut != "" || strings.Contains(out, "error: ")) {
+			if tc.code == 0 && (strings.Contains(errOut, "error: ") || strings.Contains(out, "error: ")) {
 				t.Errorf("a configuration that fits printed errors:\nstdout:\n%s\nstderr:\n%s", out, errOut)
 			}
 		})
@@ -115,9 +117,10 @@ func TestCheckConfigNewerKubeletFile(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
 			}
+			// The warnings go to stderr with the errors.
 			for _, w := range tc.wantOut {
-				if !strings.Contains(out, w) {
-					t.Errorf("stdout lacks %q:\n%s", w, out)
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
 				}
 			}
 			if !strings.Contains(errOut, tc.wantErr) {

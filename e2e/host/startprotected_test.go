@@ -31,9 +31,10 @@ func TestAgentStartsProtected(t *testing.T) {
 		"--container-runtime-endpoint", "unix://" + filepath.Join(dir, "none.sock")}
 
 	out, errOut, code := testagent.Run(t, append([]string{"check-config"}, args...)...)
-	if code != 1 || !strings.Contains(out, "error: --eviction-hard: threshold memory.available<100Ti is 100Ti") ||
-		!strings.Contains(out, `ignored unknown field(s) "someFieldFromKubelet138"`) ||
-		!strings.Contains(out, "does not exist yet and --kubeconfig-optional is set") {
+	// The table on stdout; the errors and warnings on stderr.
+	if code != 1 || !strings.Contains(out, "SIGNAL") || !strings.Contains(errOut, "error: --eviction-hard: threshold memory.available<100Ti is 100Ti") ||
+		!strings.Contains(errOut, `ignored unknown field(s) "someFieldFromKubelet138"`) ||
+		!strings.Contains(errOut, "does not exist yet and --kubeconfig-optional is set") {
 		t.Errorf("check-config: exit %d, want 1 with the threshold set aside, the unknown field and the missing kubeconfig\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 

@@ -29,6 +29,14 @@ type ImageService struct {
 // RuntimeReady and NetworkReady conditions.
 var errNoConditions = errors.New("RuntimeReady or NetworkReady condition are not set")
 
+// Version returns the runtime's name and version and the CRI version it
+// speaks: what `evictd doctor` reports.
+func (s *RuntimeService) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.client.Version(ctx, &runtimeapi.VersionRequest{})
+}
+
 // ListPodSandbox lists the pod sandboxes that match filter (nil: all).
 func (s *RuntimeService) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)

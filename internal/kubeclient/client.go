@@ -146,6 +146,15 @@ func (c *Client) SubjectAccessReviews() *gentype.Client[*authorizationv1.Subject
 		gentype.PrefersProtobuf[*authorizationv1.SubjectAccessReview]())
 }
 
+// SelfSubjectAccessReviews returns a client of authorization.k8s.io/v1
+// SelfSubjectAccessReviews: the API server says whether the client's own
+// identity may do something (`evictd doctor`'s permission checks).
+func (c *Client) SelfSubjectAccessReviews() *gentype.Client[*authorizationv1.SelfSubjectAccessReview] {
+	return gentype.NewClient("selfsubjectaccessreviews", c.authz, c.params, "",
+		func() *authorizationv1.SelfSubjectAccessReview { return &authorizationv1.SelfSubjectAccessReview{} },
+		gentype.PrefersProtobuf[*authorizationv1.SelfSubjectAccessReview]())
+}
+
 // EventSink returns a record.EventSink that writes each event in its own
 // namespace, as client-go's EventSinkImpl does (in JSON, as it does).
 func (c *Client) EventSink() record.EventSink { return eventSink{c.core} }
