@@ -174,6 +174,7 @@ func effectiveSettings(cfg *config.Config) []settingDoc {
 		{Name: "flight-records-max-bytes", Value: cfg.FlightRecordsMaxBytes, Unit: "bytes"},
 		{Name: "max-evictions-per-hour", Value: cfg.MaxEvictionsPerHour, Unit: "evictions per hour"},
 		{Name: "local-storage-eviction-qps", Value: cfg.LocalStorageEvictionQPS, Unit: "evictions per second"},
+		{Name: "local-storage-eviction", Value: cfg.LocalStorageEviction},
 		{Name: "local-storage-eviction-burst", Value: cfg.LocalStorageEvictionBurst, Unit: "evictions"},
 		{Name: "pressure-taint-effect", Value: cfg.TaintEffect},
 
