@@ -49,11 +49,17 @@ func commandNames() string {
 }
 
 // setUsage makes fs's help, on --help or -h, head and then fs's flags,
-// written to w (stdout).
+// written to w (stdout) and wrapped to its width: the agent's flags by
+// concern (flagGroups), after the command's own.
 func setUsage(fs *pflag.FlagSet, w io.Writer, head string) {
 	fs.Usage = func() {
 		fmt.Fprint(w, head)
-		fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsages())
+		cols := helpColumns(w)
+		if fs.Lookup("eviction-hard") == nil {
+			fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsagesWrapped(cols))
+			return
+		}
+		fmt.Fprint(w, groupedUsages(fs, "Flags of "+fs.Name(), cols))
 	}
 }
 
