@@ -32,6 +32,7 @@ Usage:
                 [--metrics-bearer-token-file FILE] [--agent-user USER]
                                        show what a running agent last saw and decided
   evictd version [-o text|json]        print the version, commit and Go version
+  evictd completion bash|zsh|fish      print a shell completion script (man DIR: the man pages)
   evictd help [COMMAND]                print this help, or a command's
 
 Run 'evictd help COMMAND' or 'evictd COMMAND --help' for a command's flags.
@@ -45,13 +46,16 @@ var (
 )
 
 func commandNames() string {
-	return "check-config, doctor, explain, simulate, status, version and help"
+	return "check-config, completion, doctor, explain, simulate, status, version and help"
 }
 
 // setUsage makes fs's help, on --help or -h, head and then fs's flags,
 // written to w (stdout) and wrapped to its width: the agent's flags by
 // concern (flagGroups), after the command's own.
 func setUsage(fs *pflag.FlagSet, w io.Writer, head string) {
+	if captureUsage != nil {
+		captureUsage(fs, head)
+	}
 	fs.Usage = func() {
 		fmt.Fprint(w, head)
 		cols := helpColumns(w)

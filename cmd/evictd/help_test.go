@@ -62,8 +62,8 @@ func TestHelpUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--nope"}, "evictd: unknown flag: --nope\nRun 'evictd --help' for usage.\n"},
-		{[]string{"bogus"}, `evictd: unexpected argument "bogus" (the commands are check-config, doctor, explain, simulate, status, version and help)` + "\nRun 'evictd --help' for usage.\n"},
-		{[]string{"help", "bogus"}, `evictd help: unknown command "bogus"; the commands are check-config, doctor, explain, simulate, status, version and help` + "\n"},
+		{[]string{"bogus"}, `evictd: unexpected argument "bogus" (the commands are check-config, completion, doctor, explain, simulate, status, version and help)` + "\nRun 'evictd --help' for usage.\n"},
+		{[]string{"help", "bogus"}, `evictd help: unknown command "bogus"; the commands are check-config, completion, doctor, explain, simulate, status, version and help` + "\n"},
 		{[]string{"help", "status", "simulate"}, `evictd help: want at most one command`},
 		{[]string{"status", "--nope"}, "evictd status: unknown flag: --nope\nRun 'evictd status --help' for usage.\n"},
 		{[]string{"status", "extra"}, `evictd status: unexpected argument "extra"`},

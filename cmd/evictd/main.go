@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/spf13/cobra"
 )
 
 // commands are the subcommands; anything else runs the agent.
@@ -29,6 +31,9 @@ func main() {
 // stderr.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
+		if args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd {
+			return complete(args, stdout, stderr)
+		}
 		if cmd, ok := commands[args[0]]; ok {
 			return cmd(args[1:], stdout, stderr)
 		}
