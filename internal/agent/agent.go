@@ -381,6 +381,10 @@ func newMetrics(reg *prometheus.Registry, cfg *config.Config, version, revision 
 			return nil, err
 		}
 	}
+	// client-go's requests, under the kubelet's rest_client_* names.
+	if err := metrics.RegisterRESTClient(reg); err != nil {
+		return nil, err
+	}
 	met := metrics.New(reg)
 	met.SetBuild(version, revision)
 	if cfg.KubeletChecked {
