@@ -56,7 +56,7 @@ func TestLoopEvictsPodOverItsEphemeralStorageLimitWithoutAnyThreshold(t *testing
 		t.Errorf("request: got %+v, want signal %s, hard, grace 1, message %q, no annotations", req, decide.SignalPodEphemeralStorageLimit, wantMsg)
 	}
 	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "eviction_signal", "ephemeralpodfs.limit", "result", "evicted")); got < 1 {
-		t.Errorf("evictd_evictions_total{signal=ephemeralpodfs.limit,result=evicted}: got %v, want at least 1", got)
+		t.Errorf("evictd_evictions_total{eviction_signal=ephemeralpodfs.limit,result=evicted}: got %v, want at least 1", got)
 	}
 }
 
