@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/internal/config"
 )
 
@@ -119,33 +119,10 @@ type versionInfo struct {
 
 // buildVersion returns the version and commit set at build time; without
 // a commit, the one Go stamped from the VCS (go build in a checkout), with
-// "-dirty" when the tree had changes.
+// "-dirty" when the tree had changes (buildinfo.Revision, which
+// evictd_build_info's revision also comes from).
 func buildVersion() versionInfo {
-	v := versionInfo{Version: version, Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if v.Commit == "unknown" {
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			v.Commit = vcsCommit(bi.Settings)
-		}
-	}
-	return v
-}
-
-// vcsCommit is vcs.revision, "-dirty" added when vcs.modified, or
-// "unknown".
-func vcsCommit(settings []debug.BuildSetting) string {
-	rev, dirty := "unknown", false
-	for _, s := range settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if dirty && rev != "unknown" {
-		rev += "-dirty"
-	}
-	return rev
+	return versionInfo{Version: version, Commit: buildinfo.Revision(commit), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 }
 
 // String is the version line: evictd v0.1.0 (commit abc123, go1.26.1 linux/amd64).

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"regexp"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -115,23 +114,5 @@ func TestVersion(t *testing.T) {
 	out, _, _ = runCmd("version")
 	if !regexp.MustCompile(`^evictd v0\.1\.0 \(commit ([0-9a-f]+(-dirty)?|unknown), go`).MatchString(out) {
 		t.Errorf("without a commit: got %q", out)
-	}
-}
-
-func TestVersionVCSCommit(t *testing.T) {
-	rev := "0123456789abcdef0123456789abcdef01234567"
-	for _, tc := range []struct {
-		name     string
-		settings []debug.BuildSetting
-		want     string
-	}{
-		{"no VCS", []debug.BuildSetting{{Key: "GOOS", Value: "linux"}}, "unknown"},
-		{"clean", []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "false"}}, rev},
-		{"dirty", []debug.BuildSetting{{Key: "vcs.modified", Value: "true"}, {Key: "vcs.revision", Value: rev}}, rev + "-dirty"},
-		{"modified without revision", []debug.BuildSetting{{Key: "vcs.modified", Value: "true"}}, "unknown"},
-	} {
-		if got := vcsCommit(tc.settings); got != tc.want {
-			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
-		}
 	}
 }

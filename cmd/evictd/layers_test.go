@@ -15,7 +15,7 @@ var layers = []struct {
 	name     string
 	packages []string
 }{
-	{"vocabulary", []string{"signals"}},
+	{"vocabulary", []string{"signals", "internal/buildinfo"}},
 	{"pure stages", []string{"thresholds", "ranking", "internal/qos"}},
 	{"decision", []string{"internal/decide"}},
 	{"instruments", []string{"internal/metrics"}},

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -17,7 +16,9 @@ import (
 const (
 	rulesFile     = "evictd-rules.yaml"
 	dashboardFile = "dashboards/evictd.json"
-	runbookFile   = "RUNBOOK.md"
+	// fleetDashboardFile is the fleet's overview, beside the per-node one.
+	fleetDashboardFile = "dashboards/evictd-fleet.json"
+	runbookFile        = "RUNBOOK.md"
 )
 
 // ruleFile is the part of a Prometheus rule file the tests read.
@@ -114,9 +115,13 @@ func evictdNames(expr string, known map[string]bool) []string {
 	return out
 }
 
-// TestDashboardNames checks every query of the dashboard, its panels' and
-// its variables', against the metrics evictd exports: a renamed metric
-// fails here, not on a blank panel. The deprecated families are not used.
+// TestDashboardNames checks every query of the dashboards, their panels'
+// and their variables', against the metrics evictd exports: a renamed
+// metric fails here, not on a blank panel. The deprecated families are
+// not used. The per-node dashboard filters every panel by $node and
+// job="evictd"; the fleet dashboard every query by $cluster and the
+// selector variables, whose defaults are the rules' job="evictd" and
+// kube-state-metrics'.
 func TestDashboardNames(t *testing.T) {
 	known := exported(t)
 	records := map[string]bool{}
@@ -127,31 +132,82 @@ func TestDashboardNames(t *testing.T) {
 			}
 		}
 	}
-	exprs := dashboardExprs(t)
-	if len(exprs) < 20 {
-		t.Fatalf("got %d queries from %s, want every panel's", len(exprs), dashboardFile)
-	}
-	for where, expr := range exprs {
-		for _, name := range evictdNames(expr, known) {
-			deprecated, ok := known[name]
-			switch {
-			case !ok && !records[name]:
-				t.Errorf("%s: %s is not a metric evictd exports: %s", where, name, expr)
-			case deprecated:
-				t.Errorf("%s: %s is deprecated: %s", where, name, expr)
+	for _, tc := range []struct {
+		file     string
+		vars     []string
+		filter   func(expr string) bool
+		minExprs int
+	}{
+		{dashboardFile, []string{"datasource", "node"}, func(expr string) bool {
+			return strings.Contains(expr, `node=~"$node"`) && strings.Contains(expr, `job="evictd"`)
+		}, 20},
+		{fleetDashboardFile, []string{"datasource", "evictd_selector", "kube_selector", "cluster"}, func(expr string) bool {
+			return strings.Contains(expr, `cluster=~"$cluster"`) && (strings.Contains(expr, "$evictd_selector") || strings.Contains(expr, "$kube_selector"))
+		}, 10},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			d := readDashboard(t, tc.file)
+			for _, want := range tc.vars {
+				if _, ok := d.vars[want]; !ok {
+					t.Errorf("no variable %q", want)
+				}
 			}
-		}
-		if !strings.Contains(expr, `job="evictd"`) {
-			t.Errorf("%s: no job=\"evictd\" selector: %s", where, expr)
+			if len(d.exprs) < tc.minExprs {
+				t.Fatalf("got %d queries, want every panel's", len(d.exprs))
+			}
+			for where, expr := range d.exprs {
+				for _, name := range evictdNames(d.expand(expr), known) {
+					deprecated, ok := known[name]
+					switch {
+					case !ok && !records[name]:
+						t.Errorf("%s: %s is not a metric evictd exports: %s", where, name, expr)
+					case deprecated:
+						t.Errorf("%s: %s is deprecated: %s", where, name, expr)
+					}
+				}
+				if strings.HasPrefix(where, "panel ") && !tc.filter(expr) {
+					t.Errorf("%s: not filtered by the dashboard's variables: %s", where, expr)
+				}
+			}
+		})
+	}
+	fleet := readDashboard(t, fleetDashboardFile)
+	for name, want := range map[string]string{"evictd_selector": `job="evictd"`, "kube_selector": `job="kube-state-metrics"`} {
+		if got := fleet.vars[name]; got != want {
+			t.Errorf("%s: variable %s defaults to %q, want %q", fleetDashboardFile, name, got, want)
 		}
 	}
 }
 
-// dashboardExprs reads every PromQL expression of the dashboard, keyed by
-// where it is, and checks that every panel queries the datasource variable.
-func dashboardExprs(t *testing.T) map[string]string {
+// dashboard is what the tests read of a Grafana dashboard: its
+// variables (name → query, a textbox's default) and every PromQL
+// expression, keyed by where it is ("panel <title> <refId>", "variable
+// <name>").
+type dashboard struct {
+	vars  map[string]string
+	exprs map[string]string
+}
+
+// expand puts into expr the values a dashboard's variables take when
+// all is selected: the selectors' defaults, .* for a label variable, 5m
+// for Grafana's rate interval. A variable query's label_values(...)
+// becomes its selector.
+func (d dashboard) expand(expr string) string {
+	if inner, ok := strings.CutPrefix(expr, "label_values("); ok {
+		if i := strings.LastIndex(inner, ","); i > 0 {
+			expr = inner[:i]
+		}
+	}
+	r := strings.NewReplacer("$evictd_selector", d.vars["evictd_selector"], "$kube_selector", d.vars["kube_selector"],
+		"$node", ".*", "$cluster", ".*", "$__rate_interval", "5m")
+	return r.Replace(expr)
+}
+
+// readDashboard reads a dashboard and checks that every panel queries
+// the datasource variable, in schema 39 or later.
+func readDashboard(t *testing.T, file string) dashboard {
 	t.Helper()
-	b, err := os.ReadFile(dashboardFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,29 +236,27 @@ func dashboardExprs(t *testing.T) map[string]string {
 		} `json:"templating"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatalf("%s: %v", dashboardFile, err)
+		t.Fatalf("%s: %v", file, err)
 	}
 	if d.SchemaVersion < 39 {
-		t.Errorf("schemaVersion %d, want 39 or later", d.SchemaVersion)
+		t.Errorf("%s: schemaVersion %d, want 39 or later", file, d.SchemaVersion)
 	}
-	exprs := map[string]string{}
-	var vars []string
+	out := dashboard{vars: map[string]string{}, exprs: map[string]string{}}
 	for _, v := range d.Templating.List {
-		vars = append(vars, v.Name)
-		if v.Type != "query" {
-			continue
-		}
 		var q struct {
 			Query string `json:"query"`
 		}
-		if err := json.Unmarshal(v.Query, &q); err != nil {
-			t.Errorf("variable %s: query: %v", v.Name, err)
+		var text string
+		switch {
+		case json.Unmarshal(v.Query, &q) == nil:
+			text = q.Query
+		case json.Unmarshal(v.Query, &text) == nil:
+		default:
+			t.Errorf("%s: variable %s: query %s", file, v.Name, v.Query)
 		}
-		exprs["variable "+v.Name] = q.Query
-	}
-	for _, want := range []string{"datasource", "node"} {
-		if !slices.Contains(vars, want) {
-			t.Errorf("no variable %q, got %v", want, vars)
+		out.vars[v.Name] = text
+		if v.Type == "query" {
+			out.exprs["variable "+v.Name] = text
 		}
 	}
 	var walk func([]panel)
@@ -213,21 +267,18 @@ func dashboardExprs(t *testing.T) map[string]string {
 				continue
 			}
 			if len(p.Targets) == 0 {
-				t.Errorf("panel %q: no queries", p.Title)
+				t.Errorf("%s: panel %q: no queries", file, p.Title)
 			}
 			for _, tg := range p.Targets {
-				exprs["panel "+p.Title+" "+tg.RefID] = tg.Expr
+				out.exprs["panel "+p.Title+" "+tg.RefID] = tg.Expr
 				if tg.Datasource.UID != "${datasource}" {
-					t.Errorf("panel %q %s: datasource %q, want ${datasource}", p.Title, tg.RefID, tg.Datasource.UID)
-				}
-				if !strings.Contains(tg.Expr, `node=~"$node"`) {
-					t.Errorf("panel %q %s: not filtered by $node: %s", p.Title, tg.RefID, tg.Expr)
+					t.Errorf("%s: panel %q %s: datasource %q, want ${datasource}", file, p.Title, tg.RefID, tg.Datasource.UID)
 				}
 			}
 		}
 	}
 	walk(d.Panels)
-	return exprs
+	return out
 }
 
 // TestRuleNames checks the rules' queries the same way: evictd's metrics

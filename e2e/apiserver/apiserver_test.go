@@ -418,8 +418,8 @@ func (e *e2e) pdb(t *testing.T) {
 	}
 	e.checkGrace(t, ev, maxPodGrace)
 	e.checkEvicted(t, ev, soft500Message)
-	blocked := `evictd_evictions_total{result="pdb-blocked",signal="allocatableMemory.available"}`
-	evicted := `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`
+	blocked := `evictd_evictions_not_issued_total{eviction_signal="allocatableMemory.available",reason="pdb-blocked"}`
+	evicted := `evictd_evictions_total{eviction_signal="allocatableMemory.available",result="evicted",signal="allocatableMemory.available"}`
 	// evictd counts the eviction once it has seen the pod gone (it polls).
 	after := e.waitMetric(t, evicted, before[evicted]+1)
 	if after[blocked] < before[blocked]+1 {
@@ -592,7 +592,7 @@ func (e *e2e) rbac(t *testing.T) {
 		t.Errorf("API errors after the API server returned: %v, were %v", now, errs)
 	}
 	m := e.metrics(t)
-	if f := m[`evictd_evictions_total{result="failed",signal="allocatableMemory.available"}`]; f != 0 {
+	if f := m[`evictd_evictions_not_issued_total{eviction_signal="allocatableMemory.available",reason="failed"}`]; f != 0 {
 		t.Errorf("%v failed evictions", f)
 	}
 

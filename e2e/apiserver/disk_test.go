@@ -898,7 +898,7 @@ func (e *diskEnv) podByName(name string) *diskPod {
 func reclaimMetrics(m map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
-		if strings.HasPrefix(k, "evictd_reclaim") || strings.HasPrefix(k, "evictd_evictions_total") {
+		if strings.HasPrefix(k, "evictd_reclaim") || strings.HasPrefix(k, "evictd_evictions_") {
 			out[k] = v
 		}
 	}

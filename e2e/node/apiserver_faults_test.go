@@ -100,7 +100,7 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 		v := metric(t, n, "evictd_evictions_owed")
 		return v == 1, fmt.Sprintf("evictd_evictions_owed = %v", v)
 	})
-	if v := metric(t, n, `evictd_evictions_total{result="stopped-locally",signal="allocatableMemory.available"}`); v < 1 {
+	if v := metric(t, n, `evictd_evictions_total{eviction_signal="allocatableMemory.available",result="stopped-locally",signal="allocatableMemory.available"}`); v < 1 {
 		t.Errorf(`evictd_evictions_total{result="stopped-locally"} = %v, want at least 1`, v)
 	}
 	if v := metric(t, n, "evictd_evictions_owed"); v != 1 {

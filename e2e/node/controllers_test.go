@@ -227,7 +227,7 @@ func restart(t *testing.T, n *testnode.Node) {
 	} else if k == 0 {
 		t.Logf("victim: the Evicted event was lost with the killed evictd")
 	}
-	if v := metric(t, n, `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`); v > 0 {
+	if v := metric(t, n, `evictd_evictions_total{eviction_signal="allocatableMemory.available",result="evicted",signal="allocatableMemory.available"}`); v > 0 {
 		t.Errorf("the restarted evictd evicted %v more pods, with nothing evictable left", v)
 	}
 	c := condition(t, n, memoryCondition)

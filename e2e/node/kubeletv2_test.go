@@ -326,7 +326,7 @@ func v2Allocatable(t *testing.T, n *testnode.Node) {
 		return conditionIs(t, n, memoryCondition, v1.ConditionFalse)
 	})
 	poll(t, "the taint gone", 30*time.Second, func() (bool, string) { return !hasTaint(t, n, memoryTaint), "tainted" })
-	if v := metric(t, n, `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`); v != 1 {
+	if v := metric(t, n, `evictd_evictions_total{eviction_signal="allocatableMemory.available",result="evicted",signal="allocatableMemory.available"}`); v != 1 {
 		t.Errorf("evictd_evictions_total for allocatableMemory.available = %v, want 1", v)
 	}
 }

@@ -361,7 +361,7 @@ func softMemory(t *testing.T, n *testnode.Node) {
 			decided.Format(time.RFC3339Nano), d.issued.Format(time.RFC3339), c.LastTransitionTime.Format(time.RFC3339))
 	}
 	poll(t, "the taint to go", 5*time.Second, func() (bool, string) { return !hasTaint(t, n, memoryTaint), "taint still there" })
-	if v := metric(t, n, `evictd_evictions_total{result="evicted",signal="allocatableMemory.available"}`); v != 1 {
+	if v := metric(t, n, `evictd_evictions_total{eviction_signal="allocatableMemory.available",result="evicted",signal="allocatableMemory.available"}`); v != 1 {
 		t.Errorf("evictd_evictions_total for allocatableMemory.available = %v, want 1", v)
 	}
 }

@@ -79,7 +79,7 @@ func TestStandaloneStopNode(t *testing.T) {
 	if !strings.Contains(string(log), "default/hog") {
 		t.Error("evictd's log never names default/hog")
 	}
-	series := fmt.Sprintf(`evictd_evictions_total{result="stopped-locally",signal=%q}`, "allocatableMemory.available")
+	series := fmt.Sprintf(`evictd_evictions_total{eviction_signal=%[1]q,result="stopped-locally",signal=%[1]q}`, "allocatableMemory.available")
 	if got := metric(t, n, series); got != 1 {
 		t.Errorf("%s %v, want 1", series, got)
 	}

@@ -26,7 +26,7 @@ type sample struct {
 	goroutines float64 // go_goroutines
 	heapInuse  float64 // go_memstats_heap_inuse_bytes
 	passes     float64 // evictd_passes_total, all triggers
-	evictions  float64 // evictd_evictions_total, all signals and results
+	evictions  float64 // evictd_evictions_total: evictions issued, all signals
 	seenPods   int     // pods in evictd's last pass (/status)
 	replicas   int     // the churn ReplicaSet's size
 	singles    int     // single pods created so far

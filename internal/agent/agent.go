@@ -123,7 +123,7 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		return fmt.Errorf("cannot set up the node's signals: %w", err)
 	}
 	a.reg = prometheus.NewRegistry()
-	met, err := newMetrics(a.reg, cfg, opts.Version)
+	met, err := newMetrics(a.reg, cfg, opts.Version, opts.Commit)
 	if err != nil {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
@@ -279,6 +279,7 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 	}
 
 	a.srv = server.New(cfg.MetricsBindAddress, a.reg, a.loop.Ready, func() any { return a.loop.Status() }, log)
+	a.srv.SetVersion(opts.Version)
 	snapArgs := recorder.Args(DeciderConfig(cfg, layout), cfg.HousekeepingInterval, cfg.HugepageAwareEviction)
 	a.srv.HandleSnapshot(func(ctx context.Context) (any, error) {
 		return a.loop.Snapshot(ctx, func(p manager.PassRecord) any { return recorder.Snapshot(snapArgs, layout.String(), p) })
@@ -382,7 +383,7 @@ func (a *Agent) Close() {
 }
 
 // newMetrics registers the process's and evictd's own metrics on reg.
-func newMetrics(reg *prometheus.Registry, cfg *config.Config, version string) (*metrics.Metrics, error) {
+func newMetrics(reg *prometheus.Registry, cfg *config.Config, version, revision string) (*metrics.Metrics, error) {
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -391,8 +392,12 @@ func newMetrics(reg *prometheus.Registry, cfg *config.Config, version string) (*
 			return nil, err
 		}
 	}
+	// client-go's requests, under the kubelet's rest_client_* names.
+	if err := metrics.RegisterRESTClient(reg); err != nil {
+		return nil, err
+	}
 	met := metrics.New(reg)
-	met.SetVersion(version)
+	met.SetBuild(version, revision)
 	if cfg.KubeletChecked {
 		present := map[string]bool{}
 		for _, r := range cfg.KubeletRaces {

@@ -232,24 +232,34 @@ func (m *Manager) evict(ctx context.Context, req decide.Request) Attempt {
 	return a
 }
 
-// evictionResult is the evictd_evictions_total result of each attempt's
-// result; a pod already gone counts none.
-var evictionResult = map[Result]metrics.Result{
-	ResultEvicted:           metrics.ResultEvicted,
-	ResultTerminating:       metrics.ResultEvicted,
-	ResultStoppedLocally:    metrics.ResultStoppedLocally,
-	ResultStoppedStandalone: metrics.ResultStoppedLocally,
-	ResultPDBBlocked:        metrics.ResultPDBBlocked,
-	ResultFailed:            metrics.ResultFailed,
-	ResultDryRun:            metrics.ResultDryRun,
-}
+// issuedAs is the evictd_evictions_total result of each attempt that
+// issued an eviction (Attempt.Issued), and notIssuedFor the
+// evictd_evictions_not_issued_total reason of each that did not; a pod
+// already gone, or an attempt withheld (evictd_evictions_withheld_total),
+// counts in neither.
+var (
+	issuedAs = map[Result]metrics.Result{
+		ResultEvicted:           metrics.ResultEvicted,
+		ResultTerminating:       metrics.ResultEvicted,
+		ResultStoppedLocally:    metrics.ResultStoppedLocally,
+		ResultStoppedStandalone: metrics.ResultStoppedLocally,
+	}
+	notIssuedFor = map[Result]metrics.NotIssued{
+		ResultPDBBlocked: metrics.NotIssuedPDBBlocked,
+		ResultFailed:     metrics.NotIssuedFailed,
+		ResultDryRun:     metrics.NotIssuedDryRun,
+		ResultNotActed:   metrics.NotIssuedNotActed,
+	}
+)
 
 // report turns an attempt into its metric and its log line, the one place
 // that does, and returns it.
 func (m *Manager) report(a Attempt) Attempt {
 	req := a.Request
-	if r, ok := evictionResult[a.Result]; ok {
+	if r, ok := issuedAs[a.Result]; ok {
 		m.deps.Metrics.IncEviction(req.Signal, r)
+	} else if r, ok := notIssuedFor[a.Result]; ok {
+		m.deps.Metrics.IncNotIssued(req.Signal, r)
 	}
 	log := m.deps.Log.With("signal", req.Signal, "pod", req.Pod.Ref(), "gracePeriodSeconds", req.GracePeriod)
 	switch a.Result {

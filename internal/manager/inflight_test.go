@@ -107,7 +107,7 @@ func TestLoopEvictionInFlight(t *testing.T) {
 		wantResult   string
 		wantEvicted  []string
 		wantWithheld float64
-		wantDryRun   float64 // evictd_evictions_total{result="dry-run"}
+		wantDryRun   float64 // evictd_evictions_not_issued_total{reason="dry-run"}
 		wantLog      []string
 		wantOverdue  []bool // Status.InFlight's Overdue, by pod
 	}{{
@@ -196,8 +196,8 @@ func TestLoopEvictionInFlight(t *testing.T) {
 			if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_withheld_total", "reason", "eviction-in-flight")); got != tt.wantWithheld {
 				t.Errorf("evictd_evictions_withheld_total{reason=eviction-in-flight}: got %v, want %v", got, tt.wantWithheld)
 			}
-			if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "dry-run")); got != tt.wantDryRun {
-				t.Errorf("evictd_evictions_total{result=dry-run}: got %v, want %v", got, tt.wantDryRun)
+			if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_not_issued_total", "eviction_signal", "memory.available", "reason", "dry-run")); got != tt.wantDryRun {
+				t.Errorf("evictd_evictions_not_issued_total{reason=dry-run}: got %v, want %v", got, tt.wantDryRun)
 			}
 			if tt.wantLog != nil {
 				if got := logs.lines(tt.wantLog...); len(got) != 1 {

@@ -56,8 +56,8 @@ func TestLoopEvictsPodOverItsEphemeralStorageLimitWithoutAnyThreshold(t *testing
 	if req.Signal != decide.SignalPodEphemeralStorageLimit || !req.Hard || req.GracePeriod != 1 || req.Message != wantMsg || req.Annotations != nil {
 		t.Errorf("request: got %+v, want signal %s, hard, grace 1, message %q, no annotations", req, decide.SignalPodEphemeralStorageLimit, wantMsg)
 	}
-	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "ephemeralpodfs.limit", "result", "evicted")); got < 1 {
-		t.Errorf("evictd_evictions_total{signal=ephemeralpodfs.limit,result=evicted}: got %v, want at least 1", got)
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "eviction_signal", "ephemeralpodfs.limit", "result", "evicted")); got < 1 {
+		t.Errorf("evictd_evictions_total{eviction_signal=ephemeralpodfs.limit,result=evicted}: got %v, want at least 1", got)
 	}
 }
 
@@ -105,8 +105,8 @@ func TestLoopDryRunReportsLocalStorageEvictions(t *testing.T) {
 	if got := h.ev.evicted(); len(got) != 0 {
 		t.Fatalf("dry run called the evicter for %v", got)
 	}
-	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "ephemeralpodfs.limit", "result", "dry-run")); got != 1 {
-		t.Errorf("evictd_evictions_total{result=dry-run}: got %v, want 1", got)
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_not_issued_total", "eviction_signal", "ephemeralpodfs.limit", "reason", "dry-run")); got != 1 {
+		t.Errorf("evictd_evictions_not_issued_total{reason=dry-run}: got %v, want 1", got)
 	}
 }
 

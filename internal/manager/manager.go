@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -119,6 +120,12 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		hour:         hourWindow{limit: cfg.MaxEvictionsPerHour},
 		bucket:       newTokenBucket(cfg.LocalStorageEvictionQPS, cfg.LocalStorageEvictionBurst),
 		tte:          newExhaustionState(),
+	}
+	// The series the alerts need before the first eviction: for every
+	// signal evictd can evict for here, the thresholds' and the
+	// local-storage limits'.
+	for _, sig := range evictionSignals(m.decider.Thresholds()) {
+		deps.Metrics.InitEvictions(sig, cfg.DryRun)
 	}
 	if cfg.Decider.Exhaustion.Enabled {
 		for _, th := range m.decider.Thresholds() {
@@ -450,4 +457,17 @@ func (m *Manager) limits(now time.Time) LimitsStatus {
 		m.capHit = false
 	}
 	return ls
+}
+
+// evictionSignals are the signals evictd can evict for with ths in force:
+// the thresholds' signals, once each, and the local-storage limits'
+// pseudo-signals.
+func evictionSignals(ths []thresholds.Threshold) []signals.Signal {
+	var out []signals.Signal
+	for _, th := range ths {
+		if !slices.Contains(out, th.Signal) {
+			out = append(out, th.Signal)
+		}
+	}
+	return append(out, decide.LocalStorageSignals()...)
 }

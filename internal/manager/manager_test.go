@@ -236,7 +236,7 @@ func TestLoopSoftThresholdWaitsForGraceThenEvicts(t *testing.T) {
 	}
 	// A successful eviction wakes the loop for an immediate pass.
 	h.next("wake")
-	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "evicted")); got != 1 {
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "eviction_signal", "memory.available", "result", "evicted")); got != 1 {
 		t.Errorf("evictd_evictions_total{result=evicted}: got %v, want 1", got)
 	}
 }
@@ -316,8 +316,8 @@ func TestLoopSoftEvictionMovesOnWhenABudgetRefuses(t *testing.T) {
 			t.Errorf("request for %s: Decided %v, want the decision's time %v", r.Pod.Name, r.Decided, st.Decision.Time)
 		}
 	}
-	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "pdb-blocked")); got != 1 {
-		t.Errorf("evictd_evictions_total{result=pdb-blocked}: got %v, want 1", got)
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_not_issued_total", "eviction_signal", "memory.available", "reason", "pdb-blocked")); got != 1 {
+		t.Errorf("evictd_evictions_not_issued_total{reason=pdb-blocked}: got %v, want 1", got)
 	}
 }
 
@@ -339,7 +339,7 @@ func TestLoopGoneAndLingeringPods(t *testing.T) {
 			if st.Result != tc.wantResult {
 				t.Errorf("result: got %q, want %q", st.Result, tc.wantResult)
 			}
-			if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "evicted")); got != tc.wantCount {
+			if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "eviction_signal", "memory.available", "result", "evicted")); got != tc.wantCount {
 				t.Errorf("evictions counted: got %v, want %v", got, tc.wantCount)
 			}
 			h.next("wake") // the loop looks again at once
@@ -362,7 +362,7 @@ func TestLoopPodReportedGone(t *testing.T) {
 	if st := h.tick(); st.Result != "gone default/hog" {
 		t.Fatalf("result: got %q, want %q", st.Result, "gone default/hog")
 	}
-	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "evicted")); got != 0 {
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "eviction_signal", "memory.available", "result", "evicted")); got != 0 {
 		t.Errorf("evictions counted: got %v, want 0", got)
 	}
 	if got := pods.relisted(); got != 1 {
@@ -506,8 +506,8 @@ func TestLoopDryRunActsOnNothing(t *testing.T) {
 	if got := h.ev.evicted(); len(got) != 0 {
 		t.Fatalf("dry run called the evicter for %v", got)
 	}
-	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "dry-run")); got != 1 {
-		t.Errorf("evictd_evictions_total{result=dry-run}: got %v, want 1", got)
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_not_issued_total", "eviction_signal", "memory.available", "reason", "dry-run")); got != 1 {
+		t.Errorf("evictd_evictions_not_issued_total{reason=dry-run}: got %v, want 1", got)
 	}
 }
 
@@ -521,8 +521,59 @@ func TestLoopFailedEvictionIsCountedAndReported(t *testing.T) {
 	if !strings.Contains(st.Result, "the API server said no") {
 		t.Fatalf("result: got %q, want the evicter's error", st.Result)
 	}
-	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_total", "signal", "memory.available", "result", "failed")); got != 1 {
-		t.Errorf("evictd_evictions_total{result=failed}: got %v, want 1", got)
+	if got := testutil.ToFloat64(counter(t, h.reg, "evictd_evictions_not_issued_total", "eviction_signal", "memory.available", "reason", "failed")); got != 1 {
+		t.Errorf("evictd_evictions_not_issued_total{reason=failed}: got %v, want 1", got)
+	}
+}
+
+// TestLoopCountsEachResultInOneFamily checks where each result of the
+// Evicter counts: an eviction issued in evictd_evictions_total, one that
+// was not in evictd_evictions_not_issued_total, never both; a pod already
+// gone in neither.
+func TestLoopCountsEachResultInOneFamily(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	for _, tc := range []struct {
+		name              string
+		err               error
+		issued, notIssued string // the result or reason counted; "" for none
+	}{
+		{"evicted", nil, "evicted", ""},
+		{"issued, still terminating", fmt.Errorf("x: %w", decide.ErrNotGoneInTime), "evicted", ""},
+		{"stopped locally, owed", fmt.Errorf("x: %w", decide.ErrStoppedLocally), "stopped-locally", ""},
+		{"stopped standalone", decide.ErrStoppedStandalone, "stopped-locally", ""},
+		{"not acted standalone", fmt.Errorf("%w: soft", decide.ErrNotActed), "", "not-acted"},
+		{"failed", errors.New("no"), "", "failed"},
+		{"already gone", fmt.Errorf("x: %w", decide.ErrPodGone), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, false, ths)
+			h.ev.err = tc.err
+			h.next("start")
+			h.src.set(50 * mi)
+			h.tick()
+			h.stop()
+			got := counterSeries(t, h.reg)
+			var issued, notIssued []string
+			for s, v := range got {
+				switch {
+				case v == 0:
+				case strings.HasPrefix(s, "evictd_evictions_total{"):
+					issued = append(issued, s)
+				case strings.HasPrefix(s, "evictd_evictions_not_issued_total{"):
+					notIssued = append(notIssued, s)
+				}
+			}
+			var wantIssued, wantNotIssued []string
+			if tc.issued != "" {
+				wantIssued = []string{`evictd_evictions_total{eviction_signal="memory.available",result="` + tc.issued + `",signal="memory.available"}`}
+			}
+			if tc.notIssued != "" {
+				wantNotIssued = []string{`evictd_evictions_not_issued_total{eviction_signal="memory.available",reason="` + tc.notIssued + `"}`}
+			}
+			if !slices.Equal(issued, wantIssued) || !slices.Equal(notIssued, wantNotIssued) {
+				t.Errorf("counted %v and %v, want %v and %v", issued, notIssued, wantIssued, wantNotIssued)
+			}
+		})
 	}
 }
 

@@ -18,13 +18,15 @@ import (
 	"github.com/evictd/evictd/thresholds"
 )
 
-// TestLoopCountsOnlySeriesCreatedAtStart drives the loop through evictions,
+// TestLoopCreatesAlertedSeriesAtStart drives the loop through evictions,
 // refusals, failures, dry-run, the safety limits, local-storage evictions
-// and reclaim, and checks that every counter series it incremented existed,
-// at 0, right after metrics.New: no counter series appears later, where
-// rate() and alerts would miss its first event. Gauges and histograms
-// appear with their first reading by design and are not checked.
-func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
+// and reclaim, and checks that every counter series an alert of
+// deploy/monitoring fires on at its first event (alerted) existed, at 0,
+// once New had made the loop: rate() and the alerts see that event. No
+// other series exists before its first event: a node exports what
+// happened on it. Gauges and histograms appear with their first reading
+// and are not checked.
+func TestLoopCreatesAlertedSeriesAtStart(t *testing.T) {
 	hard := func(t *testing.T) []thresholds.Threshold {
 		return mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
 	}
@@ -57,9 +59,9 @@ func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
 		want: []string{
 			`evictd_passes_total{trigger="start"}`, `evictd_passes_total{trigger="tick"}`, `evictd_passes_total{trigger="wake"}`,
 			`evictd_decisions_total{outcome="evict",signal="memory.available"}`,
-			`evictd_evictions_total{result="evicted",signal="memory.available"}`,
-			`evictd_evictions_total{result="stopped-locally",signal="memory.available"}`,
-			`evictd_evictions_total{result="failed",signal="memory.available"}`,
+			`evictd_evictions_total{eviction_signal="memory.available",result="evicted",signal="memory.available"}`,
+			`evictd_evictions_total{eviction_signal="memory.available",result="stopped-locally",signal="memory.available"}`,
+			`evictd_evictions_not_issued_total{eviction_signal="memory.available",reason="failed"}`,
 		},
 	}, {
 		name: "a budget refuses, at the end of a grace period",
@@ -81,8 +83,8 @@ func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
 		},
 		want: []string{
 			`evictd_passes_total{trigger="deadline"}`,
-			`evictd_evictions_total{result="pdb-blocked",signal="memory.available"}`,
-			`evictd_evictions_total{result="evicted",signal="memory.available"}`,
+			`evictd_evictions_not_issued_total{eviction_signal="memory.available",reason="pdb-blocked"}`,
+			`evictd_evictions_total{eviction_signal="memory.available",result="evicted",signal="memory.available"}`,
 		},
 	}, {
 		name:   "dry-run",
@@ -95,7 +97,7 @@ func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
 		},
 		want: []string{
 			`evictd_decisions_total{outcome="dry-run",signal="memory.available"}`,
-			`evictd_evictions_total{result="dry-run",signal="memory.available"}`,
+			`evictd_evictions_not_issued_total{eviction_signal="memory.available",reason="dry-run"}`,
 		},
 	}, {
 		name: "the hourly cap, an eviction in flight",
@@ -145,7 +147,7 @@ func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
 			h.next("wake")
 		},
 		want: []string{
-			`evictd_evictions_total{result="evicted",signal="ephemeralpodfs.limit"}`,
+			`evictd_evictions_total{eviction_signal="ephemeralpodfs.limit",result="evicted",signal="ephemeralpodfs.limit"}`,
 			`evictd_evictions_withheld_total{reason="rate-limit"}`,
 		},
 	}, {
@@ -155,7 +157,7 @@ func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
 		run: func(t *testing.T, h *harness) {
 			h.next("start")
 		},
-		want: []string{`evictd_evictions_total{result="dry-run",signal="ephemeralpodfs.limit"}`},
+		want: []string{`evictd_evictions_not_issued_total{eviction_signal="ephemeralpodfs.limit",reason="dry-run"}`},
 	}, {
 		name: "reclaim",
 		ths: func(t *testing.T) []thresholds.Threshold {
@@ -189,7 +191,7 @@ func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
 			`evictd_decisions_total{outcome="reclaim-sufficient",signal="nodefs.available"}`,
 			`evictd_reclaim_total{kind="containers",result="ok"}`,
 			`evictd_reclaimed_bytes_total{kind="containers"}`,
-			`evictd_evictions_total{result="evicted",signal="nodefs.available"}`,
+			`evictd_evictions_total{eviction_signal="nodefs.available",result="evicted",signal="nodefs.available"}`,
 		},
 	}}
 	for _, tt := range tests {
@@ -206,17 +208,30 @@ func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
 			var atStart map[string]float64
 			h := newHarnessTuned(t, tt.dryRun, ths, pods, stats, func(c *Config, d *Deps) {
 				d.Metrics = metrics.New(reg)
-				atStart = counterSeries(t, reg)
 				if tt.tune != nil {
 					tt.tune(c, d)
 				}
+				// What New creates before any pass: a loop of the same
+				// configuration on a registry of its own, never run.
+				probe := prometheus.NewRegistry()
+				pd := *d
+				pd.Metrics = metrics.New(probe)
+				if _, err := New(*c, pd); err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				atStart = counterSeries(t, probe)
 			})
 			tt.run(t, h)
 			h.stop()
 			after := counterSeries(t, reg)
 			for _, s := range slices.Sorted(maps.Keys(after)) {
-				if _, ok := atStart[s]; !ok {
-					t.Errorf("%s = %v: a series that did not exist right after metrics.New", s, after[s])
+				if _, ok := atStart[s]; alerted(s) && !ok {
+					t.Errorf("%s = %v: an alert fires on it, and it did not exist once New had made the loop", s, after[s])
+				}
+			}
+			for _, s := range slices.Sorted(maps.Keys(atStart)) {
+				if !alerted(s) {
+					t.Errorf("%s: created before its first event, and no alert needs it", s)
 				}
 			}
 			for _, s := range tt.want {
@@ -226,6 +241,23 @@ func TestLoopCountsOnlySeriesCreatedAtStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// alerted reports whether an alert of deploy/monitoring/evictd-rules.yaml
+// fires on series s at its first event, with no "for": EvictdEvicting
+// (evictions issued, and dry runs), EvictdEvictionsFailing,
+// EvictdHourlyCapReached; and EvictdNoPasses, which sums
+// evictd_passes_total while no pass ends. The cap's counter has no label:
+// it exists from the start as any plain counter.
+func alerted(s string) bool {
+	switch {
+	case strings.HasPrefix(s, "evictd_evictions_total{"):
+		return true
+	case strings.HasPrefix(s, "evictd_evictions_not_issued_total{"):
+		return strings.Contains(s, `reason="failed"`) || strings.Contains(s, `reason="dry-run"`)
+	}
+	return s == `evictd_evictions_withheld_total{reason="hourly-cap"}` || s == `evictd_passes_total{trigger="tick"}` ||
+		s == "evictd_eviction_cap_reached_total"
 }
 
 // counterSeries returns the value of every counter series on reg, by

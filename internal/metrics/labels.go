@@ -10,10 +10,10 @@ import (
 
 // The values of evictd's labels. Each label has a type, and each type a
 // table of its values with what they mean: the code that emits a value
-// takes it from here, New creates every counter series from the tables at
-// 0 (so rate() and alerts see the first event), and the HELP texts that
-// list a label's values are written from them. What is emitted, what
-// exists from startup and what HELP documents are therefore one list.
+// takes it from here, and the HELP texts that list a label's values are
+// written from them. What is emitted and what HELP documents are
+// therefore one list. A series appears with its first event, but for the
+// few the shipped alerts need from startup (initCounters, InitEvictions).
 //
 // The signal and pressure labels take signals.Signal and signals.Pressure,
 // the outcome label decide.Outcome and the reclaim kind decide.ReclaimKind:
@@ -80,34 +80,60 @@ var outcomes = []value[decide.Outcome]{
 	{v: decide.OutcomeReclaimSettling, means: "node-level reclaim removed some; waiting for the runtime to free it", only: decide.Reclaims},
 }
 
-// Result is the result label of evictd_evictions_total.
+// Result is the result label of evictd_evictions_total: how an eviction
+// was issued.
 type Result string
 
-// Eviction results.
+// How an eviction was issued.
 const (
-	ResultEvicted    Result = "evicted"
-	ResultPDBBlocked Result = "pdb-blocked"
-	ResultFailed     Result = "failed"
-	ResultDryRun     Result = "dry-run"
-	// ResultStoppedLocally: the API server did not answer, so the pod's
-	// containers were stopped through the runtime; the eviction is owed.
+	// ResultEvicted: the API server accepted it (the Eviction API, or a
+	// hard eviction's delete).
+	ResultEvicted Result = "evicted"
+	// ResultStoppedLocally: the pod's containers were stopped through the
+	// runtime, because the API server did not answer (the eviction is
+	// owed) or evictd runs without one (--standalone-stop).
 	ResultStoppedLocally Result = "stopped-locally"
 )
 
-// results are evictd_evictions_total's results. Its signals are the
-// thresholds' and the local-storage pseudo-signals; a local-storage
-// eviction has no PodDisruptionBudget fallback and no local stop of its
-// own (signals.Signal.Valid is false for the pseudo-signals).
+// results are evictd_evictions_total's results: evictions issued, and
+// nothing else. Its signals are the thresholds' and the local-storage
+// pseudo-signals; a local-storage eviction has no local stop of its own
+// (signals.Signal.Valid is false for the pseudo-signals).
 var results = []value[Result]{
-	{v: ResultEvicted, means: "issued"},
-	{v: ResultPDBBlocked, means: "a PodDisruptionBudget refused it", only: signals.Signal.Valid},
-	{v: ResultFailed, means: "any other error"},
-	{v: ResultDryRun, means: "not acted on: dry-run, or no API server"},
-	{v: ResultStoppedLocally, means: "the API server did not answer; the containers were stopped through the runtime and the eviction is owed", only: signals.Signal.Valid},
+	{v: ResultEvicted, means: "the API server accepted it"},
+	{v: ResultStoppedLocally, means: "the containers were stopped through the runtime: the API server did not answer and the eviction is owed, or evictd runs without one", only: signals.Signal.Valid},
 }
 
 // resultValues lists the values of evictd_evictions_total's result label.
 func resultValues() []Result { return valuesOf(results) }
+
+// NotIssued is the reason label of evictd_evictions_not_issued_total: why
+// an eviction evictd attempted was not issued.
+type NotIssued string
+
+// Why an attempted eviction was not issued.
+const (
+	NotIssuedPDBBlocked NotIssued = "pdb-blocked"
+	NotIssuedFailed     NotIssued = "failed"
+	NotIssuedDryRun     NotIssued = "dry-run"
+	// NotIssuedNotActed: with no API server, a stop through the runtime
+	// cannot carry the eviction out (a soft or disk threshold's).
+	NotIssuedNotActed NotIssued = "not-acted"
+)
+
+// notIssuedReasons are evictd_evictions_not_issued_total's reasons. A
+// local-storage eviction has no PodDisruptionBudget refusal (it is a
+// delete) and no standalone stop.
+var notIssuedReasons = []value[NotIssued]{
+	{v: NotIssuedPDBBlocked, means: "a PodDisruptionBudget refused it", only: signals.Signal.Valid},
+	{v: NotIssuedFailed, means: "any other error"},
+	{v: NotIssuedDryRun, means: "--dry-run, or no API server and no --standalone-stop"},
+	{v: NotIssuedNotActed, means: "no API server, and a stop through the runtime cannot carry it out", only: signals.Signal.Valid},
+}
+
+// notIssuedValues lists the values of evictd_evictions_not_issued_total's
+// reason label.
+func notIssuedValues() []NotIssued { return valuesOf(notIssuedReasons) }
 
 // evictionSignals are the signals evictd_evictions_total counts for.
 func evictionSignals() []signals.Signal {

@@ -1,13 +1,16 @@
 package metrics
 
 import (
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/evictd/evictd/internal/decide"
@@ -30,7 +33,15 @@ func TestVocabulary(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	at := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-	m.SetVersion("v0.0.0-test")
+	m.SetBuild("v0.0.0-test", "0123abc")
+	for _, sig := range evictionSignals() {
+		for _, r := range resultValues() {
+			m.IncEviction(sig, r)
+		}
+		for _, r := range notIssuedValues() {
+			m.IncNotIssued(sig, r)
+		}
+	}
 	for _, sig := range signals.All() {
 		m.SetObservation(sig, 1, 2)
 		m.SetObservationAge(sig, 1)
@@ -97,77 +108,111 @@ func TestVocabulary(t *testing.T) {
 	}
 }
 
-// TestVocabularyHelp checks each label's list of values against what New
-// creates and what HELP says: every value has a series from startup, HELP
-// names every value, and no series carries a value the list lacks.
+// TestVocabularyHelp checks each label's list of values against HELP and
+// what New creates: HELP names every value, and no series New creates at
+// startup (InitEvictions included) carries a value the list lacks.
 func TestVocabularyHelp(t *testing.T) {
 	tests := []struct {
 		family, label string
 		values        []string
+		vec           func(m *Metrics) *prometheus.CounterVec
 	}{
-		{"evictd_decisions_total", "outcome", asStrings(valuesOf(outcomes))},
-		{"evictd_evictions_total", "result", asStrings(resultValues())},
-		{"evictd_evictions_withheld_total", "reason", asStrings(withheldReasonValues())},
-		{"evictd_passes_total", "trigger", asStrings(triggerValues())},
-		{"evictd_wakeups_total", "source", asStrings(wakeupSourceValues())},
-		{"evictd_api_errors_total", "verb", asStrings(apiVerbValues())},
-		{"evictd_api_requests_refused_total", "code", valuesOf(refusedCodes)},
-		{"evictd_token_renewals_total", "result", asStrings(valuesOf(tokenRenewals))},
-		{"evictd_runtime_errors_total", "operation", asStrings(runtimeOperationValues())},
-		{"evictd_reclaim_total", "kind", asStrings(valuesOf(reclaimKinds))},
-		{"evictd_reclaim_total", "result", asStrings(reclaimResultValues())},
-		{"evictd_reclaimed_bytes_total", "kind", asStrings(valuesOf(reclaimKinds))},
-		{"evictd_pod_disk_walks_cut_total", "reason", asStrings(walkCutValues())},
+		{"evictd_decisions_total", "outcome", asStrings(valuesOf(outcomes)), func(m *Metrics) *prometheus.CounterVec { return m.decisions }},
+		{"evictd_evictions_total", "result", asStrings(resultValues()), func(m *Metrics) *prometheus.CounterVec { return m.evictions }},
+		{"evictd_evictions_not_issued_total", "reason", asStrings(notIssuedValues()), func(m *Metrics) *prometheus.CounterVec { return m.notIssued }},
+		{"evictd_evictions_withheld_total", "reason", asStrings(withheldReasonValues()), func(m *Metrics) *prometheus.CounterVec { return m.withheld }},
+		{"evictd_passes_total", "trigger", asStrings(triggerValues()), func(m *Metrics) *prometheus.CounterVec { return m.passes }},
+		{"evictd_wakeups_total", "source", asStrings(wakeupSourceValues()), func(m *Metrics) *prometheus.CounterVec { return m.wakeups }},
+		{"evictd_api_errors_total", "verb", asStrings(apiVerbValues()), func(m *Metrics) *prometheus.CounterVec { return m.apiErrors }},
+		{"evictd_api_requests_refused_total", "code", valuesOf(refusedCodes), func(m *Metrics) *prometheus.CounterVec { return m.refused }},
+		{"evictd_token_renewals_total", "result", asStrings(valuesOf(tokenRenewals)), func(m *Metrics) *prometheus.CounterVec { return m.renewals }},
+		{"evictd_runtime_errors_total", "operation", asStrings(runtimeOperationValues()), func(m *Metrics) *prometheus.CounterVec { return m.rtErrors }},
+		{"evictd_reclaim_total", "kind", asStrings(valuesOf(reclaimKinds)), func(m *Metrics) *prometheus.CounterVec { return m.reclaims }},
+		{"evictd_reclaim_total", "result", asStrings(reclaimResultValues()), func(m *Metrics) *prometheus.CounterVec { return m.reclaims }},
+		{"evictd_reclaimed_bytes_total", "kind", asStrings(valuesOf(reclaimKinds)), func(m *Metrics) *prometheus.CounterVec { return m.reclaimed }},
+		{"evictd_pod_disk_walks_cut_total", "reason", asStrings(walkCutValues()), func(m *Metrics) *prometheus.CounterVec { return m.walksCut }},
 	}
 	reg := prometheus.NewRegistry()
-	New(reg)
-	mfs, err := reg.Gather()
+	started := New(reg)
+	for _, sig := range evictionSignals() {
+		started.InitEvictions(sig, false)
+		started.InitEvictions(sig, true)
+	}
+	atStart, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.family+"/"+tt.label, func(t *testing.T) {
-			i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == tt.family })
-			if i < 0 {
-				t.Fatalf("no %s after New", tt.family)
+			ch := make(chan *prometheus.Desc, 1)
+			tt.vec(started).Describe(ch)
+			desc := (<-ch).String()
+			if !strings.Contains(desc, `fqName: "`+tt.family+`"`) {
+				t.Fatalf("the table's vector is not %s: %s", tt.family, desc)
 			}
-			mf := mfs[i]
-			seen := map[string]bool{}
-			for _, m := range mf.GetMetric() {
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == tt.label {
-						seen[lp.GetValue()] = true
-					}
-				}
-			}
+			help := descHelpRE.FindStringSubmatch(desc)[1]
 			for _, v := range tt.values {
-				if !seen[v] {
-					t.Errorf("%s=%q: no series after New", tt.label, v)
-				}
-				if !mentions(mf.GetHelp(), v) {
-					t.Errorf("%s=%q: HELP does not name it: %q", tt.label, v, mf.GetHelp())
+				if !mentions(help, v) {
+					t.Errorf("%s=%q: HELP does not name it: %q", tt.label, v, help)
 				}
 			}
-			for v := range seen {
-				if !slices.Contains(tt.values, v) {
-					t.Errorf("%s=%q: a series for a value not in the list %v", tt.label, v, tt.values)
+			i := slices.IndexFunc(atStart, func(mf *dto.MetricFamily) bool { return mf.GetName() == tt.family })
+			if i < 0 {
+				return // no series at startup
+			}
+			for _, m := range atStart[i].GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == tt.label && !slices.Contains(tt.values, lp.GetValue()) {
+						t.Errorf("%s=%q at startup: a value not in the list %v", tt.label, lp.GetValue(), tt.values)
+					}
 				}
 			}
 		})
 	}
 }
 
-// TestVocabularyLocalStorage checks the series of the local-storage
-// evictions, whose pseudo-signals are not thresholds' signals.
-func TestVocabularyLocalStorage(t *testing.T) {
-	m := New(prometheus.NewRegistry())
-	for _, sig := range decide.LocalStorageSignals() {
-		for _, r := range resultValues() {
-			want := r != ResultPDBBlocked && r != ResultStoppedLocally
-			if got := countOf(t, m.evictions, string(sig), string(r)) == 1; got != want {
-				t.Errorf("evictd_evictions_total{signal=%q,result=%q} after New: got %v, want %v", sig, r, got, want)
+// descHelpRE reads a Desc's HELP.
+var descHelpRE = regexp.MustCompile(`help: "((?:[^"\\]|\\.)*)"`)
+
+// TestInitEvictions checks the series InitEvictions creates for the
+// alerts: in dry-run the dry runs alone; else the evictions issued (no
+// local stop for a local-storage pseudo-signal) and the failures.
+func TestInitEvictions(t *testing.T) {
+	local := decide.LocalStorageSignals()[0]
+	for _, tc := range []struct {
+		sig       signals.Signal
+		dryRun    bool
+		issued    []Result
+		notIssued []NotIssued
+	}{
+		{signals.MemoryAvailable, false, []Result{ResultEvicted, ResultStoppedLocally}, []NotIssued{NotIssuedFailed}},
+		{signals.MemoryAvailable, true, nil, []NotIssued{NotIssuedDryRun}},
+		{local, false, []Result{ResultEvicted}, []NotIssued{NotIssuedFailed}},
+		{local, true, nil, []NotIssued{NotIssuedDryRun}},
+	} {
+		t.Run(fmt.Sprintf("%s dry-run %v", tc.sig, tc.dryRun), func(t *testing.T) {
+			m := New(prometheus.NewRegistry())
+			m.InitEvictions(tc.sig, tc.dryRun)
+			if got := testutil.CollectAndCount(m.evictions); got != len(tc.issued) {
+				t.Errorf("evictd_evictions_total: got %d series, want %d", got, len(tc.issued))
 			}
-		}
+			for _, r := range tc.issued {
+				if countOf(t, m.evictions, string(tc.sig), string(tc.sig), string(r)) != 1 {
+					t.Errorf("no evictd_evictions_total{eviction_signal=%q,result=%q}", tc.sig, r)
+				}
+			}
+			if got := testutil.CollectAndCount(m.notIssued); got != len(tc.notIssued) {
+				t.Errorf("evictd_evictions_not_issued_total: got %d series, want %d", got, len(tc.notIssued))
+			}
+			for _, r := range tc.notIssued {
+				if countOf(t, m.notIssued, string(tc.sig), string(r)) != 1 {
+					t.Errorf("no evictd_evictions_not_issued_total{eviction_signal=%q,reason=%q}", tc.sig, r)
+				}
+			}
+			if sumOf(t, m.evictions)+sumOf(t, m.notIssued) != 0 {
+				t.Error("a series created above 0")
+			}
+		})
 	}
 }
 

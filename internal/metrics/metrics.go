@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -55,6 +55,7 @@ type Metrics struct {
 	pressure  *prometheus.GaugeVec
 	decisions *prometheus.CounterVec
 	evictions *prometheus.CounterVec
+	notIssued *prometheus.CounterVec
 	apiErrors *prometheus.CounterVec
 	rtErrors  *prometheus.CounterVec
 	reclaims  *prometheus.CounterVec
@@ -139,10 +140,17 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "evictd_decisions_total",
 			Help: "Eviction decisions taken, by starved signal and outcome: " + listed(outcomes) + ".",
 		}, []string{"signal", "outcome"}),
+		// The starved signal is eviction_signal, as in the kubelet's
+		// kubelet_evictions, so that the two join; signal, the same value,
+		// is deprecated and goes in v0.2.0.
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_evictions_total",
-			Help: "Pod evictions attempted, by starved signal and result: " + listed(results) + ".",
-		}, []string{"signal", "result"}),
+			Help: "Pod evictions issued, by starved signal (eviction_signal; signal, the same value, is deprecated and goes in v0.2.0) and how they were issued: " + listed(results) + ". Attempts that issued none are in evictd_evictions_not_issued_total.",
+		}, []string{"eviction_signal", "signal", "result"}),
+		notIssued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evictd_evictions_not_issued_total",
+			Help: "Pod evictions attempted but not issued, by starved signal (eviction_signal) and reason: " + listed(notIssuedReasons) + ".",
+		}, []string{"eviction_signal", "reason"}),
 		rtErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_runtime_errors_total",
 			Help: "Calls to the container runtime (CRI) that failed, by operation: " + listed(runtimeOperations) + ". The image filesystem counts in evictd_signal_errors_total, reclaim in evictd_reclaim_total.",
@@ -193,8 +201,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "evictd_build_info",
-			Help: "Always 1; the labels say which evictd build is running.",
-		}, []string{"version", "goversion"}),
+			Help: "Always 1; the labels say which evictd build is running: its version, the VCS revision it was built from, and the Go version.",
+		}, []string{"version", "revision", "goversion"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evictd_evictions_withheld_total",
 			Help: "Evictions decided but not issued because of a safety limit, by reason: " + listed(withheldReasons) + ".",
@@ -222,7 +230,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	m.reviews, m.reviewDur = newReviews()
 	m.initCounters()
-	m.SetVersion(mainVersion())
+	m.SetBuild(buildinfo.ModuleVersion(), buildinfo.Revision(""))
 	if reg != nil {
 		m.register(reg)
 	}
@@ -251,6 +259,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.pressure = registerOrShare(reg, m.pressure, &errs)
 	m.decisions = registerOrShare(reg, m.decisions, &errs)
 	m.evictions = registerOrShare(reg, m.evictions, &errs)
+	m.notIssued = registerOrShare(reg, m.notIssued, &errs)
 	m.apiErrors = registerOrShare(reg, m.apiErrors, &errs)
 	m.rtErrors = registerOrShare(reg, m.rtErrors, &errs)
 	m.reclaims = registerOrShare(reg, m.reclaims, &errs)
@@ -302,80 +311,55 @@ func registerOrShare[C prometheus.Collector](reg prometheus.Registerer, c C, err
 	return c
 }
 
-// initCounters creates every counter series the code can increment, at 0,
-// from the label tables (labels.go), so that rate() and increase() see the
-// first event instead of a new series; nothing else.
+// initCounters creates at 0 the counter series that deploy/monitoring's
+// alerts need before their first event, and no other: an alert on
+// increase() misses the event that creates its series. EvictdNoPasses sums
+// evictd_passes_total, which must exist while no pass ends;
+// EvictdHourlyCapReached fires on the first eviction the cap withholds.
+// InitEvictions does the same for the evictions of the signals in force.
+// Every other series appears with its first event: a node exports what
+// happened on it, not the product of every label's values.
 func (m *Metrics) initCounters() {
-	for _, s := range signals.All() {
-		m.sigErrors.WithLabelValues(string(s))
-		for _, o := range outcomes {
-			if o.only == nil || o.only(s) {
-				m.decisions.WithLabelValues(string(s), string(o.v))
-			}
-		}
-	}
-	for _, s := range evictionSignals() {
-		for _, r := range results {
-			if r.only == nil || r.only(s) {
-				m.evictions.WithLabelValues(string(s), string(r.v))
-			}
-		}
-	}
-	for _, v := range apiVerbs {
-		m.apiErrors.WithLabelValues(string(v.v))
-	}
-	for _, c := range refusedCodes {
-		m.refused.WithLabelValues(c.v)
-	}
-	for _, r := range tokenRenewals {
-		m.renewals.WithLabelValues(string(r.v))
-	}
-	for _, op := range runtimeOperations {
-		m.rtErrors.WithLabelValues(string(op.v))
-	}
-	for _, k := range reclaimKinds {
-		for _, r := range reclaimResults {
-			m.reclaims.WithLabelValues(string(k.v), string(r.v))
-		}
-		m.reclaimed.WithLabelValues(string(k.v))
-	}
-	for _, t := range triggers {
-		m.passes.WithLabelValues(string(t.v))
-	}
-	for _, s := range wakeupSources {
-		m.wakeups.WithLabelValues(string(s.v))
-	}
-	for _, r := range withheldReasons {
-		m.withheld.WithLabelValues(string(r.v))
-	}
-	for _, r := range walkCuts {
-		m.walksCut.WithLabelValues(string(r.v))
-	}
-	for _, r := range flightRecords {
-		m.records.WithLabelValues(string(r.v))
-	}
-	for _, p := range reviewPairs {
-		m.reviews.WithLabelValues(string(p.review), string(p.result))
-	}
+	m.passes.WithLabelValues(string(TriggerTick))
+	m.withheld.WithLabelValues(string(WithheldHourlyCap))
 }
 
-// mainVersion is the module version the binary was built from, as the Go
-// toolchain stamped it ("(devel)" for a plain local build).
-func mainVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "unknown"
-}
-
-// SetVersion replaces evictd_build_info's version label, for a version set at
-// link time (-ldflags -X) rather than stamped by the Go toolchain.
-func (m *Metrics) SetVersion(version string) {
+// InitEvictions creates at 0, for a signal in force, the series of
+// evictd_evictions_total and evictd_evictions_not_issued_total that
+// EvictdEvicting and EvictdEvictionsFailing fire on at their first event:
+// in dry-run, the dry runs; else the evictions issued and the failures.
+func (m *Metrics) InitEvictions(sig signals.Signal, dryRun bool) {
 	if m == nil {
 		return
 	}
+	if dryRun {
+		m.notIssued.WithLabelValues(string(sig), string(NotIssuedDryRun))
+		return
+	}
+	for _, r := range results {
+		if r.only == nil || r.only(sig) {
+			m.evictions.WithLabelValues(string(sig), string(sig), string(r.v))
+		}
+	}
+	m.notIssued.WithLabelValues(string(sig), string(NotIssuedFailed))
+}
+
+// SetBuild sets evictd_build_info's version and revision (the VCS commit),
+// replacing those New found: a release build's are set at link time
+// (-ldflags -X) rather than stamped by the Go toolchain. An empty one is
+// exported as unknown.
+func (m *Metrics) SetBuild(version, revision string) {
+	if m == nil {
+		return
+	}
+	if version == "" {
+		version = buildinfo.Unknown
+	}
+	if revision == "" {
+		revision = buildinfo.Unknown
+	}
 	m.buildInfo.Reset()
-	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	m.buildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
 }
 
 // SetObservation exports the last reading of sig. A stall signal's
@@ -449,12 +433,21 @@ func (m *Metrics) SetPressure(p signals.Pressure, active bool) {
 	m.pressure.WithLabelValues(string(p)).Set(boolToFloat(active))
 }
 
-// IncEviction counts an eviction for sig with its result.
+// IncEviction counts an eviction issued for sig, as result says.
 func (m *Metrics) IncEviction(sig signals.Signal, result Result) {
 	if m == nil {
 		return
 	}
-	m.evictions.WithLabelValues(string(sig), string(result)).Inc()
+	m.evictions.WithLabelValues(string(sig), string(sig), string(result)).Inc()
+}
+
+// IncNotIssued counts an eviction for sig attempted but not issued, for
+// reason.
+func (m *Metrics) IncNotIssued(sig signals.Signal, reason NotIssued) {
+	if m == nil {
+		return
+	}
+	m.notIssued.WithLabelValues(string(sig), string(reason)).Inc()
 }
 
 // SetOwed sets how many evictions are owed to the API server.

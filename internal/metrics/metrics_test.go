@@ -240,22 +240,24 @@ evictd_api_errors_total{verb="pod_evict"} 2
 `,
 		},
 		{
-			name: "IncEviction",
+			name: "IncEviction and IncNotIssued: evictions issued apart from the attempts that issued none",
 			do: func(m *Metrics) {
-				m.IncEviction(signals.NodeFsAvailable, ResultPDBBlocked)
+				m.IncNotIssued(signals.NodeFsAvailable, NotIssuedPDBBlocked)
 				m.IncEviction(signals.NodeFsAvailable, ResultEvicted)
+				m.IncEviction(signals.MemoryAvailable, ResultStoppedLocally)
+				m.IncNotIssued(signals.MemoryAvailable, NotIssuedDryRun)
+				m.IncNotIssued(signals.MemoryAvailable, NotIssuedDryRun)
 			},
-			collect: func(m *Metrics) prometheus.Collector {
-				return collectors(
-					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), string(ResultPDBBlocked)),
-					m.evictions.WithLabelValues(string(signals.NodeFsAvailable), string(ResultEvicted)),
-				)
-			},
+			collect: func(m *Metrics) prometheus.Collector { return collectors(m.evictions, m.notIssued) },
 			want: `
-# HELP evictd_evictions_total Pod evictions attempted, by starved signal and result: evicted (issued), pdb-blocked (a PodDisruptionBudget refused it), failed (any other error), dry-run (not acted on: dry-run, or no API server), stopped-locally (the API server did not answer; the containers were stopped through the runtime and the eviction is owed).
+# HELP evictd_evictions_total Pod evictions issued, by starved signal (eviction_signal; signal, the same value, is deprecated and goes in v0.2.0) and how they were issued: evicted (the API server accepted it), stopped-locally (the containers were stopped through the runtime: the API server did not answer and the eviction is owed, or evictd runs without one). Attempts that issued none are in evictd_evictions_not_issued_total.
 # TYPE evictd_evictions_total counter
-evictd_evictions_total{result="evicted",signal="nodefs.available"} 1
-evictd_evictions_total{result="pdb-blocked",signal="nodefs.available"} 1
+evictd_evictions_total{eviction_signal="memory.available",result="stopped-locally",signal="memory.available"} 1
+evictd_evictions_total{eviction_signal="nodefs.available",result="evicted",signal="nodefs.available"} 1
+# HELP evictd_evictions_not_issued_total Pod evictions attempted but not issued, by starved signal (eviction_signal) and reason: pdb-blocked (a PodDisruptionBudget refused it), failed (any other error), dry-run (--dry-run, or no API server and no --standalone-stop), not-acted (no API server, and a stop through the runtime cannot carry it out).
+# TYPE evictd_evictions_not_issued_total counter
+evictd_evictions_not_issued_total{eviction_signal="memory.available",reason="dry-run"} 2
+evictd_evictions_not_issued_total{eviction_signal="nodefs.available",reason="pdb-blocked"} 1
 `,
 		},
 		{
@@ -330,8 +332,6 @@ evictd_pass_duration_seconds_sum 20.03015
 evictd_pass_duration_seconds_count 3
 # HELP evictd_passes_total Passes of the loop, by what started them: start (the first pass), tick (the housekeeping interval), wake (a wake-up source, or after an eviction), deadline (a grace period, transition period or wait ending before the next tick).
 # TYPE evictd_passes_total counter
-evictd_passes_total{trigger="deadline"} 0
-evictd_passes_total{trigger="start"} 0
 evictd_passes_total{trigger="tick"} 2
 evictd_passes_total{trigger="wake"} 1
 # HELP evictd_evictions_in_last_hour Evictions issued (evicted or stopped locally) in the sliding hour before the last pass, the count --max-evictions-per-hour caps.
@@ -352,8 +352,6 @@ evictd_evictions_in_last_hour 1
 # TYPE evictd_wakeups_total counter
 evictd_wakeups_total{source="fast-poll"} 1
 evictd_wakeups_total{source="memcg"} 2
-evictd_wakeups_total{source="memory-events"} 0
-evictd_wakeups_total{source="psi"} 0
 `,
 		},
 		{
@@ -505,7 +503,6 @@ evictd_eviction_signal_latency_seconds_count{path="runtime",signal="memory.avail
 			want: `
 # HELP evictd_reclaim_total Node-level reclaim actions, by kind: containers (dead containers and sandboxes), images (unused images); and result: ok, failed (wholly or in part).
 # TYPE evictd_reclaim_total counter
-evictd_reclaim_total{kind="containers",result="failed"} 0
 evictd_reclaim_total{kind="containers",result="ok"} 1
 evictd_reclaim_total{kind="images",result="failed"} 1
 evictd_reclaim_total{kind="images",result="ok"} 1
@@ -516,16 +513,26 @@ evictd_reclaimed_bytes_total{kind="images"} 0
 `,
 		},
 		{
-			name: "SetVersion",
+			name: "SetBuild",
 			do: func(m *Metrics) {
-				m.SetVersion("v0.1.0")
-				m.SetVersion("v0.2.0") // replaces, never adds a second series
+				m.SetBuild("v0.1.0", "0123abc")
+				m.SetBuild("v0.2.0", "4567def-dirty") // replaces, never adds a second series
 			},
 			collect: func(m *Metrics) prometheus.Collector { return m.buildInfo },
 			want: `
-# HELP evictd_build_info Always 1; the labels say which evictd build is running.
+# HELP evictd_build_info Always 1; the labels say which evictd build is running: its version, the VCS revision it was built from, and the Go version.
 # TYPE evictd_build_info gauge
-evictd_build_info{goversion="` + runtime.Version() + `",version="v0.2.0"} 1
+evictd_build_info{goversion="` + runtime.Version() + `",revision="4567def-dirty",version="v0.2.0"} 1
+`,
+		},
+		{
+			name:    "SetBuild without a version or revision",
+			do:      func(m *Metrics) { m.SetBuild("", "") },
+			collect: func(m *Metrics) prometheus.Collector { return m.buildInfo },
+			want: `
+# HELP evictd_build_info Always 1; the labels say which evictd build is running: its version, the VCS revision it was built from, and the Go version.
+# TYPE evictd_build_info gauge
+evictd_build_info{goversion="` + runtime.Version() + `",revision="unknown",version="unknown"} 1
 `,
 		},
 	}

@@ -59,8 +59,9 @@ func (m *Metrics) ObserveDecision(d Decision) {
 
 // ObserveReclaim records what one kind of node-level reclaim did:
 // evictd_reclaim_total by kind and result (ReclaimFailed when a.Err is
-// set), and what it freed in evictd_reclaimed_bytes_total (nothing for a
-// negative or zero amount: the filesystem filled up meanwhile).
+// set), and what it freed in evictd_reclaimed_bytes_total (nothing added
+// for a negative or zero amount: the filesystem filled up meanwhile; the
+// kind's series exists from its first reclaim on).
 func (m *Metrics) ObserveReclaim(a decide.ReclaimAction) {
 	if m == nil {
 		return
@@ -70,7 +71,5 @@ func (m *Metrics) ObserveReclaim(a decide.ReclaimAction) {
 		result = ReclaimFailed
 	}
 	m.reclaims.WithLabelValues(string(a.Kind), string(result)).Inc()
-	if a.FreedBytes > 0 {
-		m.reclaimed.WithLabelValues(string(a.Kind)).Add(float64(a.FreedBytes))
-	}
+	m.reclaimed.WithLabelValues(string(a.Kind)).Add(float64(max(a.FreedBytes, 0)))
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -15,41 +16,36 @@ import (
 	"github.com/evictd/evictd/signals"
 )
 
-// TestCountersStartAtZero checks that every counter series evictd can
-// increment exists, at 0, before the first event, and no other.
+// TestCountersStartAtZero checks that the counter series the shipped
+// alerts need before their first event exist, at 0, from New, and no
+// other: a series zero forever is not exported (InitEvictions, called by
+// the loop for the signals in force, is TestInitEvictions').
 func TestCountersStartAtZero(t *testing.T) {
 	m := New(prometheus.NewRegistry())
-	// The 15 threshold signals, 6 of them disk signals (nodefs, imagefs,
-	// containerfs: available and inodesFree), and the 3 local-storage
-	// pseudo-signals.
-	const nSignals, nDisk, nLocal = 15, 6, 3
 	tests := []struct {
 		name string
 		c    prometheus.Collector
 		want int
 	}{
-		{"evictd_signal_errors_total", m.sigErrors, nSignals},
-		// evict, dry-run and none-evictable for every signal; the two
-		// reclaim outcomes for the disk signals only.
-		{"evictd_decisions_total", m.decisions, nSignals*3 + nDisk*2},
-		// Five results for the thresholds' signals; the local-storage
-		// evictions are never PDB-blocked nor stopped locally.
-		{"evictd_evictions_total", m.evictions, nSignals*5 + nLocal*3},
-		{"evictd_api_errors_total", m.apiErrors, 7},
-		{"evictd_api_requests_refused_total", m.refused, 2},
-		{"evictd_runtime_errors_total", m.rtErrors, 2},
-		{"evictd_reclaim_total", m.reclaims, 2 * 2},
-		{"evictd_reclaimed_bytes_total", m.reclaimed, 2},
-		{"evictd_passes_total", m.passes, 4},
-		{"evictd_wakeups_total", m.wakeups, 4},
-		{"evictd_evictions_withheld_total", m.withheld, 3},
-		{"evictd_eviction_cap_reached_total", m.capHits, 1},
-		{"evictd_token_renewals_total", m.renewals, 2},
-		{"evictd_pod_disk_walks_cut_total", m.walksCut, 2},
-		{"evictd_flight_records_total", m.records, 4},
-		// authenticated, unauthenticated, error of a token; allowed,
-		// denied, error of an access.
-		{"evictd_scrape_reviews_total", m.reviews, 6},
+		{"evictd_signal_errors_total", m.sigErrors, 0},
+		{"evictd_decisions_total", m.decisions, 0},
+		{"evictd_evictions_total", m.evictions, 0},
+		{"evictd_evictions_not_issued_total", m.notIssued, 0},
+		{"evictd_api_errors_total", m.apiErrors, 0},
+		{"evictd_api_requests_refused_total", m.refused, 0},
+		{"evictd_runtime_errors_total", m.rtErrors, 0},
+		{"evictd_reclaim_total", m.reclaims, 0},
+		{"evictd_reclaimed_bytes_total", m.reclaimed, 0},
+		// EvictdNoPasses sums it: it must exist while no pass ends.
+		{"evictd_passes_total", m.passes, 1},
+		{"evictd_wakeups_total", m.wakeups, 0},
+		// EvictdHourlyCapReached fires on the first one withheld.
+		{"evictd_evictions_withheld_total", m.withheld, 1},
+		{"evictd_eviction_cap_reached_total", m.capHits, 1}, // one series, no labels
+		{"evictd_token_renewals_total", m.renewals, 0},
+		{"evictd_pod_disk_walks_cut_total", m.walksCut, 0},
+		{"evictd_flight_records_total", m.records, 0},
+		{"evictd_scrape_reviews_total", m.reviews, 0},
 		// A series for each formula not in force, from the first pass
 		// that computes it: which exist is the node's (swap on or not)
 		// and the configuration's (the formula in force).
@@ -84,6 +80,7 @@ var allNames = []string{
 	"evictd_eviction_release_estimate_seconds",
 	"evictd_eviction_release_seconds",
 	"evictd_evictions_in_last_hour",
+	"evictd_evictions_not_issued_total",
 	"evictd_evictions_owed",
 	"evictd_evictions_total",
 	"evictd_evictions_withheld_total",
@@ -143,6 +140,7 @@ func exerciseAll(m *Metrics) {
 	m.SetPressure(signals.MemoryPressure, true)
 	m.ObserveDecision(Decision{Signal: signals.MemoryAvailable, Outcome: decide.OutcomeEvict, At: t0, Observed: t0, FirstMet: t0})
 	m.IncEviction(signals.MemoryAvailable, ResultEvicted)
+	m.IncNotIssued(signals.MemoryAvailable, NotIssuedFailed)
 	m.SetOwed(1)
 	m.ObservePass(Pass{Trigger: TriggerTick, Duration: time.Millisecond, EvictionsInLastHour: 3})
 	m.IncWakeup(WakeupMemcg)
@@ -164,6 +162,17 @@ func exerciseAll(m *Metrics) {
 	m.SetReleaseEstimate(time.Second)
 	m.IncPredicted(signals.MemoryAvailable)
 	m.AddOOMKills(signals.OOMScopeNode, 1)
+	m.CountFlightRecord(RecordWritten)
+	if rt := m.CountRefusals(refusing{}); rt != nil {
+		_, _ = rt.RoundTrip(&http.Request{})
+	}
+}
+
+// refusing answers every request 401.
+type refusing struct{}
+
+func (refusing) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusUnauthorized, Body: http.NoBody}, nil
 }
 
 // TestLint runs every family through promtool's naming rules.
@@ -243,7 +252,8 @@ func TestNilIsNoOp(t *testing.T) {
 	var m *Metrics
 	exerciseAll(m)
 	m.ForgetObservation(signals.MemoryAvailable)
-	m.SetVersion("v1")
+	m.SetBuild("v1", "abc")
+	m.InitEvictions(signals.MemoryAvailable, false)
 	if err := m.Err(); err != nil {
 		t.Errorf("got %v, want nil", err)
 	}

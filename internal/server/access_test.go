@@ -86,6 +86,11 @@ func TestTLSAndBearerToken(t *testing.T) {
 		{"/status", token, http.StatusOK},
 		{"/healthz", "", http.StatusOK},
 		{"/readyz", "", http.StatusOK},
+		// The landing page names the build: the token's, as /metrics.
+		{"/", "", http.StatusUnauthorized},
+		{"/", "wrong", http.StatusUnauthorized},
+		{"/", token, http.StatusOK},
+		{"/nope", token, http.StatusNotFound},
 	} {
 		code, body := do(t, c, base+tc.path, tc.token)
 		if code != tc.want {

@@ -105,6 +105,9 @@ func TestDelegatedAuthAPIServer(t *testing.T) {
 	}{
 		{"allowed", "/metrics", tokens["prometheus"], 200, "evictd_scrape_reviews_total"},
 		{"allowed /metrics only", "/status", tokens["prometheus"], 403, "may not get /status"},
+		// The landing page names the build: reviewed for its own path.
+		{"the landing page, allowed /metrics only", "/", tokens["prometheus"], 403, "may not get /"},
+		{"the landing page, no token", "/", "", 401, "a bearer token is required"},
 		{"not allowed", "/metrics", tokens["other"], 403, `forbidden: user "system:serviceaccount:monitoring:other" may not get /metrics`},
 		{"no token", "/metrics", "", 401, "a bearer token is required"},
 		{"garbage token", "/metrics", "garbage", 401, "the bearer token is not valid"},

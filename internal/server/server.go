@@ -38,8 +38,9 @@ const (
 	shutdownTimeout = 5 * time.Second
 )
 
-// Server serves evictd's endpoints on one address: New's /metrics,
-// /healthz, /readyz and /status, or NewProbes' /healthz and /readyz alone.
+// Server serves evictd's endpoints on one address: New's landing page at
+// /, /metrics, /healthz, /readyz and /status, or NewProbes' /healthz and
+// /readyz alone.
 type Server struct {
 	addr string
 	log  *slog.Logger
@@ -56,6 +57,11 @@ type Server struct {
 	// snapshot answers /snapshot (HandleSnapshot); nil: 404.
 	snapshot atomic.Pointer[func(context.Context) (any, error)]
 	delegate *delegate // the API server's reviews of other tokens; nil: none
+	// version is the build the landing page names (SetVersion);
+	// hasMetrics and hasStatus say whether /metrics and /status are
+	// served, for its list.
+	version               atomic.Pointer[string]
+	hasMetrics, hasStatus bool
 
 	// retry is the schedule of listen attempts while the address cannot
 	// be bound (defaultRetry); clock times them.
@@ -78,12 +84,15 @@ func New(addr string, reg *prometheus.Registry, ready func() error, status func(
 	}
 	s := &Server{
 		addr: addr, log: log.With("component", "http"), retry: defaultRetry, clock: clock.RealClock{},
-		serves: "/metrics, /healthz, /readyz, /status, /snapshot", purpose: "metrics and health endpoints",
-		hold:  func(ln net.Listener) net.Listener { return netutil.LimitListener(ln, maxConns) },
-		conns: maxConns,
+		serves: "/metrics, /healthz, /readyz, /status, /snapshot and the landing page /", purpose: "metrics and health endpoints",
+		hold:       func(ln net.Listener) net.Listener { return netutil.LimitListener(ln, maxConns) },
+		conns:      maxConns,
+		hasMetrics: reg != nil, hasStatus: status != nil,
 	}
 
 	mux := http.NewServeMux()
+	// The landing page, at / alone: any other unknown path is a 404.
+	mux.Handle("GET /{$}", s.guard(http.HandlerFunc(s.serveIndex)))
 	if reg != nil {
 		mux.Handle("GET /metrics", s.guard(promhttp.InstrumentMetricHandler(reg, s.metricsHandler(reg))))
 	}

@@ -121,6 +121,11 @@ func TestEndpoints(t *testing.T) {
 		{"POST", "/healthz", 405, "", nil},
 		{"DELETE", "/status", 405, "", nil},
 		{"GET", "/nope", 404, "", nil},
+		{"GET", "/", 200, "text/html", []string{"version unknown", `<a href="metrics">/metrics</a>`, `<a href="status">/status</a>`, `<a href="healthz">/healthz</a>`, `<a href="readyz">/readyz</a>`}},
+		{"HEAD", "/", 200, "text/html", nil},
+		{"POST", "/", 405, "", nil},
+		{"GET", "/index.html", 404, "", nil},
+		{"GET", "/metrics/", 404, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -147,6 +152,49 @@ func TestEndpoints(t *testing.T) {
 	}
 	if got.Node != "node-a" || len(got.Pressures) != 1 || got.Pressures[0] != "memory" {
 		t.Errorf("got /status %+v, want node-a with memory pressure", got)
+	}
+}
+
+// TestIndex checks the landing page's list against what the server
+// serves, and that the version is written as text, never as markup.
+func TestIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		reg      *prometheus.Registry
+		status   func() any
+		snapshot bool
+		want     []string
+		wantNot  []string
+	}{
+		{name: "everything", reg: prometheus.NewRegistry(), status: func() any { return nil }, snapshot: true,
+			want: []string{`href="metrics"`, `href="status"`, `href="snapshot"`, `href="healthz"`, `href="readyz"`}},
+		{name: "no metrics, status or snapshot", want: []string{`href="healthz"`, `href="readyz"`},
+			wantNot: []string{`href="metrics"`, `href="status"`, `href="snapshot"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New("127.0.0.1:0", tc.reg, nil, tc.status, slog.New(slog.DiscardHandler))
+			s.SetVersion(`v1.2.3 <script>x</script>`)
+			if tc.snapshot {
+				s.HandleSnapshot(func(context.Context) (any, error) { return nil, nil })
+			}
+			code, body, h := get(t, "GET", start(t, s).base+"/")
+			if code != http.StatusOK || h.Get("X-Content-Type-Options") != "nosniff" {
+				t.Fatalf("got %d, nosniff %q; want 200 and nosniff", code, h.Get("X-Content-Type-Options"))
+			}
+			if !strings.Contains(body, "version v1.2.3 &lt;script&gt;x&lt;/script&gt;.") {
+				t.Errorf("the version is not written escaped:\n%s", body)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("no %s:\n%s", w, body)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(body, w) {
+					t.Errorf("lists %s, which it does not serve:\n%s", w, body)
+				}
+			}
+		})
 	}
 }
 

@@ -21,7 +21,7 @@ type Series struct {
 }
 
 // freeLabels are labels whose values are not a vocabulary: the build's.
-var freeLabels = map[string]bool{"version": true, "goversion": true}
+var freeLabels = map[string]bool{"version": true, "revision": true, "goversion": true}
 
 // ParseExposition reads the Prometheus text format into its series, each
 // under its family's name: a histogram's or summary's _bucket, _sum and
@@ -175,8 +175,9 @@ func (d *MetricsDoc) Families() []string {
 // Undocumented says what of series the table does not document, once
 // each: an evictd_ family without a row, a label its row does not name, a
 // value of a label its row does not name as a word (of the signal label:
-// that the table does not, "memory.pressure.*" naming every stall signal).
-// The build's labels (version, goversion) take any value.
+// that the table does not, "memory.pressure.*" naming every stall signal;
+// eviction_signal's alike). The build's labels (version, revision,
+// goversion) take any value.
 func (d *MetricsDoc) Undocumented(series []Series) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -200,7 +201,7 @@ func (d *MetricsDoc) Undocumented(series []Series) []string {
 			case !slices.Contains(row.labels, label):
 				add(fmt.Sprintf("%s: label %s served, and its row names the labels %v", s.Family, label, row.labels))
 			case freeLabels[label]:
-			case label == "signal":
+			case label == "signal" || label == "eviction_signal":
 				if !names(d.table, v) {
 					add(fmt.Sprintf("%s: signal=%q served, and the table names no such signal", s.Family, v))
 				}
