@@ -369,8 +369,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 67 {
-		t.Errorf("got %d flags, want 67", n)
+	if n != 69 {
+		t.Errorf("got %d flags, want 69", n)
 	}
 }
 
