@@ -61,8 +61,9 @@ release:
 
 # .deb and .rpm packages of the release binaries, built with nfpm
 # (packaging/nfpm.yaml, hack/package): the binary in /usr/bin, the units
-# in /usr/lib/systemd/system (disabled by a preset), /etc/evictd/evictd.env
-# kept on upgrade and removal. SHA256SUMS then lists them too.
+# in /usr/lib/systemd/system (disabled by a preset), /etc/evictd/config.yaml
+# and /etc/evictd/evictd.env kept on upgrade and removal. SHA256SUMS then
+# lists them too.
 # hack/package tests the .deb with dpkg.
 package: release
 	$(GO) run ./hack/package -version '$(VERSION)' -dist $(DIST) -arch '$(RELEASE_ARCHES)' > $(DIST)/.packages
@@ -156,7 +157,8 @@ monitoring-check:
 
 # Every parser of operator or kernel input fuzzed, one target after another,
 # FUZZTIME each (about 7 minutes at the default): the threshold settings, the
-# KubeletConfiguration and node-config.yaml files, snapshots, the cgroup
+# KubeletConfiguration, evictd's own configuration (AgentConfiguration, and
+# its drop-ins) and node-config.yaml files, snapshots, the cgroup
 # and /proc files, the pods tenants write and the container runtime's
 # replies. Their seed corpora (testdata/fuzz/) also run as plain
 # tests in `go test`; an input that fails is written there and stays a seed.
@@ -165,6 +167,7 @@ FUZZPARALLEL ?= 1
 FUZZ_TARGETS := \
 	./thresholds/:FuzzParse \
 	./internal/config/:FuzzKubeletConfig \
+	./internal/config/:FuzzAgentConfig \
 	./internal/config/:FuzzNodeConfig \
 	./internal/snapshot/:FuzzSnapshot \
 	./signals/host/:FuzzMemoryStat \
@@ -271,9 +274,11 @@ bench-fleet: k8s-bins build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchfleet $(BENCH_FLEET_ARGS)
 
 # /etc/evictd holds evictd's credentials (kubeconfig, token, TLS key) as
-# well as its environment file: root's alone (0700), an existing directory
-# made so too. evictd refuses a credential file that group or others can
-# read or write.
+# well as its configuration file (config.yaml, which the unit names) and
+# environment file: root's alone (0700), an existing directory made so too.
+# evictd refuses a credential file that group or others can read or write.
+# Existing config.yaml and evictd.env are kept: an upgrade from a release
+# without config.yaml gets it, and its evictd.env's flags still override it.
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/evictd
 	install -D -m 0644 systemd/evictd.service $(DESTDIR)$(UNITDIR)/evictd.service
@@ -281,11 +286,13 @@ install: build
 	install -D -m 0644 systemd/evictd.service.d/api-server.conf.example $(DESTDIR)$(UNITDIR)/evictd.service.d/api-server.conf.example
 	install -D -m 0644 systemd/evictd.service.d/own-user.conf.example $(DESTDIR)$(UNITDIR)/evictd.service.d/own-user.conf.example
 	install -d -m 0700 $(DESTDIR)$(SYSCONF)/evictd
-	@if [ -e $(DESTDIR)$(SYSCONF)/evictd/evictd.env ]; then \
-		echo "keeping existing $(DESTDIR)$(SYSCONF)/evictd/evictd.env"; \
-	else \
-		install -m 0600 systemd/evictd.env $(DESTDIR)$(SYSCONF)/evictd/evictd.env; \
-	fi
+	@for f in config.yaml evictd.env; do \
+		if [ -e $(DESTDIR)$(SYSCONF)/evictd/$$f ]; then \
+			echo "keeping existing $(DESTDIR)$(SYSCONF)/evictd/$$f"; \
+		else \
+			install -m 0600 systemd/$$f $(DESTDIR)$(SYSCONF)/evictd/$$f; \
+		fi; \
+	done
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 
 uninstall:

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/evictd/evictd/internal/config"
 )
 
 var update = flag.Bool("update", false, "write deploy/*.yaml from the chart (make manifests)")
@@ -98,7 +102,7 @@ func TestChartValues(t *testing.T) {
 		id:   identity{"kube-system", "evictd"},
 		check: func(t *testing.T, objs []object) {
 			ds := renderedDaemonSet(t, objs)
-			checkRuntime(t, ds, "unix:///run/containerd/containerd.sock", map[string]string{"/run/containerd": "Directory", "/var/lib/containerd": "DirectoryOrCreate"})
+			checkRuntime(t, ds, renderedConfig(t, objs), "unix:///run/containerd/containerd.sock", map[string]string{"/run/containerd": "Directory", "/var/lib/containerd": "DirectoryOrCreate"})
 			for _, k := range []string{"Namespace", "Service", "ServiceMonitor", "PodMonitor", "PrometheusRule", "SecurityContextConstraints"} {
 				if len(find(objs, k)) != 0 {
 					t.Errorf("a %s with the default values", k)
@@ -110,7 +114,12 @@ func TestChartValues(t *testing.T) {
 			if s := kubeconfigServer(t, objs); s != "https://kubernetes.default.svc" {
 				t.Errorf("kubeconfig server %q", s)
 			}
-			checkProbes(t, ds, "127.0.0.1:9847", 9848)
+			checkProbes(t, ds, renderedConfig(t, objs), "127.0.0.1:9847", 9848)
+			cfg := renderedConfig(t, objs)
+			if !cfg.KubeconfigInCluster || cfg.LogFormat != "json" || cfg.StateDir != "/var/lib/evictd" || cfg.FlightRecords != 200 ||
+				cfg.ProcRoot != "/host/proc" || cfg.CgroupMount != "/host/sys/fs/cgroup" || !cfg.HardEvictionDirectSignal {
+				t.Errorf("the configuration file's defaults: %+v", cfg)
+			}
 		},
 	}, {
 		name:   "own namespace and ServiceAccount",
@@ -139,13 +148,16 @@ extraArgs: ["--eviction-hard=memory.available<500Mi"]
 		id: identity{"kube-system", "evictd"},
 		check: func(t *testing.T, objs []object) {
 			ds := renderedDaemonSet(t, objs)
-			checkRuntime(t, ds, "unix:///run/k3s/containerd/containerd.sock",
+			checkRuntime(t, ds, renderedConfig(t, objs), "unix:///run/k3s/containerd/containerd.sock",
 				map[string]string{"/run/k3s/containerd": "Directory", "/var/lib/rancher/k3s/agent/containerd": "DirectoryOrCreate"})
 			c := ds.Spec.Template.Spec.Containers[0]
-			for _, a := range []string{"--root-dir=/var/lib/k0s/kubelet", "--pod-logs-dir=/srv/pods", "--eviction-hard=memory.available<500Mi"} {
-				if !hasArg(c.Args, a) {
-					t.Errorf("no arg %s in %q", a, c.Args)
-				}
+			cfg := renderedConfig(t, objs)
+			if cfg.RootDir != "/var/lib/k0s/kubelet" || cfg.PodLogsDir != "/srv/pods" {
+				t.Errorf("rootDir %s, podLogsDir %s in the configuration file", cfg.RootDir, cfg.PodLogsDir)
+			}
+			// extraArgs, after the chart's, override the file.
+			if !hasArg(c.Args, "--eviction-hard=memory.available<500Mi") || cfg.Settings.HardSource != "--eviction-hard" {
+				t.Errorf("args %q, hard thresholds from %q: want --eviction-hard from extraArgs", c.Args, cfg.Settings.HardSource)
 			}
 			for _, v := range ds.Spec.Template.Spec.Volumes {
 				if v.HostPath != nil && (strings.Contains(v.HostPath.Path, "containerd") && !strings.Contains(v.HostPath.Path, "k3s") || v.HostPath.Path == "/proc/pressure") {
@@ -177,7 +189,7 @@ monitoring: {service: true, serviceMonitor: true, podMonitor: true, prometheusRu
 			checkMonitoring(t, objs, 9900)
 			// Scrapers on the node's address; the probes still on
 			// their own port on loopback.
-			checkProbes(t, renderedDaemonSet(t, objs), "0.0.0.0:9900", 9848)
+			checkProbes(t, renderedDaemonSet(t, objs), renderedConfig(t, objs), "0.0.0.0:9900", 9848)
 		},
 	}, {
 		name:   "direct signal off",
@@ -186,9 +198,9 @@ monitoring: {service: true, serviceMonitor: true, podMonitor: true, prometheusRu
 		check: func(t *testing.T, objs []object) {
 			ds := renderedDaemonSet(t, objs)
 			c := ds.Spec.Template.Spec.Containers[0]
-			if ds.Spec.Template.Spec.HostPID || slices.Contains(c.SecurityContext.Capabilities.Add, "KILL") || !hasArg(c.Args, "--hard-eviction-direct-signal=false") {
-				t.Errorf("hostPID %v, capabilities %v, args %q; want neither the host's PID namespace nor KILL, and the flag off",
-					ds.Spec.Template.Spec.HostPID, c.SecurityContext.Capabilities.Add, c.Args)
+			if cfg := renderedConfig(t, objs); ds.Spec.Template.Spec.HostPID || slices.Contains(c.SecurityContext.Capabilities.Add, "KILL") || cfg.HardEvictionDirectSignal {
+				t.Errorf("hostPID %v, capabilities %v, hardEvictionDirectSignal %v; want neither the host's PID namespace nor KILL, and the setting off",
+					ds.Spec.Template.Spec.HostPID, c.SecurityContext.Capabilities.Add, cfg.HardEvictionDirectSignal)
 			}
 			scc := find(objs, "SecurityContextConstraints")
 			if len(scc) != 1 {
@@ -206,7 +218,40 @@ monitoring: {service: true, serviceMonitor: true, podMonitor: true, prometheusRu
 		values: "health: {port: 19848}\n",
 		id:     identity{"kube-system", "evictd"},
 		check: func(t *testing.T, objs []object) {
-			checkProbes(t, renderedDaemonSet(t, objs), "127.0.0.1:9847", 19848)
+			checkProbes(t, renderedDaemonSet(t, objs), renderedConfig(t, objs), "127.0.0.1:9847", 19848)
+		},
+	}, {
+		name: "evictd's settings in config",
+		values: `config:
+  evictionHard: {memory.available: 700Mi, nodefs.available: "12%"}
+  maxEvictionsPerHour: 30
+  dryRun: true
+  logFormat: text
+  featureGates: {HugepageAwareEviction: false}
+stateDir: ""
+`,
+		id: identity{"kube-system", "evictd"},
+		check: func(t *testing.T, objs []object) {
+			cfg := renderedConfig(t, objs)
+			if want := map[string]string{"memory.available": "700Mi", "nodefs.available": "12%"}; !maps.Equal(cfg.Settings.Hard, want) {
+				t.Errorf("evictionHard %v, want %v", cfg.Settings.Hard, want)
+			}
+			if cfg.MaxEvictionsPerHour != 30 || !cfg.DryRun || cfg.LogFormat != "text" || cfg.HugepageAwareEviction || cfg.FlightRecords != 0 {
+				t.Errorf("got maxEvictionsPerHour %d, dryRun %v, logFormat %s, HugepageAwareEviction %v, flightRecords %d from the file",
+					cfg.MaxEvictionsPerHour, cfg.DryRun, cfg.LogFormat, cfg.HugepageAwareEviction, cfg.FlightRecords)
+			}
+			// Other values than the defaults': another checksum, so
+			// that the pods roll.
+			def, err := helmTemplate(t, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := func(objs []object) string {
+				return renderedDaemonSet(t, objs).Spec.Template.Annotations["checksum/config"]
+			}
+			if a, b := sum(objs), sum(decode(t, def)); a == "" || a == b {
+				t.Errorf("checksum/config %q, the defaults' %q: want a checksum, another one", a, b)
+			}
 		},
 	}, {
 		name:   "openshift",
@@ -232,14 +277,12 @@ monitoring: {service: true, serviceMonitor: true, podMonitor: true, prometheusRu
 // the probes on 127.0.0.1:health (--healthz-bind-address), and that the
 // liveness and readiness probes ask that port there, never the metrics
 // address, whose connections anyone reaching it can hold.
-func checkProbes(t *testing.T, ds *appsv1.DaemonSet, metrics string, health int) {
+func checkProbes(t *testing.T, ds *appsv1.DaemonSet, cfg *config.Config, metrics string, health int) {
 	t.Helper()
 	c := ds.Spec.Template.Spec.Containers[0]
 	healthAddr := "127.0.0.1:" + strconv.Itoa(health)
-	for _, a := range []string{"--metrics-bind-address=" + metrics, "--healthz-bind-address=" + healthAddr} {
-		if !hasArg(c.Args, a) {
-			t.Errorf("no arg %s in %q", a, c.Args)
-		}
+	if cfg.MetricsBindAddress != metrics || cfg.HealthzBindAddress != healthAddr {
+		t.Errorf("metricsBindAddress %s, healthzBindAddress %s; want %s, %s", cfg.MetricsBindAddress, cfg.HealthzBindAddress, metrics, healthAddr)
 	}
 	for _, p := range []struct {
 		name, path string
@@ -268,6 +311,9 @@ func renderedDaemonSet(t *testing.T, objs []object) *appsv1.DaemonSet {
 func kubeconfigServer(t *testing.T, objs []object) string {
 	t.Helper()
 	for _, o := range find(objs, "ConfigMap") {
+		if _, ok := o.typed.(*v1.ConfigMap).Data["kubeconfig"]; !ok {
+			continue
+		}
 		var kc struct {
 			Clusters []struct {
 				Cluster struct {
@@ -287,11 +333,11 @@ func kubeconfigServer(t *testing.T, objs []object) string {
 // checkRuntime checks the runtime endpoint and that the runtime's
 // directories are mounted at their own paths from hostPath volumes of the
 // given types.
-func checkRuntime(t *testing.T, ds *appsv1.DaemonSet, endpoint string, dirs map[string]string) {
+func checkRuntime(t *testing.T, ds *appsv1.DaemonSet, cfg *config.Config, endpoint string, dirs map[string]string) {
 	t.Helper()
 	spec := ds.Spec.Template.Spec
-	if !hasArg(spec.Containers[0].Args, "--container-runtime-endpoint="+endpoint) {
-		t.Errorf("args %q: want the endpoint %s", spec.Containers[0].Args, endpoint)
+	if cfg.ContainerRuntimeEndpoint != endpoint {
+		t.Errorf("containerRuntimeEndpoint %s: want the endpoint %s", cfg.ContainerRuntimeEndpoint, endpoint)
 	}
 	volumes := map[string]v1.Volume{}
 	for _, v := range spec.Volumes {
@@ -478,6 +524,11 @@ func TestChartRejects(t *testing.T) {
 		{"runtime: {dirs: [{path: /x}]}\n", "runtime.dirs[0] needs a name"},
 		{"runtime: {endpoint: \"\"}\n", "runtime.endpoint is required"},
 		{"image: {repository: \"\"}\n", "image.repository is required"},
+		{"config: {rootDir: /x}\n", "values: config.rootDir is the chart's: set kubeletRootDir instead"},
+		{"config: {metricsBindAddress: \"0.0.0.0:1\"}\n", "values: config.metricsBindAddress is the chart's: set metrics.host and metrics.port instead"},
+		{"config: {hostnameOverride: n1}\n", "values: config.hostnameOverride is the chart's"},
+		{"config: {kind: KubeletConfiguration}\n", "values: config.kind is the chart's"},
+		{"config: [dryRun]\n", "values: config must be a mapping"},
 	} {
 		_, err := helmTemplate(t, tc.values)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -525,4 +576,66 @@ func checkRBACUse(t *testing.T, objs []object, name string) {
 		}
 	}
 	t.Errorf("no RoleBinding grants the use of SecurityContextConstraints %s", name)
+}
+
+// renderedConfig completes the configuration the rendered DaemonSet's
+// evictd starts with: its args, $(NODE_NAME) and $(POD_NAMESPACE) expanded
+// as the kubelet would, over config.yaml of the ConfigMap the pod mounts at
+// /etc/evictd. The file must decode strictly, and the pod must mount it
+// where --config names it.
+func renderedConfig(t *testing.T, objs []object) *config.Config {
+	t.Helper()
+	ds := renderedDaemonSet(t, objs)
+	spec := ds.Spec.Template.Spec
+	c := spec.Containers[0]
+	var text string
+	for _, o := range find(objs, "ConfigMap") {
+		if o.u.GetName() == "evictd-config" {
+			text = o.typed.(*v1.ConfigMap).Data["config.yaml"]
+		}
+	}
+	if text == "" {
+		t.Fatal("no config.yaml in a ConfigMap evictd-config")
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != "/etc/evictd" {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name != m.Name || v.Projected == nil {
+				continue
+			}
+			for _, src := range v.Projected.Sources {
+				mounted = mounted || src.ConfigMap != nil && src.ConfigMap.Name == "evictd-config"
+			}
+		}
+	}
+	if !mounted || len(c.Args) == 0 || c.Args[0] != "--config=/etc/evictd/config.yaml" {
+		t.Fatalf("args %q, the ConfigMap evictd-config mounted at /etc/evictd: %v; want --config=/etc/evictd/config.yaml first, and the file there", c.Args, mounted)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config=" + path}
+	for _, a := range c.Args[1:] {
+		a = strings.ReplaceAll(a, "$(NODE_NAME)", "node-1")
+		args = append(args, strings.ReplaceAll(a, "$(POD_NAMESPACE)", ds.Namespace))
+	}
+	fs, opts := config.NewFlagSet("evictd")
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("evictd's args %q: %v", args, err)
+	}
+	cfg, err := opts.Complete(fs)
+	if err != nil {
+		t.Fatalf("evictd's configuration (args %q):\n%s\n%v", args, text, err)
+	}
+	if cfg.Lenient != nil || cfg.Deprecations != nil {
+		t.Errorf("config.yaml decoded leniently (%+v) or deprecated (%q):\n%s", cfg.Lenient, cfg.Deprecations, text)
+	}
+	if cfg.NodeName != "node-1" || cfg.LeaseNamespace != ds.Namespace || cfg.Kubeconfig != "/etc/evictd/kubeconfig" {
+		t.Errorf("node %q, Lease namespace %q, kubeconfig %q: want the pod's node and namespace, the mounted kubeconfig", cfg.NodeName, cfg.LeaseNamespace, cfg.Kubeconfig)
+	}
+	return cfg
 }

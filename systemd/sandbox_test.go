@@ -29,20 +29,16 @@ func defaultMetricsAddr(t *testing.T) (addr, port string) {
 }
 
 // TestUnitBindsOnlyTheMetricsPort checks that the one port the unit lets
-// evictd bind is the metrics port evictd and its environment file use.
+// evictd bind is the metrics port evictd and its configuration file use.
 func TestUnitBindsOnlyTheMetricsPort(t *testing.T) {
 	_, port := defaultMetricsAddr(t)
 	u := unitSettings(t, unitFile)
 	if got, want := u["Service"]["SocketBindAllow"], []string{"tcp:" + port}; !slices.Equal(got, want) {
 		t.Errorf("got SocketBindAllow=%q, want %q: evictd's default metrics port", got, want)
 	}
-	args, _ := envArgs(t)
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
-			if _, p, err := net.SplitHostPort(v); err != nil || p != port {
-				t.Errorf("got --metrics-bind-address=%s in %s, want port %s, the one SocketBindAllow= allows", v, envFile, port)
-			}
-		}
+	v := shipped(t).MetricsBindAddress
+	if _, p, err := net.SplitHostPort(v); err != nil || p != port {
+		t.Errorf("got metricsBindAddress %s from %s, want port %s, the one SocketBindAllow= allows", v, configFile, port)
 	}
 }
 

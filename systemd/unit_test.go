@@ -68,7 +68,7 @@ func TestUnitSettings(t *testing.T) {
 		{"Service", "Type", []string{"notify"}},
 		{"Service", "NotifyAccess", []string{"main"}},
 		{"Service", "EnvironmentFile", []string{"-/etc/evictd/evictd.env"}},
-		{"Service", "ExecStart", []string{installedBinary + " $EVICTD_ARGS"}},
+		{"Service", "ExecStart", []string{installedBinary + " --config /etc/evictd/config.yaml $EVICTD_ARGS"}},
 		{"Service", "WatchdogSec", []string{"30s"}},
 		{"Service", "Restart", []string{"always"}},
 		{"Service", "RestartSec", []string{"2s"}},

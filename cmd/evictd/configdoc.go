@@ -136,6 +136,8 @@ func effectiveSettings(cfg *config.Config) []settingDoc {
 		{Name: "node-status-report-frequency", Value: dur(cfg.NodeStatusReportFrequency)},
 		{Name: "feature-gates", Value: map[string]bool{config.HugepageAwareEvictionGate: cfg.HugepageAwareEviction}},
 		{Name: "config", Value: cfg.ConfigFile},
+		{Name: "config-dir", Value: cfg.ConfigDir},
+		{Name: "import-kubelet-config", Value: cfg.ImportedKubeletConfig},
 		{Name: "node-config", Value: cfg.NodeConfigFile},
 		{Name: "kubelet-config", Value: cfg.KubeletConfigFile},
 		{Name: "kubelet-config-dir", Value: cfg.KubeletConfigDir},

@@ -51,7 +51,7 @@ var flagGroups = []struct {
 		"metrics-delegated-auth", "healthz-bind-address", "state-dir", "flight-records", "flight-records-max-bytes",
 	}},
 	{"Configuration files", []string{
-		"config", "node-config", "kubelet-config", "kubelet-config-dir",
+		"config", "config-dir", "import-kubelet-config", "node-config", "kubelet-config", "kubelet-config-dir",
 	}},
 	{"Logging and version", []string{"log-level", "log-format", "version"}},
 }

@@ -12,10 +12,13 @@ import (
 )
 
 // systemdScript runs in a guest whose PID 1 is systemd, on the unified
-// hierarchy: it installs what `make install` staged in $STAGE, makes
-// kubepods.slice as the kubelet's systemd driver does, starts evictd with
-// systemctl, stalls it until the watchdog has systemd restart it, stops it,
-// and prints what the test checks as name=value lines and the journal.
+// hierarchy: it installs what `make install` staged in $STAGE (the unit
+// runs evictd with --config /etc/evictd/config.yaml), overrides some of
+// the file's settings with flags in EVICTD_ARGS of evictd.env, as an
+// upgraded node's kept evictd.env does, makes kubepods.slice as the
+// kubelet's systemd driver does, starts evictd with systemctl, stalls it
+// until the watchdog has systemd restart it, stops it, and prints what the
+// test checks as name=value lines and the journal.
 const systemdScript = `set -u
 cp -a "$STAGE"/. /
 printf '%s\n' 'EVICTD_ARGS=--root-dir=/var/lib --cgroup-driver=systemd --enforce-node-allocatable=pods --eviction-hard=allocatableMemory.available<100Mi' > /etc/evictd/evictd.env
@@ -103,6 +106,9 @@ func TestSystemdNode(t *testing.T) {
 		"Watchdog timeout",
 		`PSI trigger \"some 150000 2000000\" on /sys/fs/cgroup/kubepods.slice/memory.pressure`,
 		"memory.events of /sys/fs/cgroup/kubepods.slice",
+		// The unit's --config was read, and EVICTD_ARGS overrides it.
+		"rootDir in /etc/evictd/config.yaml is overridden by --root-dir.",
+		"evictionHard in /etc/evictd/config.yaml is overridden by --eviction-hard.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the guest did not say %q", want)

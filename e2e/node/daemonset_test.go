@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -34,6 +35,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
+	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
@@ -69,8 +71,9 @@ const (
 // The values are the chart's but for what differs on the test node, as an
 // operator would set them: the image, the API server's address, the
 // kubelet's, pod logs' and containerd's paths, the metrics and probes'
-// ports, and the test node's cgroup root, allocatable settings and
-// threshold.
+// ports, and, in the values' config (evictd's configuration file, the
+// ConfigMap evictd-config), the test node's cgroup root, allocatable
+// settings and threshold.
 func TestDaemonSetNode(t *testing.T) {
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-daemonset"})
 	importEvictdImage(t, n)
@@ -78,20 +81,22 @@ func TestDaemonSetNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := renderChart(t, n, ports[0], ports[1],
-		"--eviction-hard=memory.available<500Mi",
-		"--eviction-pressure-transition-period=5s")
+	objs := renderChart(t, n, ports[0], ports[1], map[string]any{
+		"evictionHard":                     map[string]any{"memory.available": "500Mi"},
+		"evictionPressureTransitionPeriod": "5s",
+	})
 	var (
-		cm *v1.ConfigMap
-		ds *appsv1.DaemonSet
+		cms []*v1.ConfigMap
+		ds  *appsv1.DaemonSet
 	)
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ConfigMap":
-			cm = &v1.ConfigMap{}
+			cm := &v1.ConfigMap{}
 			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, cm); err != nil {
 				t.Fatal(err)
 			}
+			cms = append(cms, cm)
 		case "DaemonSet":
 			ds = &appsv1.DaemonSet{}
 			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ds); err != nil {
@@ -99,8 +104,14 @@ func TestDaemonSetNode(t *testing.T) {
 			}
 		}
 	}
-	if cm == nil || ds == nil || ds.Namespace != dsNamespace || ds.Spec.Template.Spec.ServiceAccountName != dsAccount {
-		t.Fatalf("the chart rendered no ConfigMap and DaemonSet of %s/%s", dsNamespace, dsAccount)
+	if len(cms) != 2 || ds == nil || ds.Namespace != dsNamespace || ds.Spec.Template.Spec.ServiceAccountName != dsAccount {
+		t.Fatalf("the chart rendered no ConfigMaps (the kubeconfig, evictd's configuration) and DaemonSet of %s/%s", dsNamespace, dsAccount)
+	}
+	var configFile string
+	for _, cm := range cms {
+		if cm.Name == "evictd-config" {
+			configFile = cm.Data["config.yaml"]
+		}
 	}
 	// Nothing routes the kubernetes Service's ClusterIP on the test node
 	// (no kube-proxy): the container's own KUBERNETES_SERVICE_HOST and
@@ -124,11 +135,12 @@ func TestDaemonSetNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--kubeconfig-in-cluster") {
-		t.Errorf("the chart's DaemonSet runs evictd without --kubeconfig-in-cluster: %v", ds.Spec.Template.Spec.Containers[0].Args)
+	if !strings.Contains(configFile, "\nkubeconfigInCluster: true\n") || !slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--config=/etc/evictd/config.yaml") {
+		t.Errorf("the chart's DaemonSet runs evictd with args %v, configuration file:\n%s\nwant --config naming it, with kubeconfigInCluster: true",
+			ds.Spec.Template.Spec.Containers[0].Args, configFile)
 	}
 	applyAll(t, n, objs)
-	t.Cleanup(func() { deleteDaemonSet(t, n, ds, cm) })
+	t.Cleanup(func() { deleteDaemonSet(t, n, ds, cms) })
 
 	first := waitEvictdPod(t, n, ds, "")
 	// From inside its pod evictd arms what it arms on the host: the
@@ -353,23 +365,42 @@ func importEvictdImage(t *testing.T, n *testnode.Node) {
 
 // renderChart renders evictd's chart with the real helm for node n: in
 // dsNamespace as dsAccount, the test's image, the node's paths, the
-// metrics on loopback at port and the probes' own at healthPort, and
-// evictd's flags of the test node (testnode.EvictdFlags) but those the
-// chart sets, then args. It returns the objects rendered.
-func renderChart(t *testing.T, n *testnode.Node, port, healthPort int, args ...string) []*unstructured.Unstructured {
+// metrics on loopback at port and the probes' own at healthPort, and in
+// the values' config evictd's settings of the test node
+// (testnode.EvictdFlags) but those the chart sets, then settings. It
+// returns the objects rendered.
+func renderChart(t *testing.T, n *testnode.Node, port, healthPort int, settings map[string]any) []*unstructured.Unstructured {
 	t.Helper()
 	helm, err := testcluster.Binary("helm")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var extra []string
+	cfg := map[string]any{}
 	for _, f := range n.EvictdFlags() {
-		switch name, _, _ := strings.Cut(f, "="); name {
+		flag, value, _ := strings.Cut(f, "=")
+		switch flag {
 		case "--kubeconfig", "--hostname-override", "--root-dir", "--pod-logs-dir", "--container-runtime-endpoint", "--state-dir":
+			continue
+		}
+		name, ok := config.FileField(strings.TrimPrefix(flag, "--"))
+		if !ok {
+			t.Fatalf("the test node's %s has no field in evictd's configuration file", flag)
+		}
+		switch flag {
+		case "--enforce-node-allocatable":
+			cfg[name] = strings.Split(value, ",")
+		case "--system-reserved":
+			m := map[string]any{}
+			for _, pair := range strings.Split(value, ",") {
+				k, v, _ := strings.Cut(pair, "=")
+				m[k] = v
+			}
+			cfg[name] = m
 		default:
-			extra = append(extra, f)
+			cfg[name] = value
 		}
 	}
+	maps.Copy(cfg, settings)
 	repo, tag, _ := strings.Cut(dsImage, ":")
 	values := map[string]any{
 		"namespace":       dsNamespace,
@@ -392,9 +423,9 @@ func renderChart(t *testing.T, n *testnode.Node, port, healthPort int, args ...s
 				{"name": "runtime-root", "path": n.Runtime().RootDir(), "type": "DirectoryOrCreate", "readOnly": true},
 			},
 		},
-		"metrics":   map[string]any{"host": "127.0.0.1", "port": port},
-		"health":    map[string]any{"port": healthPort},
-		"extraArgs": append(extra, args...),
+		"metrics": map[string]any{"host": "127.0.0.1", "port": port},
+		"health":  map[string]any{"port": healthPort},
+		"config":  cfg,
 	}
 	data, err := yaml.Marshal(values)
 	if err != nil {
@@ -501,10 +532,10 @@ func waitEvictdPod(t *testing.T, n *testnode.Node, ds *appsv1.DaemonSet, old typ
 	return ready
 }
 
-// deleteDaemonSet removes the DaemonSet and its ConfigMap and waits until
+// deleteDaemonSet removes the DaemonSet and its ConfigMaps and waits until
 // its pods are gone (they are not labelled e2e=yes, which cleanPods
 // removes).
-func deleteDaemonSet(t *testing.T, n *testnode.Node, ds *appsv1.DaemonSet, cm *v1.ConfigMap) {
+func deleteDaemonSet(t *testing.T, n *testnode.Node, ds *appsv1.DaemonSet, cms []*v1.ConfigMap) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := n.Admin()
@@ -520,8 +551,10 @@ func deleteDaemonSet(t *testing.T, n *testnode.Node, ds *appsv1.DaemonSet, cm *v
 	}
 	_ = c.CoreV1().Pods(ds.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
 		metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
-	if err := c.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("delete ConfigMap %s: %v", cm.Name, err)
+	for _, cm := range cms {
+		if err := c.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete ConfigMap %s: %v", cm.Name, err)
+		}
 	}
 	for {
 		pods, err := c.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})

@@ -78,7 +78,7 @@ func TestPackagedUnit(t *testing.T) {
 			execs = append(execs, line)
 		}
 	}
-	if want := "ExecStart=/usr/bin/evictd $EVICTD_ARGS"; len(execs) != 1 || execs[0] != want {
+	if want := "ExecStart=/usr/bin/evictd --config /etc/evictd/config.yaml $EVICTD_ARGS"; len(execs) != 1 || execs[0] != want {
 		t.Errorf("got ExecStart lines %q, want [%q]", execs, want)
 	}
 	back := bytes.Replace(got, []byte("ExecStart=/usr/bin/evictd "), []byte("ExecStart=/usr/local/bin/evictd "), 1)

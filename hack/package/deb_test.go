@@ -80,15 +80,17 @@ func testRPM(t *testing.T, rpmPath string) {
 			"-rwxr-xr-x root /usr/bin/evictd",
 			"-rw-r--r-- root /usr/lib/systemd/system/evictd.service",
 			"drwx------ root /etc/evictd",
+			"-rw------- root /etc/evictd/config.yaml",
 			"-rw------- root /etc/evictd/evictd.env",
+			"-rw-r--r-- root /usr/share/doc/evictd/examples/config.yaml",
 		} {
 			if !strings.Contains(files, want+"\n") {
 				t.Errorf("rpm's files:\n%s\nwant %q among them", files, want)
 			}
 		}
-		// Kept on upgrade and removal: a config file not replaced.
-		if cfg := query("--configfiles"); !strings.Contains(cfg, "/etc/evictd/evictd.env\n") {
-			t.Errorf("rpm's config files:\n%s\nwant /etc/evictd/evictd.env", cfg)
+		// Kept on upgrade and removal: config files not replaced.
+		if cfg := query("--configfiles"); !strings.Contains(cfg, "/etc/evictd/evictd.env\n") || !strings.Contains(cfg, "/etc/evictd/config.yaml\n") {
+			t.Errorf("rpm's config files:\n%s\nwant /etc/evictd/config.yaml and /etc/evictd/evictd.env", cfg)
 		}
 		if out, err := exec.Command(rpm, "-K", "--nosignature", rpmPath).CombinedOutput(); err != nil || !strings.Contains(string(out), "digests OK") {
 			t.Errorf("rpm -K: %v\n%s", err, out)
@@ -116,8 +118,10 @@ func testRPM(t *testing.T, rpmPath string) {
 // testDebInstall installs the .deb with dpkg on this machine and checks
 // where everything lands, with which modes, that the binary runs and
 // systemd-analyze verify accepts the units as installed, that nothing is
-// enabled, and that dpkg -r removes the package but keeps an edited
-// /etc/evictd/evictd.env, which a purge then removes. As root, on a
+// enabled, that the installed binary reads the installed configuration
+// file, and that dpkg -r removes the package but keeps an edited
+// /etc/evictd/config.yaml and /etc/evictd/evictd.env, which a purge then
+// removes. As root, on a
 // machine where evictd is not installed; the package is purged at the end
 // whatever happens.
 func testDebInstall(t *testing.T, deb string) {
@@ -173,8 +177,10 @@ func testDebInstall(t *testing.T, deb string) {
 		"/usr/share/doc/evictd/CHANGELOG.md":                     0o644,
 		"/usr/share/doc/evictd/examples/api-server.conf.example": 0o644,
 		"/usr/share/doc/evictd/examples/own-user.conf.example":   0o644,
-		"/etc/evictd":            0o700 | os.ModeDir,
-		"/etc/evictd/evictd.env": 0o600,
+		"/usr/share/doc/evictd/examples/config.yaml":             0o644,
+		"/etc/evictd":             0o700 | os.ModeDir,
+		"/etc/evictd/config.yaml": 0o600,
+		"/etc/evictd/evictd.env":  0o600,
 	} {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -201,8 +207,8 @@ func testDebInstall(t *testing.T, deb string) {
 	if m, _ := filepath.Glob("/etc/systemd/system/*/evictd.*"); len(m) > 0 {
 		t.Errorf("got %q, want evictd enabled nowhere", m)
 	}
-	if conffiles := run("dpkg-query", "-W", "-f=${Conffiles}", "evictd"); !strings.Contains(conffiles, "/etc/evictd/evictd.env ") {
-		t.Errorf("dpkg-query conffiles: got %q, want /etc/evictd/evictd.env among them", conffiles)
+	if conffiles := run("dpkg-query", "-W", "-f=${Conffiles}", "evictd"); !strings.Contains(conffiles, "/etc/evictd/evictd.env ") || !strings.Contains(conffiles, "/etc/evictd/config.yaml ") {
+		t.Errorf("dpkg-query conffiles: got %q, want /etc/evictd/config.yaml and /etc/evictd/evictd.env among them", conffiles)
 	}
 
 	if out := run("/usr/bin/evictd", "version"); strings.TrimSpace(out) == "" {
@@ -212,8 +218,13 @@ func testDebInstall(t *testing.T, deb string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(unit, []byte("\nExecStart=/usr/bin/evictd $EVICTD_ARGS\n")) || bytes.Contains(unit, []byte("/usr/local/bin/evictd")) {
-		t.Errorf("installed unit: got no ExecStart=/usr/bin/evictd $EVICTD_ARGS, or /usr/local/bin/evictd still named")
+	if !bytes.Contains(unit, []byte("\nExecStart=/usr/bin/evictd --config /etc/evictd/config.yaml $EVICTD_ARGS\n")) || bytes.Contains(unit, []byte("/usr/local/bin/evictd")) {
+		t.Errorf("installed unit: got no ExecStart=/usr/bin/evictd --config /etc/evictd/config.yaml $EVICTD_ARGS, or /usr/local/bin/evictd still named")
+	}
+	// The installed binary reads the installed file, strictly and with
+	// nothing deprecated.
+	if out := run("/usr/bin/evictd", "check-config", "--config", "/etc/evictd/config.yaml", "--hostname-override=n1"); strings.Contains(out, "not valid strictly") || strings.Contains(out, "deprecated") {
+		t.Errorf("evictd check-config --config /etc/evictd/config.yaml:\n%s", out)
 	}
 	if analyze, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Log("no systemd-analyze on PATH: units not verified")
@@ -225,6 +236,10 @@ func testDebInstall(t *testing.T, deb string) {
 	if err := os.WriteFile("/etc/evictd/evictd.env", edited, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	editedCfg := []byte("apiVersion: config.evictd.io/v1alpha1\nkind: AgentConfiguration\ndryRun: true\n")
+	if err := os.WriteFile("/etc/evictd/config.yaml", editedCfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	run(dpkg, "-r", "evictd")
 	for _, p := range []string{"/usr/bin/evictd", "/usr/lib/systemd/system/evictd.service", "/usr/lib/systemd/system/evictd.socket", "/usr/lib/systemd/system-preset/90-evictd.preset"} {
 		if _, err := os.Lstat(p); err == nil {
@@ -234,13 +249,18 @@ func testDebInstall(t *testing.T, deb string) {
 	if got, err := os.ReadFile("/etc/evictd/evictd.env"); err != nil || !bytes.Equal(got, edited) {
 		t.Errorf("after dpkg -r: got env file %q (%v), want the edited one kept: %q", got, err, edited)
 	}
+	if got, err := os.ReadFile("/etc/evictd/config.yaml"); err != nil || !bytes.Equal(got, editedCfg) {
+		t.Errorf("after dpkg -r: got config file %q (%v), want the edited one kept: %q", got, err, editedCfg)
+	}
 	if status := run("dpkg-query", "-W", "-f=${Status}", "evictd"); status != "deinstall ok config-files" {
 		t.Errorf("after dpkg -r: got status %q, want %q", status, "deinstall ok config-files")
 	}
 
 	run(dpkg, "--purge", "evictd")
-	if _, err := os.Lstat("/etc/evictd/evictd.env"); err == nil {
-		t.Errorf("/etc/evictd/evictd.env: still there after dpkg --purge")
+	for _, p := range []string{"/etc/evictd/evictd.env", "/etc/evictd/config.yaml"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s: still there after dpkg --purge", p)
+		}
 	}
 }
 

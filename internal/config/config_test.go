@@ -369,8 +369,8 @@ func TestHelpDocumentsDefaults(t *testing.T) {
 	})
 	var n int
 	fs.VisitAll(func(*pflag.Flag) { n++ })
-	if n != 68 {
-		t.Errorf("got %d flags, want 68", n)
+	if n != 70 {
+		t.Errorf("got %d flags, want 70", n)
 	}
 }
 

@@ -45,9 +45,9 @@ const (
 // through.
 func ConfigWarningKinds() []string { return []string{WarnUnknownField, WarnDuplicateField} }
 
-// LenientDecoding is a KubeletConfiguration file that strict decoding
-// refused for unknown or duplicate fields only, and that evictd then
-// decoded leniently, as the kubelet does.
+// LenientDecoding is a KubeletConfiguration or AgentConfiguration file
+// that strict decoding refused for unknown or duplicate fields only, and
+// that evictd then decoded leniently, as the kubelet does its own.
 type LenientDecoding struct {
 	// Path is the file, Flag the flag that named it.
 	Path, Flag string
@@ -56,11 +56,6 @@ type LenientDecoding struct {
 	Fields map[string]int
 	// Warning names the fields and says what was done with them.
 	Warning string
-}
-
-// readKubeletConfig reads path, the --config file, as readKubeletConfigFlag.
-func readKubeletConfig(path string) (*kubeletConfigFile, error) {
-	return readKubeletConfigFlag(path, "--config")
 }
 
 // readKubeletConfigFlag reads path, named by flag, as the kubelet reads its
@@ -73,9 +68,17 @@ func readKubeletConfig(path string) (*kubeletConfigFile, error) {
 // else (not YAML, another apiVersion or kind, a value of the wrong type)
 // stays an error, as it is for the kubelet.
 func readKubeletConfigFlag(path, flag string) (*kubeletConfigFile, error) {
-	data, err := readFile(path, flag)
-	if err != nil {
-		return nil, err
+	return readKubeletConfigData(path, flag, nil)
+}
+
+// readKubeletConfigData is readKubeletConfigFlag with the file's content,
+// data, when the caller has read it already (nil: read path).
+func readKubeletConfigData(path, flag string, data []byte) (*kubeletConfigFile, error) {
+	if data == nil {
+		var err error
+		if data, err = readFile(path, flag); err != nil {
+			return nil, err
+		}
 	}
 	where := "KubeletConfiguration " + path
 	var strictErrs []string
@@ -114,15 +117,16 @@ func readKubeletConfigFlag(path, flag string) (*kubeletConfigFile, error) {
 		strictErrs = append(strictErrs, e.Error())
 	}
 	if len(strictErrs) > 0 {
-		f.lenient = lenientDecoding(path, flag, strictErrs)
+		f.lenient = lenientDecodingOf(kubeletKind, path, flag, strictErrs)
 	}
 	return f, nil
 }
 
-// lenientDecoding counts and words what strict decoding of path refused:
+// lenientDecodingOf counts and words what strict decoding of path, a file
+// of kind (KubeletConfiguration or AgentConfiguration), refused:
 // sigs.k8s.io/json's `unknown field "a.b"` and `duplicate field "c"`, and
 // the YAML conversion's `key "d" already set in map` lines.
-func lenientDecoding(path, flag string, strictErrs []string) *LenientDecoding {
+func lenientDecodingOf(kind, path, flag string, strictErrs []string) *LenientDecoding {
 	l := &LenientDecoding{Path: path, Flag: flag, Fields: map[string]int{}}
 	var unknown, dup []string
 	for _, e := range strictErrs {
@@ -145,8 +149,12 @@ func lenientDecoding(path, flag string, strictErrs []string) *LenientDecoding {
 	sort.Strings(dup)
 	l.Fields[WarnUnknownField], l.Fields[WarnDuplicateField] = len(unknown), len(dup)
 	var parts []string
+	newer, as := "a newer kubelet", "as the kubelet does"
+	if kind == AgentKind {
+		newer, as = "a newer evictd", "as the kubelet decodes its own"
+	}
 	if len(unknown) > 0 {
-		parts = append(parts, fmt.Sprintf("ignored unknown field(s) %s (from a newer kubelet, or misspelt: a misspelt setting keeps its default)", strings.Join(unknown, ", ")))
+		parts = append(parts, fmt.Sprintf("ignored unknown field(s) %s (from %s, or misspelt: a misspelt setting keeps its default)", strings.Join(unknown, ", "), newer))
 	}
 	if len(dup) > 0 {
 		parts = append(parts, fmt.Sprintf("took the last of duplicate field(s) %s", strings.Join(dup, ", ")))
@@ -154,8 +162,8 @@ func lenientDecoding(path, flag string, strictErrs []string) *LenientDecoding {
 	if len(parts) == 0 {
 		parts = append(parts, strings.Join(strictErrs, "; "))
 	}
-	l.Warning = fmt.Sprintf("KubeletConfiguration %s (%s) is not valid strictly, so evictd decoded it leniently, as the kubelet does: %s.",
-		path, flag, strings.Join(parts, "; "))
+	l.Warning = fmt.Sprintf("%s %s (%s) is not valid strictly, so evictd decoded it leniently, %s: %s.",
+		kind, path, flag, as, strings.Join(parts, "; "))
 	return l
 }
 

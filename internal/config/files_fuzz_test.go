@@ -32,7 +32,14 @@ func completeFile(t *testing.T, flag string, data []byte) (string, *Config, erro
 // second reading.
 func checkCompleted(t *testing.T, flag, path string, c *Config, err error) {
 	t.Helper()
-	c2, err2 := complete(flag + "=" + path)
+	checkCompletedBy(t, func() (*Config, error) { return complete(flag + "=" + path) }, path, c, err)
+}
+
+// checkCompletedBy is checkCompleted for a configuration that again
+// completes a second time.
+func checkCompletedBy(t *testing.T, again func() (*Config, error), path string, c *Config, err error) {
+	t.Helper()
+	c2, err2 := again()
 	if err != nil {
 		if !strings.Contains(err.Error(), path) {
 			t.Fatalf("error %q does not name the file %s", err, path)
@@ -48,9 +55,9 @@ func checkCompleted(t *testing.T, flag, path string, c *Config, err error) {
 	if err2 != nil {
 		t.Fatalf("the same file read twice: a configuration, then error %v", err2)
 	}
-	got, again := describeAll(c.Thresholds), describeAll(c2.Thresholds)
-	if !slices.Equal(got, again) || !slices.Equal(c.Notes, c2.Notes) {
-		t.Fatalf("the same file read twice:\n%q %q\nthen\n%q %q", got, c.Notes, again, c2.Notes)
+	got, second := describeAll(c.Thresholds), describeAll(c2.Thresholds)
+	if !slices.Equal(got, second) || !slices.Equal(c.Notes, c2.Notes) {
+		t.Fatalf("the same file read twice:\n%q %q\nthen\n%q %q", got, c.Notes, second, c2.Notes)
 	}
 	for _, th := range c.Thresholds {
 		if !th.Signal.Valid() {
@@ -92,12 +99,61 @@ func describeAll(ths []thresholds.Threshold) []string {
 }
 
 // FuzzKubeletConfig completes a configuration from a KubeletConfiguration
-// file (--config). Seeds: testdata/kubelet-*.yaml and edge cases.
+// file it imports (--import-kubelet-config). Seeds: testdata/kubelet-*.yaml
+// and edge cases.
 func FuzzKubeletConfig(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path, c, err := completeFile(t, "--import-kubelet-config", data)
+		checkCompleted(t, "--import-kubelet-config", path, c, err)
+	})
+}
+
+// FuzzAgentConfig completes a configuration from evictd's own file
+// (--config: an AgentConfiguration or, deprecated, a KubeletConfiguration),
+// then from the same bytes as a --config-dir drop-in over
+// examples/config.yaml. Seeds: testdata/fuzz/FuzzAgentConfig and
+// examples/config.yaml.
+func FuzzAgentConfig(f *testing.F) {
+	example, err := os.ReadFile("../../examples/config.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path, c, err := completeFile(t, "--config", data)
 		checkCompleted(t, "--config", path, c, err)
+		checkProvenance(t, c)
+
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "10-fuzz.conf"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		overExample := func() (*Config, error) { return complete("--config=../../examples/config.yaml", "--config-dir="+dir) }
+		c, err = overExample()
+		checkCompletedBy(t, overExample, dir, c, err)
+		checkProvenance(t, c)
 	})
+}
+
+// checkProvenance fails t unless c (nil: nothing to check) tells where
+// every setting came from.
+func checkProvenance(t *testing.T, c *Config) {
+	t.Helper()
+	if c == nil {
+		return
+	}
+	names := map[string]bool{}
+	for _, s := range c.Provenance() {
+		names[s.Name] = true
+		if !slices.Contains(sourceOrder, s.Source.Kind) {
+			t.Fatalf("%s[%s]: source %+v of no known kind", s.Name, s.Key, s.Source)
+		}
+	}
+	for _, f := range fields {
+		if !names[f.name] {
+			t.Fatalf("no provenance for %s", f.name)
+		}
+	}
 }
 
 // FuzzNodeConfig completes a configuration from an OpenShift

@@ -90,11 +90,11 @@ func TestKubeletConfigErrors(t *testing.T) {
 		{"kubelet-huge-threshold.yaml", `evictionHard in testdata/kubelet-huge-threshold.yaml: eviction threshold memory.available must be less than 9223372036854775807: 100000000000000000000000`},
 		{"kubelet-empty.yaml", `KubeletConfiguration testdata/kubelet-empty.yaml: not a YAML mapping with apiVersion kubelet.config.k8s.io/v1beta1 and kind KubeletConfiguration`},
 		{"kubelet-not-mapping.yaml", `KubeletConfiguration testdata/kubelet-not-mapping.yaml: not a YAML mapping with apiVersion kubelet.config.k8s.io/v1beta1 and kind KubeletConfiguration`},
-		{"no-such-file.yaml", `read --config file: open testdata/no-such-file.yaml: no such file or directory`},
+		{"no-such-file.yaml", `read --import-kubelet-config file: open testdata/no-such-file.yaml: no such file or directory`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			_, err := complete("--config=testdata/" + tt.file)
+			_, err := complete("--import-kubelet-config=testdata/" + tt.file)
 			if got := errText(err); got != tt.wantErr {
 				t.Errorf("got error %q, want %q", got, tt.wantErr)
 			}
@@ -204,7 +204,7 @@ func TestNodeConfigSeeds(t *testing.T) {
 		{"node-config-hard.yaml", []string{
 			"memory.available<500Mi", "allocatableMemory.available<500Mi", "nodefs.available<500Mi",
 			"nodefs.inodesFree<100Mi", "imagefs.available<100Mi", "imagefs.inodesFree<100Mi",
-		}, 0, map[string]string{"eviction-hard": "kubeletArguments.eviction-hard in testdata/node-config-hard.yaml"}},
+		}, 0, map[string]string{"eviction-hard": "kubeletArguments.eviction-hard in testdata/node-config-hard.yaml", "node-config": "--node-config"}},
 		{"node-config-soft.yaml", []string{
 			"memory.available<100Mi", "memory.available<500Mi soft 1m30s", "allocatableMemory.available<100Mi",
 			"nodefs.available<10%", "nodefs.available<500Mi soft 1m30s",
@@ -212,12 +212,14 @@ func TestNodeConfigSeeds(t *testing.T) {
 			"imagefs.available<15%", "imagefs.available<100Mi soft 1m30s",
 			"imagefs.inodesFree<5%", "imagefs.inodesFree<100Mi soft 1m30s",
 		}, 0, map[string]string{
+			"node-config":                "--node-config",
 			"eviction-soft":              "kubeletArguments.eviction-soft in testdata/node-config-soft.yaml",
 			"eviction-soft-grace-period": "kubeletArguments.eviction-soft-grace-period in testdata/node-config-soft.yaml",
 		}},
 		{"node-config-allocatable.yaml", []string{
 			"memory.available<512Mi", "memory.available<1Gi soft 30s", "allocatableMemory.available<512Mi",
 		}, 2 << 30, map[string]string{
+			"node-config":                "--node-config",
 			"eviction-hard":              "kubeletArguments.eviction-hard in testdata/node-config-allocatable.yaml",
 			"eviction-soft":              "kubeletArguments.eviction-soft in testdata/node-config-allocatable.yaml",
 			"eviction-soft-grace-period": "kubeletArguments.eviction-soft-grace-period in testdata/node-config-allocatable.yaml",
@@ -226,6 +228,7 @@ func TestNodeConfigSeeds(t *testing.T) {
 		{"node-config-reserved.yaml", []string{
 			"memory.available<500Mi", "allocatableMemory.available<500Mi",
 		}, 3 << 29, map[string]string{
+			"node-config":     "--node-config",
 			"eviction-hard":   "kubeletArguments.eviction-hard in testdata/node-config-reserved.yaml",
 			"system-reserved": "kubeletArguments.system-reserved in testdata/node-config-reserved.yaml",
 		}},

@@ -246,16 +246,17 @@ type kubeletCheck struct {
 }
 
 // checkKubelet reads the kubelet's configuration named by
-// --kubelet-config (or --config, kf, when not given) and
-// --kubelet-config-dir, and returns its races with evictd and notes,
-// among them one when the kubelet's featureGates set HugepageAwareEviction
-// otherwise than evictd's gate (hugepageAware, set in gateWhere or by
-// default). It returns nothing when neither names a file.
-func (o *Options) checkKubelet(kf *kubeletConfigFile, hugepageAware bool, gateWhere string) (kubeletCheck, error) {
+// --kubelet-config (or, when not given, the KubeletConfiguration imported,
+// kf, which kfFlag named) and --kubelet-config-dir, and returns its races
+// with evictd and notes, among them one when the kubelet's featureGates
+// set HugepageAwareEviction otherwise than evictd's gate (hugepageAware,
+// set in gateWhere or by default). It returns nothing when neither names
+// a file.
+func (o *Options) checkKubelet(kf *kubeletConfigFile, kfFlag string, hugepageAware bool, gateWhere string) (kubeletCheck, error) {
 	var k kubeletCheck
 	var base *kubeletConfigFile
 	switch {
-	case o.kubeletConfig != "" && o.kubeletConfig == o.configFile && kf != nil:
+	case o.kubeletConfig != "" && kf != nil && o.kubeletConfig == kf.path:
 		base = kf
 	case o.kubeletConfig != "":
 		var err error
@@ -267,7 +268,7 @@ func (o *Options) checkKubelet(kf *kubeletConfigFile, hugepageAware bool, gateWh
 		}
 	case kf != nil:
 		base = kf
-		k.notes = append(k.notes, fmt.Sprintf("--kubelet-config is not given: evictd checks the --config file %s as the kubelet's configuration.", kf.path))
+		k.notes = append(k.notes, fmt.Sprintf("--kubelet-config is not given: evictd checks the %s file %s as the kubelet's configuration.", kfFlag, kf.path))
 	}
 	if base == nil && o.kubeletConfigDir == "" {
 		return kubeletCheck{}, nil

@@ -128,7 +128,7 @@ func TestMergeKubeletDropins(t *testing.T) {
 			if tc.main != "" {
 				writeFiles(t, dir, map[string]string{"kubelet.yaml": tc.main})
 				var err error
-				if base, err = readKubeletConfig(filepath.Join(dir, "kubelet.yaml")); err != nil {
+				if base, err = readKubeletConfigFlag(filepath.Join(dir, "kubelet.yaml"), "--import-kubelet-config"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -232,8 +232,8 @@ func TestCompleteKubeletConfig(t *testing.T) {
 			if !reflect.DeepEqual(lenient, tc.wantLenient) {
 				t.Errorf("got lenient decodings %q, want %q", lenient, tc.wantLenient)
 			}
-			if len(c.Warnings) != len(c.KubeletRaces)+len(c.Lenient) {
-				t.Errorf("got warnings %q, want one per race and lenient decoding", c.Warnings)
+			if len(c.Warnings) != len(c.KubeletRaces)+len(c.Lenient)+len(c.Deprecations) {
+				t.Errorf("got warnings %q, want one per race, lenient decoding and deprecation", c.Warnings)
 			}
 			if tc.wantNote != "" && !strings.Contains(strings.Join(c.Notes, "\n"), tc.wantNote) {
 				t.Errorf("notes %q lack %q", c.Notes, tc.wantNote)

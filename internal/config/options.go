@@ -111,6 +111,8 @@ type Options struct {
 	featureGates              map[string]bool
 
 	configFile           string
+	configDir            string
+	importKubeletConfig  string
 	nodeConfigFile       string
 	kubeletConfig        string
 	kubeletConfigDir     string
@@ -211,7 +213,7 @@ func (o *Options) addKubeletFlags(fs *pflag.FlagSet) {
 	fs.Var(&gateMap{m: &o.featureGates}, "feature-gates",
 		"Feature gates, comma-separated name=bool pairs as the kubelet takes them; evictd reads one, "+HugepageAwareEvictionGate+" (kubelet 1.37, beta, default true): "+
 			"memory.available is MemTotal minus the node's hugepage capacity minus the root cgroup's working set, as kubelet 1.37 computes it; "+HugepageAwareEvictionGate+"=false computes it as kubelet 1.36, the hugepages left in. "+
-			"Per gate, the command line overrides featureGates in --config, which overrides kubeletArguments.feature-gates in --node-config; other gates are the kubelet's and are ignored. (default "+HugepageAwareEvictionGate+"=true)")
+			"Per gate, the command line overrides featureGates in the --config-dir drop-ins, which override featureGates in --config, then in --import-kubelet-config, then kubeletArguments.feature-gates in --node-config; other gates are the kubelet's and are ignored. (default "+HugepageAwareEvictionGate+"=true)")
 	fs.DurationVar(&o.nodeStatusReportFrequency, "node-status-report-frequency", defaultNodeStatusReportFrequency,
 		"How often, as a Go duration, evictd writes its node conditions when nothing changed, each period jittered by ±50% as the kubelet does; a change is written at once.")
 }
@@ -229,12 +231,20 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.trustedDSNamespaces, "trusted-daemonset-namespaces", []string{"kube-system"},
 		"Comma-separated namespaces whose DaemonSet pods rank after the other pods of their tier, as node agents the node needs: whoever may create a DaemonSet there is trusted with that later turn. A DaemonSet pod of any other namespace ranks as any other pod; empty: none is set apart.")
 	fs.StringVar(&o.configFile, "config", "",
-		"Path of a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to take the eviction settings from; flags given on the command line override it, and it overrides --node-config. (default none)")
+		"Path of evictd's configuration file, an "+AgentAPIVersion+" "+AgentKind+" holding any of the agent's settings under the names docs/CONFIGURATION.md lists (evictionHard, housekeepingInterval...); "+
+			"its --config-dir drop-ins override it and flags given on the command line override both. "+
+			"Deprecated: a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) given here is imported as --import-kubelet-config imports it, with a warning. (default none)")
+	fs.StringVar(&o.configDir, "config-dir", "",
+		"Directory path of drop-ins for --config, as the kubelet's --config-dir: its *.conf files (subdirectories included, in lexical order), each a partial "+AgentKind+", are merged over the --config file, "+
+			"a later file overriding the fields, and the map keys, it sets; flags given on the command line override them. (default none)")
+	fs.StringVar(&o.importKubeletConfig, "import-kubelet-config", "",
+		"Path of a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to import evictd's eviction settings from (evictionHard, evictionSoft, cgroupDriver...; the rest is ignored): "+
+			"the --config file, its drop-ins and flags given on the command line override it, and it overrides --node-config. (default none)")
 	fs.StringVar(&o.nodeConfigFile, "node-config", "",
-		"Path of an OpenShift node-config.yaml to take the kubeletArguments from; --config and flags given on the command line override it. (default none)")
+		"Path of an OpenShift node-config.yaml to take the kubeletArguments from; --import-kubelet-config, --config and flags given on the command line override it. (default none)")
 	fs.StringVar(&o.kubeletConfig, "kubelet-config", "",
 		"Path of the kubelet's own KubeletConfiguration file, read only to warn (at start, in check-config and in evictd_kubelet_eviction_races) of settings with which the kubelet would act on pressure too, racing evictd: "+
-			"eviction thresholds, localStorageCapacityIsolation, image GC. (default: the --config file, if any)")
+			"eviction thresholds, localStorageCapacityIsolation, image GC. (default: the --import-kubelet-config file, if any)")
 	fs.StringVar(&o.kubeletConfigDir, "kubelet-config-dir", "",
 		"Directory path of the kubelet's --config-dir drop-ins: its *.conf files, in lexical order, are merged over --kubelet-config as the kubelet merges them, before the check. (default none)")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", defaultLeaseDuration,

@@ -178,27 +178,47 @@ type Config struct {
 	// as its configuration says (default true), nil when no kubelet
 	// configuration was checked.
 	KubeletLocalStorage *bool
-	// ConfigFile and NodeConfigFile are the files read, "" if none.
-	ConfigFile     string
-	NodeConfigFile string
+	// ConfigFile is --config, evictd's configuration file (or, deprecated,
+	// a KubeletConfiguration, then also ImportedKubeletConfig); ConfigDir
+	// is --config-dir and ConfigDropIns the drop-ins read from it, in the
+	// order they were merged. "" or nil if none.
+	ConfigFile    string
+	ConfigDir     string
+	ConfigDropIns []string
+	// ImportedKubeletConfig is the KubeletConfiguration evictd imported
+	// settings from: --import-kubelet-config, or a KubeletConfiguration
+	// given to --config; NodeConfigFile is --node-config. "" if none.
+	ImportedKubeletConfig string
+	NodeConfigFile        string
 	// KubeletConfigFile and KubeletConfigDir are --kubelet-config and
 	// --kubelet-config-dir, "" if not given.
 	KubeletConfigFile, KubeletConfigDir string
 	// KubeletChecked says whether a kubelet configuration was checked
-	// (--kubelet-config, --config or --kubelet-config-dir given), and
-	// KubeletRaces what in it races evictd; each is also in Warnings.
+	// (--kubelet-config, the KubeletConfiguration imported or
+	// --kubelet-config-dir given), and KubeletRaces what in it races
+	// evictd; each is also in Warnings.
 	KubeletChecked bool
 	KubeletRaces   []KubeletRace
-	// Lenient are the KubeletConfiguration files (--config, --kubelet-config,
-	// the --kubelet-config-dir drop-ins) that strict decoding refused for
+	// Lenient are the files (the KubeletConfiguration imported, evictd's
+	// --config file and its drop-ins, --kubelet-config, the
+	// --kubelet-config-dir drop-ins) that strict decoding refused for
 	// unknown or duplicate fields only and that were decoded leniently, as
-	// the kubelet does; each one's Warning is also in Warnings.
+	// the kubelet does its own; each one's Warning is also in Warnings.
 	Lenient []LenientDecoding
+	// Deprecations say what in the command line or the files is
+	// deprecated and what to use instead: a KubeletConfiguration given to
+	// --config. Each is also in Warnings, after the lenient decodings'.
+	Deprecations []string
 
 	// Sources names, by flag name, where each setting not left at its
-	// default came from: "--eviction-hard", "evictionHard in FILE",
-	// "kubeletArguments.eviction-hard in FILE".
+	// default came from: "--eviction-hard", "evictionHard in FILE" (the
+	// --config file, a drop-in or the KubeletConfiguration imported),
+	// "kubeletArguments.eviction-hard in FILE"; for a map that drop-ins
+	// merged over a lower layer's, each place, lowest first, joined by
+	// " + ". Provenance says it setting by setting, map key by map key.
 	Sources map[string]string
+	// provenance is what Provenance returns.
+	provenance []Setting
 	// Notes are sentences for the startup log.
 	Notes []string
 	// Warnings are settings that are valid but contradict each other (a

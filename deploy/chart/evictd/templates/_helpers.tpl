@@ -53,7 +53,7 @@ true
 
 {{/* The hostPath volumes of values runtime.dirs, each checked. */}}
 {{- define "evictd.runtimeVolumes" -}}
-{{- $reserved := list "kubeconfig" "token" "proc" "proc-pressure" "cgroup" "kubelet-root" "pod-logs" -}}
+{{- $reserved := list "config" "token" "proc" "proc-pressure" "cgroup" "kubelet-root" "pod-logs" -}}
 {{- $seen := dict -}}
 {{- range $i, $d := .Values.runtime.dirs }}
 {{- if not (and $d.name $d.path) -}}
@@ -76,4 +76,50 @@ true
     type: {{ . }}
     {{- end }}
 {{- end }}
+{{- end -}}
+
+{{/* evictd's configuration file, /etc/evictd/config.yaml: the values'
+config over the chart's defaults (logFormat json), with the settings the
+chart derives from its other values (paths, addresses, the kubeconfig),
+which config may not set. The node's name and the Lease's namespace come
+from the pod, in args: the kubelet expands $(VAR) there, not in a file. */}}
+{{- define "evictd.config" -}}
+{{- $derived := dict
+  "kubeconfig" "/etc/evictd/kubeconfig"
+  "kubeconfigInCluster" (eq .Values.apiServerInCluster true)
+  "procRoot" "/host/proc"
+  "cgroupMount" "/host/sys/fs/cgroup"
+  "rootDir" (required "values: kubeletRootDir is required" .Values.kubeletRootDir)
+  "podLogsDir" (required "values: podLogsDir is required" .Values.podLogsDir)
+  "containerRuntimeEndpoint" (required "values: runtime.endpoint is required" .Values.runtime.endpoint)
+  "metricsBindAddress" (include "evictd.metricsAddress" .)
+  "healthzBindAddress" (include "evictd.healthAddress" .)
+  "hardEvictionDirectSignal" (eq .Values.directSignal true)
+-}}
+{{- $from := dict
+  "kubeconfig" "apiServer" "kubeconfigInCluster" "apiServerInCluster"
+  "procRoot" "nothing: the chart mounts the host's /proc there" "cgroupMount" "nothing: the chart mounts the host's cgroups there"
+  "rootDir" "kubeletRootDir" "podLogsDir" "podLogsDir" "containerRuntimeEndpoint" "runtime.endpoint"
+  "metricsBindAddress" "metrics.host and metrics.port" "healthzBindAddress" "health.port"
+  "hardEvictionDirectSignal" "directSignal" "stateDir" "stateDir" "flightRecords" "stateDir"
+  "hostnameOverride" "nothing: the pod's node name" "leaseNamespace" "namespace"
+  "apiVersion" "nothing" "kind" "nothing"
+-}}
+{{- if .Values.stateDir -}}
+{{- $_ := set $derived "stateDir" .Values.stateDir -}}
+{{- else -}}
+{{- $_ := set $derived "flightRecords" 0 -}}
+{{- end -}}
+{{- $config := .Values.config | default dict -}}
+{{- if not (kindIs "map" $config) -}}
+{{- fail "values: config must be a mapping of evictd's settings (docs/CONFIGURATION.md)" -}}
+{{- end -}}
+{{- range $k, $v := $config -}}
+{{- if or (hasKey $derived $k) (has $k (list "hostnameOverride" "leaseNamespace" "apiVersion" "kind")) -}}
+{{- fail (printf "values: config.%s is the chart's: set %s instead" $k (get $from $k)) -}}
+{{- end -}}
+{{- end -}}
+apiVersion: config.evictd.io/v1alpha1
+kind: AgentConfiguration
+{{ mergeOverwrite (dict "logFormat" "json") (deepCopy $config) $derived | toYaml }}
 {{- end -}}
