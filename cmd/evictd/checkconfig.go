@@ -263,7 +263,7 @@ func writeConfigDoc(w io.Writer, format string, cfg *config.Config, doc configDo
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SETTING\tVALUE")
+	fmt.Fprintln(tw, "SETTING\tVALUE\tSOURCE")
 	for _, s := range doc.Settings {
 		v := settingText(s.Name, s.Value)
 		if s.Unit != "" {
@@ -272,7 +272,7 @@ func writeConfigDoc(w io.Writer, format string, cfg *config.Config, doc configDo
 		if len(s.DerivedFrom) > 0 {
 			v += " (derived from " + strings.Join(s.DerivedFrom, ", ") + ")"
 		}
-		textf(tw, "%s\t%s\n", s.Name, v)
+		textf(tw, "%s\t%s\t%s\n", s.Name, v, s.Source)
 	}
 	return tw.Flush()
 }

@@ -47,6 +47,11 @@ type settingDoc struct {
 	// Unit of a number: "seconds", "bytes", "evictions per second"...
 	Unit        string   `json:"unit,omitempty"`
 	DerivedFrom []string `json:"derivedFrom,omitempty"`
+	// Source is where the value came from (config.Config.Provenance):
+	// "default", "--dry-run", "evictionHard in /etc/evictd/config.yaml";
+	// a map's keys from several places name each once, in key order.
+	// Empty for the settings derived from others.
+	Source string `json:"source,omitempty"`
 }
 
 // thresholdDoc is one threshold in force, derived ones included.
@@ -190,7 +195,38 @@ func effectiveSettings(cfg *config.Config) []settingDoc {
 		{Name: "system-reserved-memory", Value: cfg.SystemReservedMemory, Unit: "bytes", DerivedFrom: []string{"system-reserved"}},
 		{Name: "kube-reserved-memory", Value: cfg.KubeReservedMemory, Unit: "bytes", DerivedFrom: []string{"kube-reserved"}},
 	}
+	sources := settingSources(cfg)
+	for i := range out {
+		switch src, ok := sources[out[i].Name]; {
+		case len(out[i].DerivedFrom) > 0:
+		case ok:
+			out[i].Source = src
+		case out[i].Value != "":
+			// --config and --config-dir: on the command line alone.
+			out[i].Source = "--" + out[i].Name
+		default:
+			out[i].Source = "default"
+		}
+	}
 	slices.SortFunc(out, func(a, b settingDoc) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// settingSources is where each flag's value came from, by flag name, from
+// cfg's provenance: a map set key by key from several places names each
+// place once, in key order.
+func settingSources(cfg *config.Config) map[string]string {
+	byFlag := map[string][]string{}
+	for _, s := range cfg.Provenance() {
+		src := s.Source.String()
+		if !slices.Contains(byFlag[s.Flag], src) {
+			byFlag[s.Flag] = append(byFlag[s.Flag], src)
+		}
+	}
+	out := make(map[string]string, len(byFlag))
+	for flag, srcs := range byFlag {
+		out[flag] = strings.Join(srcs, ", ")
+	}
 	return out
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,5 +99,34 @@ func TestKubeletConfigurationAsConfigIsDeprecated(t *testing.T) {
 		"--metrics-bind-address=127.0.0.1:0", "--container-runtime-endpoint=unix:///nonexistent/evictd-test.sock")
 	if code != 1 || !regexp.MustCompile(`level=WARN msg="`+regexp.QuoteMeta(strings.ReplaceAll(want, `"`, `\"`))).MatchString(errOut) {
 		t.Errorf("the agent: exit %d, stderr:\n%s\nwant a WARN line %q", code, errOut, want)
+	}
+}
+
+// TestCheckConfigSaysWhereEachValueCameFrom: check-config's document gives
+// each setting not derived from others its source: the default, the
+// configuration file's field, or the flag.
+func TestCheckConfigSaysWhereEachValueCameFrom(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("apiVersion: config.evictd.io/v1alpha1\nkind: AgentConfiguration\nmaxEvictionsPerHour: 30\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCmd("check-config", "--hostname-override=n1", "--config", cfg, "--dry-run", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	var doc struct {
+		Settings []settingDoc `json:"settings"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"max-evictions-per-hour": "maxEvictionsPerHour in " + cfg, "dry-run": "--dry-run", "log-level": "default"}
+	for _, s := range doc.Settings {
+		if w, ok := want[s.Name]; ok && s.Source != w {
+			t.Errorf("%s: source %q, want %q", s.Name, s.Source, w)
+		}
+		if (s.Source == "") != (len(s.DerivedFrom) > 0) {
+			t.Errorf("%s: source %q with derivedFrom %q: want a source exactly where it is not derived", s.Name, s.Source, s.DerivedFrom)
+		}
 	}
 }
