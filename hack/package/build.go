@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -58,7 +60,12 @@ func build(o options) ([]string, error) {
 		return nil, err
 	}
 
-	vars := map[string]string{"PKG_VERSION": version, "ARCH": o.arch, "EVICTD_BIN": bin, "EVICTD_UNIT": unit}
+	docs := filepath.Join(tmp, "docs")
+	if err := writeDocs(o, bin, docs); err != nil {
+		return nil, err
+	}
+
+	vars := map[string]string{"PKG_VERSION": version, "ARCH": o.arch, "EVICTD_BIN": bin, "EVICTD_UNIT": unit, "EVICTD_DOCS": docs}
 	var unknown []string
 	mapping := func(name string) string {
 		v, ok := vars[name]
@@ -182,4 +189,35 @@ func pkgVersion(v string) (string, error) {
 		out += "+" + strings.Join(local, ".")
 	}
 	return out, nil
+}
+
+// writeDocs writes into dir what `evictd completion` makes for the
+// packages: the bash, zsh and fish completion scripts (evictd.bash,
+// _evictd, evictd.fish) and the man pages (man/*.8). They are the same
+// for every architecture, so a binary for this machine writes them: bin
+// when it is one, else the release binary for this machine beside it.
+func writeDocs(o options, bin, dir string) error {
+	host := bin
+	if o.arch != runtime.GOARCH {
+		host = filepath.Join(filepath.Dir(bin), "evictd-"+o.version+"-linux-"+runtime.GOARCH)
+		if _, err := os.Stat(host); err != nil {
+			return fmt.Errorf("the completions and man pages of the %s package are written by an evictd binary for this machine (%s): %w", o.arch, runtime.GOARCH, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "man"), 0o755); err != nil {
+		return err
+	}
+	for shell, name := range map[string]string{"bash": "evictd.bash", "zsh": "_evictd", "fish": "evictd.fish"} {
+		out, err := exec.Command(host, "completion", shell).Output()
+		if err != nil {
+			return fmt.Errorf("%s completion %s: %w", host, shell, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), out, 0o644); err != nil {
+			return err
+		}
+	}
+	if out, err := exec.Command(host, "completion", "man", filepath.Join(dir, "man")).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s completion man: %w: %s", host, err, out)
+	}
+	return nil
 }

@@ -83,6 +83,11 @@ func testRPM(t *testing.T, rpmPath string) {
 			"-rw------- root /etc/evictd/config.yaml",
 			"-rw------- root /etc/evictd/evictd.env",
 			"-rw-r--r-- root /usr/share/doc/evictd/examples/config.yaml",
+			"-rw-r--r-- root /usr/share/bash-completion/completions/evictd",
+			"-rw-r--r-- root /usr/share/zsh/site-functions/_evictd",
+			"-rw-r--r-- root /usr/share/fish/vendor_completions.d/evictd.fish",
+			"-rw-r--r-- root /usr/share/man/man8/evictd.8",
+			"-rw-r--r-- root /usr/share/man/man8/evictd-check-config.8",
 		} {
 			if !strings.Contains(files, want+"\n") {
 				t.Errorf("rpm's files:\n%s\nwant %q among them", files, want)
@@ -178,9 +183,14 @@ func testDebInstall(t *testing.T, deb string) {
 		"/usr/share/doc/evictd/examples/api-server.conf.example": 0o644,
 		"/usr/share/doc/evictd/examples/own-user.conf.example":   0o644,
 		"/usr/share/doc/evictd/examples/config.yaml":             0o644,
-		"/etc/evictd":             0o700 | os.ModeDir,
-		"/etc/evictd/config.yaml": 0o600,
-		"/etc/evictd/evictd.env":  0o600,
+		"/usr/share/bash-completion/completions/evictd":          0o644,
+		"/usr/share/zsh/vendor-completions/_evictd":              0o644,
+		"/usr/share/fish/vendor_completions.d/evictd.fish":       0o644,
+		"/usr/share/man/man8/evictd.8":                           0o644,
+		"/usr/share/man/man8/evictd-doctor.8":                    0o644,
+		"/etc/evictd":                                            0o700 | os.ModeDir,
+		"/etc/evictd/config.yaml":                                0o600,
+		"/etc/evictd/evictd.env":                                 0o600,
 	} {
 		fi, err := os.Stat(path)
 		if err != nil {
