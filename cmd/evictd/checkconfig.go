@@ -24,7 +24,8 @@ const checkConfigHelp = `Usage: evictd check-config [flags] [-o text|json|yaml] 
                            [--node-memory Q] [--node-disk Q] [--node-inodes N] [--node-pids N]
 
 Print the agent's whole effective configuration with these flags, after
---node-config, --config and the command line in that precedence: the
+--node-config, --import-kubelet-config, --config, --config-dir's drop-ins
+and the command line in that precedence, each setting with its source: the
 thresholds (signal, value as written, grace period, minimum reclaim, hard
 or soft, where each came from, and those derived from them), which
 memory.available is in force, the capacities the thresholds were checked

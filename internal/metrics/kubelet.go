@@ -36,7 +36,7 @@ func RegisterKubeletRaces(reg prometheus.Registerer, kinds []string, present map
 func RegisterConfigWarnings(reg prometheus.Registerer, kinds []string, counts map[string]int) error {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "evictd_config_warnings",
-		Help: "Fields of kind that made a KubeletConfiguration file (--config, --kubelet-config, --kubelet-config-dir) fail strict decoding, which evictd then decoded leniently as the kubelet does: " +
+		Help: "Fields of kind that made a configuration file (evictd's own --config and --config-dir drop-ins, or a KubeletConfiguration: --import-kubelet-config, --kubelet-config, --kubelet-config-dir) fail strict decoding, which evictd then decoded leniently as the kubelet does: " +
 			"unknown-field (ignored: from a newer kubelet, or misspelt), duplicate-field (the last one taken). The log at start and check-config name them.",
 	}, []string{"kind"})
 	for _, k := range kinds {

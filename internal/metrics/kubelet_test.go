@@ -35,7 +35,7 @@ func TestRegisterConfigWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP evictd_config_warnings Fields of kind that made a KubeletConfiguration file (--config, --kubelet-config, --kubelet-config-dir) fail strict decoding, which evictd then decoded leniently as the kubelet does: unknown-field (ignored: from a newer kubelet, or misspelt), duplicate-field (the last one taken). The log at start and check-config name them.
+# HELP evictd_config_warnings Fields of kind that made a configuration file (evictd's own --config and --config-dir drop-ins, or a KubeletConfiguration: --import-kubelet-config, --kubelet-config, --kubelet-config-dir) fail strict decoding, which evictd then decoded leniently as the kubelet does: unknown-field (ignored: from a newer kubelet, or misspelt), duplicate-field (the last one taken). The log at start and check-config name them.
 # TYPE evictd_config_warnings gauge
 evictd_config_warnings{kind="duplicate-field"} 0
 evictd_config_warnings{kind="unknown-field"} 2
