@@ -104,6 +104,14 @@ tools:
 manifests: tools
 	$(GO) test -count=1 -run '^TestManifestsCurrent$$' ./deploy/ -update
 
+# docs/reference: every command and flag as Markdown, written by `evictd
+# completion markdown` from the flag definitions (TestReferenceCurrent
+# fails while it is stale).
+.PHONY: docs
+docs: build
+	rm -f docs/reference/*.md
+	$(BIN) completion markdown docs/reference
+
 # containerd and runc from Debian's packages, for the tests that run a real
 # container runtime (installed as root; a no-op when present).
 runtime:

@@ -14,12 +14,14 @@ import (
 
 const completionHelp = `Usage: evictd completion bash|zsh|fish
        evictd completion man DIR
+       evictd completion markdown DIR
 
 Print the shell completion script for bash, zsh or fish, which completes
 evictd's commands and each command's flags: for bash,
   evictd completion bash > /etc/bash_completion.d/evictd
 The packages install the three. 'man DIR' writes the man pages evictd(8)
-and evictd-COMMAND(8) into DIR, as the packages ship them.
+and evictd-COMMAND(8) into DIR, as the packages ship them; 'markdown DIR'
+the same reference as Markdown, as docs/reference holds it (make docs).
 `
 
 // completion is registered here, not in commands' literal, which it reads.
@@ -88,7 +90,7 @@ func commandTree() *cobra.Command {
 			c.Flags().AddFlagSet(f)
 		}
 		if name == "completion" {
-			c.ValidArgs = []string{"bash", "zsh", "fish", "man"}
+			c.ValidArgs = []string{"bash", "zsh", "fish", "man", "markdown"}
 		}
 		root.AddCommand(c)
 	}
@@ -120,8 +122,10 @@ func completion(args []string, stdout, stderr io.Writer) int {
 		err = commandTree().GenFishCompletion(stdout, true)
 	case fs.NArg() == 2 && fs.Arg(0) == "man":
 		err = writeManPages(fs.Arg(1))
+	case fs.NArg() == 2 && fs.Arg(0) == "markdown":
+		err = writeMarkdown(fs.Arg(1))
 	default:
-		return usageError(stderr, "evictd completion", fmt.Errorf("want bash, zsh, fish or man DIR, got %q", fs.Args()))
+		return usageError(stderr, "evictd completion", fmt.Errorf("want bash, zsh, fish, man DIR or markdown DIR, got %q", fs.Args()))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd completion: %v\n", err)
@@ -137,6 +141,15 @@ func writeManPages(dir string) error {
 		return fmt.Errorf("man pages' directory %q: not a directory (%v)", dir, err)
 	}
 	return doc.GenManTree(commandTree(), &doc.GenManHeader{Title: "EVICTD", Section: "8", Source: "evictd " + buildVersion().Version, Manual: "System Administration"}, dir)
+}
+
+// writeMarkdown writes the command reference as Markdown into dir, which
+// must exist: evictd.md and evictd_COMMAND.md, linked to each other.
+func writeMarkdown(dir string) error {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("reference's directory %q: not a directory (%v)", dir, err)
+	}
+	return doc.GenMarkdownTree(commandTree(), dir)
 }
 
 // complete answers a completion script's request (`evictd __complete

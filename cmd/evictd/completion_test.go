@@ -87,3 +87,25 @@ func TestManPages(t *testing.T) {
 		t.Errorf("completion man into a missing directory: exit %d, stderr %q; want 1 naming it", code, errOut)
 	}
 }
+
+// TestReferenceCurrent: docs/reference is what `evictd completion
+// markdown` writes from today's flags (make docs writes it again).
+func TestReferenceCurrent(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, code := runCmd("completion", "markdown", dir); code != 0 {
+		t.Fatalf("completion markdown: exit %d, stderr %q", code, errOut)
+	}
+	const committed = "../../docs/reference"
+	want, _ := filepath.Glob(filepath.Join(dir, "*.md"))
+	got, _ := filepath.Glob(filepath.Join(committed, "*.md"))
+	if len(got) != len(want) {
+		t.Errorf("docs/reference has %d pages, the commands %d: run make docs", len(got), len(want))
+	}
+	for _, p := range want {
+		fresh, _ := os.ReadFile(p)
+		old, err := os.ReadFile(filepath.Join(committed, filepath.Base(p)))
+		if err != nil || string(old) != string(fresh) {
+			t.Errorf("docs/reference/%s is stale: run make docs", filepath.Base(p))
+		}
+	}
+}
