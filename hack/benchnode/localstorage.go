@@ -99,19 +99,11 @@ func localStorageRun(ctx context.Context, cfg config, n *testnode.Node, side str
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
 	pods := n.Admin().CoreV1().Pods(pod.Namespace)
 
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	w, err := pods.Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	ws, stopWatch, err := watchPod(ctx, pods, name)
 	if err != nil {
-		return r, fmt.Errorf("watch pod: %w", err)
+		return r, err
 	}
-	defer w.Stop()
-	var ws watchState
-	go func() {
-		for ev := range w.ResultChan() {
-			ws.observe(ev)
-		}
-	}()
+	defer stopWatch()
 	// Both agents' passes have a phase; the pod starts at a random point
 	// of them.
 	if cfg.jitter > 0 {

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
@@ -131,6 +132,23 @@ func (w *watchState) observe(ev watch.Event) {
 	}
 }
 
+// watchPod watches the pod named name from now on; stop ends the watch.
+func watchPod(ctx context.Context, pods typedcorev1.PodInterface, name string) (ws *watchState, stop func(), err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := pods.Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("watch pod: %w", err)
+	}
+	ws = &watchState{}
+	go func() {
+		for ev := range w.ResultChan() {
+			ws.observe(ev)
+		}
+	}()
+	return ws, func() { w.Stop(); cancel() }, nil
+}
+
 func (w *watchState) get() (pod *v1.Pod, evictedAt, endedAt time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -168,19 +186,11 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 	pod.Spec.RestartPolicy = b.cfg.restart
 	pods := b.n.Admin().CoreV1().Pods(pod.Namespace)
 
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	w, err := pods.Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	ws, stopWatch, err := watchPod(ctx, pods, name)
 	if err != nil {
-		return r, fmt.Errorf("watch pod: %w", err)
+		return r, err
 	}
-	defer w.Stop()
-	var ws watchState
-	go func() {
-		for ev := range w.ResultChan() {
-			ws.observe(ev)
-		}
-	}()
+	defer stopWatch()
 
 	// Both evictors' loops have a phase set by their last pass, and the
 	// node quieted down at one; without a random delay the hog would
