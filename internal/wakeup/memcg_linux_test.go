@@ -221,3 +221,66 @@ func TestMemoryFastPollReal(t *testing.T) {
 	cancel()
 	waitDone(t, done)
 }
+
+// TestMemoryMarginWakesBeforeTheThreshold: with memcg notifications and
+// the fast poll, a second notifier armed at the margin above the
+// threshold wakes a pass as memory comes near it, before the threshold,
+// and that pass's Update turns the fast poll on.
+func TestMemoryMarginWakesBeforeTheThreshold(t *testing.T) {
+	requireMemcg(t)
+	dir := testCgroup(t, memcgMount)
+	child := testalloc.Start(t, t, allocEnv, 160)
+	child.MoveTo(t, dir)
+
+	q := resource.MustParse("100Mi")
+	margin := resource.MustParse("150Mi")
+	m, err := NewMemory(MemoryConfig{
+		Thresholds:       []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
+		RootDir:          dir,
+		KernelMemcg:      true,
+		FastPollInterval: 250 * time.Millisecond,
+		FastPollMargin:   thresholds.Value{Quantity: &margin},
+		Clock:            clock.RealClock{},
+		Log:              testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := host.MemoryCgroup{Dir: dir, Root: true}
+	ws, err := cg.WorkingSet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inactive, err := cg.InactiveFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 400Mi available: 300Mi above the threshold, beyond the 150Mi margin.
+	capacity := ws + 400<<20
+	m.Update(signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 400 << 20, Capacity: capacity, Time: time.Now()}})
+	w := m.watches[0]
+	if got, want := w.margin.armedLevel(), UsageLevel(capacity, 250<<20, inactive); got != want {
+		t.Errorf("margin armed at %d, want %d (threshold 100Mi + margin 150Mi)", got, want)
+	}
+	if m.fast.active.Load() {
+		t.Fatal("300Mi above the threshold, margin 150Mi: the fast poll runs already")
+	}
+	wakes := make(chan struct{}, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
+	// 160Mi taken of 400Mi: 240Mi left, within the margin, above the
+	// threshold. Only the margin's notifier can say so.
+	child.Allocate(t)
+	waitWake(t, wakes, "the child took 160Mi: within the margin, the threshold not met")
+	if got := m.group.count("memcg " + w.name + " fast-poll margin on " + dir); got == 0 {
+		t.Errorf("the margin's notifier counted no wake-up; counts: %v", m.group.names())
+	}
+	// The pass it wakes sees memory near: the poll starts.
+	m.Update(signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 240 << 20, Capacity: capacity, Time: time.Now()}})
+	if !m.fast.active.Load() {
+		t.Error("240Mi available, 140Mi above the threshold: the fast poll is not on")
+	}
+	cancel()
+	waitDone(t, done)
+}

@@ -81,6 +81,13 @@ type watch struct {
 	th    thresholds.Threshold
 	cg    host.MemoryCgroup
 	memcg *MemcgThreshold // nil without memcg notifications
+	// margin, armed at the fast poll's margin above the threshold, wakes a
+	// pass as memory comes near it, whose Update turns the fast poll on:
+	// without it the poll would start only at a pass that happens to see
+	// memory near, and growth from an idle node to the threshold between
+	// two passes would go unread (time to exhaustion needs those reads).
+	// nil without memcg notifications or the fast poll.
+	margin *MemcgThreshold
 
 	// From the last Update; read by the fast poll.
 	known    bool
@@ -129,6 +136,10 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 			}
 			w.memcg = NewMemcgThreshold(w.cg.Dir)
 			m.group.Add("memcg "+w.name+" on "+w.cg.Dir, KindMemcg, w.memcg)
+			if cfg.FastPollInterval > 0 {
+				w.margin = NewMemcgThreshold(w.cg.Dir)
+				m.group.Add("memcg "+w.name+" fast-poll margin on "+w.cg.Dir, KindMemcg, w.margin)
+			}
 		}
 	}
 	if cfg.PSIFile != "" {
@@ -186,6 +197,9 @@ func (m *Memory) Run(ctx context.Context, wake func()) error {
 			if w.memcg != nil {
 				_ = w.memcg.Close()
 			}
+			if w.margin != nil {
+				_ = w.margin.Close()
+			}
 		}
 	}()
 	return m.group.Run(ctx, wake)
@@ -193,7 +207,7 @@ func (m *Memory) Run(ctx context.Context, wake func()) error {
 
 // Update re-arms the memcg notifiers from a pass's observations, at each
 // threshold's usage level (UsageLevel, with the cgroup's inactive page cache
-// read now), and turns the fast poll on while an observed memory signal's
+// read now) and at the fast poll's margin above it, and turns the fast poll on while an observed memory signal's
 // headroom above a threshold (thresholds.Headroom) is within the margin, or
 // at all times when a threshold has no kernel notification (Memory.always). A
 // signal not observed keeps its last arming. Errors are logged when they
@@ -230,6 +244,14 @@ func (m *Memory) Update(obs signals.Observations) {
 		q := thresholds.Quantity(w.th.Value, o.Capacity)
 		if err := w.memcg.Set(UsageLevel(o.Capacity, q, in)); err != nil {
 			errs = append(errs, fmt.Errorf("memcg %s: %w", w.name, err))
+		}
+		if w.margin != nil {
+			// At or below no usage (a margin beyond the capacity) Set
+			// disarms it: the poll then runs from every pass anyway.
+			mq := thresholds.Quantity(m.cfg.FastPollMargin, o.Capacity)
+			if err := w.margin.Set(UsageLevel(o.Capacity, q+mq, in)); err != nil {
+				errs = append(errs, fmt.Errorf("memcg %s fast-poll margin: %w", w.name, err))
+			}
 		}
 	}
 	if m.fast != nil {
