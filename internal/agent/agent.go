@@ -230,6 +230,10 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 			a.kube.events.Warn(reasonThresholdSetAside, fmt.Sprintf("evictd set threshold %s aside: %v; the other thresholds protect the node", s.Threshold, s.Err))
 		}
 		deps.Evicter, deps.Status, deps.Events = a.kube.evicter, a.kube.status, a.kube.events
+		deps.DiskReleased = func(uid string) bool {
+			_, err := os.Stat(filepath.Join(cfg.RootDir, "pods", uid))
+			return errors.Is(err, os.ErrNotExist)
+		}
 		if cfg.LocalStorageEviction == config.LocalStorageKubelet && cfg.KubeletLocalStorage == nil {
 			deps.LocalStorage = &localStorageAgent{node: a.kube.status.EphemeralStorageCapacity, gauge: lsGauge, log: log}
 		}

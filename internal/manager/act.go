@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/signals"
 )
 
 // Result is what became of one eviction request of a pass.
@@ -122,6 +124,9 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 	}
 	reqs := dec.Requests()
 	met.ObserveDecision(m.chosen(dec))
+	if reqs[0].Signal.Pressure() == signals.DiskPressure {
+		inFlight = append(inFlight, m.stillReleasing(m.deps.Clock.Now())...)
+	}
 	if why, withheld := m.withheldInFlight(reqs[0], inFlight, m.deps.Clock.Now()); withheld {
 		return Acted{Why: why}
 	}
@@ -141,6 +146,10 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 			continue // the next pod in rank order
 		}
 		if a.Issued() {
+			if req.Signal.Pressure() == signals.DiskPressure && m.deps.DiskReleased != nil {
+				now := m.deps.Clock.Now()
+				m.releasing[req.Pod.UID] = decide.InFlight{Namespace: req.Pod.Namespace, Name: req.Pod.Name, UID: req.Pod.UID, DeletionTimestamp: now}
+			}
 			// The pod is going: look again at once rather than an
 			// interval on.
 			m.Wake()
@@ -149,6 +158,22 @@ func (m *Manager) act(ctx context.Context, dec decide.Decision, inFlight []decid
 	}
 	acted.Why = "no pod could be evicted"
 	return acted
+}
+
+// stillReleasing returns the pods evicted for a disk signal whose disk is
+// not released yet at now, as evictions in flight since their eviction
+// (so waited for at most the cleanup timeout), and forgets the others.
+func (m *Manager) stillReleasing(now time.Time) []decide.InFlight {
+	var out []decide.InFlight
+	for uid, f := range m.releasing {
+		if m.deps.DiskReleased(uid) || !now.Before(f.DeletionTimestamp.Add(m.cfg.CleanupTimeout)) {
+			delete(m.releasing, uid)
+			continue
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b decide.InFlight) int { return strings.Compare(a.UID, b.UID) })
+	return out
 }
 
 // actLocalStorage evicts every pod over its own local-storage limit, as

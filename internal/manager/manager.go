@@ -62,6 +62,9 @@ type Manager struct {
 	waitingFor   string
 	overdueSaid  map[string]bool
 	seenGone     map[string]time.Time
+	// releasing are the pods evicted for a disk signal whose directory
+	// the kubelet has not removed yet (Deps.DiskReleased), by UID.
+	releasing map[string]decide.InFlight
 	// reportedGone are the pods the API server said were gone (not found,
 	// replaced, finished, terminating) while the pod source's cache still
 	// listed them, by UID, with when it said so (see leaveOutReportedGone).
@@ -114,6 +117,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		pressures:    map[signals.Pressure]bool{},
 		overdueSaid:  map[string]bool{},
 		seenGone:     map[string]time.Time{},
+		releasing:    map[string]decide.InFlight{},
 		reportedGone: map[string]time.Time{},
 		acted:        map[string]time.Time{},
 		lastStatsErr: map[signals.PodStatsKinds]string{},

@@ -90,6 +90,15 @@ type Deps struct {
 	// loop reads once per housekeeping interval, exports and posts as
 	// node events (oomkills.go).
 	OOMKills OOMKillCounter
+	// DiskReleased, when set, says whether the disk a pod used is
+	// released: its directory under the kubelet's root dir is gone. A
+	// pod evicted for a disk signal holds back the next disk eviction
+	// until it is, as the kubelet waits for an evicted pod's cleanup, or
+	// for at most the cleanup timeout: the pod's object can be gone
+	// (evictd deletes it itself once its containers are stopped) before
+	// its volumes are, and a pass in between would see the disk still
+	// full and evict another pod for nothing.
+	DiskReleased func(uid string) bool
 	// LocalStorage, when set, says before each pass whether the pods over
 	// their own local-storage limits are left to the kubelet
 	// (--local-storage-eviction auto, decided from the node); unset, the

@@ -219,7 +219,10 @@ func (r *Runtime) ready(ctx context.Context) error {
 		return err
 	}
 	if r.rs == nil {
-		rs, err := remote.NewRemoteRuntimeService(ctx, r.Endpoint(), 5*time.Second, nil, false)
+		// The tests' own requests (a sandbox's start, a container's):
+		// 30 s, as a busy machine's containerd can take seconds to start
+		// a container (the kubelet's default is 2m).
+		rs, err := remote.NewRemoteRuntimeService(ctx, r.Endpoint(), 30*time.Second, nil, false)
 		if err != nil {
 			return err
 		}
