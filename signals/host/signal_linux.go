@@ -127,26 +127,29 @@ func (s *PodSignaller) signalMain(dir string, sig syscall.Signal) (int, error) {
 	for _, p := range listed {
 		in[p.pid] = p.dir
 	}
+	// Every parent is read before any signal: a main process that exits
+	// on it orphans its children, which would then look like main
+	// processes themselves.
 	var errs []error
-	n := 0
+	var mains []listedProc
 	for _, p := range listed {
 		st, err := s.proc.Proc(p.pid)
 		if err == nil {
 			var stat procfs.ProcStat
 			if stat, err = st.Stat(); err == nil {
-				if _, child := in[stat.PPID]; child {
-					continue
+				if _, child := in[stat.PPID]; !child {
+					mains = append(mains, p)
 				}
-			}
-		}
-		if err != nil {
-			// Gone since the listing: nothing to signal.
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 				continue
 			}
-			errs = append(errs, fmt.Errorf("process %d: %w", p.pid, err))
-			continue
 		}
+		// Gone since the listing: nothing to signal.
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("process %d: %w", p.pid, err))
+		}
+	}
+	n := 0
+	for _, p := range mains {
 		ok, err := signalListed(p, sig)
 		switch {
 		case err != nil:
