@@ -610,6 +610,19 @@ func clockStepped(t *testing.T, n *testnode.Node) {
 	created := time.Now()
 	since := holdPressure(t, n)
 	seen := time.Now()
+	// evictd posts the transition's event after its condition and taint
+	// patches, stamped with the wall clock when it is emitted: the clock
+	// is stepped only once it is there, else a step an hour forward lands
+	// between the patch and the event (seen in CI), and the event reads
+	// as an hour after the pressure began.
+	poll(t, "the pressure's node event", 30*time.Second, func() (bool, string) {
+		for _, e := range events(t, n, "default", "Node", n.Name(), nodestatus.EventReason(signals.MemoryPressure, true)) {
+			if !e.LastTimestamp.Before(&since) {
+				return true, ""
+			}
+		}
+		return false, "no event since " + since.String()
+	})
 
 	clk := newClock(t)
 	for _, offset := range []time.Duration{time.Hour, 0, -time.Hour, 0} {
