@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/evictd/evictd/internal/config"
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 	"github.com/spf13/pflag"
@@ -98,6 +99,85 @@ func commandTree() *cobra.Command {
 	return root
 }
 
+// docTree is commandTree as the man pages and the Markdown reference
+// document it: wherever a command takes the agent's flags, each of them
+// also names the field of evictd's configuration file that sets it, or
+// says why none does (fileFieldNote). Completions and --help go without.
+func docTree() *cobra.Command {
+	root := commandTree()
+	root.Long += " Each of the agent's flags below ends with the field of evictd's configuration file that sets it, " +
+		"as (config file: evictionHard), or with why only the command line sets it; --config names the file, a " +
+		config.AgentAPIVersion + " " + config.AgentKind + ", and a flag given on the command line overrides it."
+	for _, c := range append([]*cobra.Command{root}, root.Commands()...) {
+		fs := c.Flags()
+		if !takesAgentFlags(fs) {
+			continue
+		}
+		fs.VisitAll(func(f *pflag.Flag) {
+			if note, ok := fileFieldNote(f.Name); ok {
+				f.Usage = withNote(f.Usage, note)
+			}
+		})
+	}
+	return root
+}
+
+// takesAgentFlags reports whether fs holds every flag of the agent, as the
+// flag sets of the agent, check-config, doctor and simulate do: there a
+// flag with an agent flag's name is that flag, which the configuration
+// file sets too; elsewhere (status's --metrics-bind-address, explain's
+// --state-dir) it is the command's own.
+func takesAgentFlags(fs *pflag.FlagSet) bool {
+	agent, _ := config.NewFlagSet("evictd")
+	all := true
+	agent.VisitAll(func(f *pflag.Flag) {
+		all = all && fs.Lookup(f.Name) != nil
+	})
+	return all
+}
+
+// fileFieldNote is what the reference adds to an agent flag's usage: the
+// field of evictd's configuration file that sets it, "(config file:
+// evictionHard)", or why the file has none, "(command line only: it names
+// the file itself)"; ok is false for a flag that is not the agent's.
+func fileFieldNote(flag string) (note string, ok bool) {
+	if name, ok := config.FileField(flag); ok {
+		return "(config file: " + name + ")", true
+	}
+	if reason, ok := config.CommandLineOnly(flag); ok {
+		return "(command line only: " + reason + ")", true
+	}
+	return "", false
+}
+
+// withNote returns usage with note added before the "(default ...)" that
+// ends it, if one does, so that the note always comes just before the
+// default, whether the usage says it or pflag adds it after the usage.
+func withNote(usage, note string) string {
+	if i := strings.LastIndex(usage, " (default"); i >= 0 && closesAtEnd(usage[i+1:]) {
+		return usage[:i] + " " + note + usage[i:]
+	}
+	return usage + " " + note
+}
+
+// closesAtEnd reports whether s, which starts with "(", is one
+// parenthesised group: its parenthesis closes at its last byte, no sooner.
+func closesAtEnd(s string) bool {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth == 0 {
+				return i == len(s)-1
+			}
+		}
+	}
+	return false
+}
+
 // completion is `evictd completion`.
 func completion(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("evictd completion", pflag.ContinueOnError)
@@ -140,7 +220,7 @@ func writeManPages(dir string) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("man pages' directory %q: not a directory (%v)", dir, err)
 	}
-	return doc.GenManTree(commandTree(), &doc.GenManHeader{Title: "EVICTD", Section: "8", Source: "evictd " + buildVersion().Version, Manual: "System Administration"}, dir)
+	return doc.GenManTree(docTree(), &doc.GenManHeader{Title: "EVICTD", Section: "8", Source: "evictd " + buildVersion().Version, Manual: "System Administration"}, dir)
 }
 
 // writeMarkdown writes the command reference as Markdown into dir, which
@@ -149,7 +229,7 @@ func writeMarkdown(dir string) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("reference's directory %q: not a directory (%v)", dir, err)
 	}
-	return doc.GenMarkdownTree(commandTree(), dir)
+	return doc.GenMarkdownTree(docTree(), dir)
 }
 
 // complete answers a completion script's request (`evictd __complete
