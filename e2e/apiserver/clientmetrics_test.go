@@ -2,20 +2,11 @@ package apiserver
 
 import (
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/evictd/evictd/internal/testing/testagent"
-	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 // TestAgentClientMetrics runs the evictd binary with a node-bound token
@@ -27,55 +18,13 @@ import (
 // page at / names the endpoints.
 func TestAgentClientMetrics(t *testing.T) {
 	const node = "client-metrics-node"
-	c := testcluster.StartForTest(t, testcluster.Options{})
-	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	token, err := c.EvictdNodeToken(ctx, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: c.URL(), CertificateAuthorityData: c.AdminConfig().CAData}
-	kc.AuthInfos["evictd"] = &clientcmdapi.AuthInfo{TokenFile: tokenFile}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "evictd"}
-	kc.CurrentContext = "c"
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	c, _, token := startNodeCluster(t, node)
+	kubeconfig := writeTokenKubeconfig(t, c, t.TempDir(), token)
 	u, err := url.Parse(c.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	root := "/evictd-client-metrics-" + randomID(t)
-	newCgroup(t, t, root, 0)
-	newCgroup(t, t, root+"/kubepods", 1<<30)
-	addr := testagent.FreeAddr(t)
-	testagent.Start(t, nil,
-		"--kubeconfig", kubeconfig,
-		"--hostname-override", node,
-		"--cgroup-root", root,
-		"--cgroup-driver", "cgroupfs",
-		"--root-dir", t.TempDir(),
-		"--container-runtime-endpoint", "unix://"+filepath.Join(t.TempDir(), "no-runtime.sock"),
-		"--metrics-bind-address", addr,
-		"--log-format", "json")
-	testagent.WaitHTTP(t, "http://"+addr+"/readyz")
+	addr, _ := startNodeAgent(t, "evictd-client-metrics", kubeconfig, node)
 
 	// The pod list and the Lease are among the first requests; their
 	// series appear once client-go has counted them.

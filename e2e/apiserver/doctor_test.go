@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,8 +13,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/evictd/evictd/internal/testing/testagent"
 	"github.com/evictd/evictd/internal/testing/testcluster"
@@ -35,19 +32,8 @@ type doctorCheck struct {
 // does not know fails the node check.
 func TestDoctorPermissions(t *testing.T) {
 	const node = "doctor-node"
-	c := testcluster.StartForTest(t, testcluster.Options{})
+	c, admin, token := startNodeCluster(t, node)
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create node: %v", err)
-	}
-	token, err := c.EvictdNodeToken(ctx, node)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	args := func(kubeconfig string, extra ...string) []string {
 		return append([]string{"--kubeconfig=" + kubeconfig, "--hostname-override=" + node, "--state-dir=" + filepath.Join(dir, "state"),
@@ -130,31 +116,6 @@ func permissionChecks(checks map[string]doctorCheck) []doctorCheck {
 	}
 	slices.SortFunc(out, func(a, b doctorCheck) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-// writeTokenKubeconfig writes token to dir/token and a kubeconfig naming
-// it as its tokenFile, both mode 0600, as the package's node install does.
-func writeTokenKubeconfig(t *testing.T, c *testcluster.Cluster, dir, token string) string {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	tokenFile, path := filepath.Join(dir, "token"), filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: c.URL(), CertificateAuthority: c.CAFile()}
-	cfg.AuthInfos["evictd"] = &clientcmdapi.AuthInfo{TokenFile: tokenFile}
-	cfg.Contexts["evictd"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "evictd"}
-	cfg.CurrentContext = "evictd"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // partialIdentity makes the ServiceAccount kube-system/evictd-doctor-partial,

@@ -12,15 +12,8 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/evictd/evictd/internal/testing/testagent"
-	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 // TestAgentRenewsItsToken runs the evictd binary as the package does,
@@ -33,56 +26,17 @@ import (
 // and the agent keeps renewing its Lease throughout.
 func TestAgentRenewsItsToken(t *testing.T) {
 	const node = "renew-node"
-	c := testcluster.StartForTest(t, testcluster.Options{})
+	c, admin, first := startNodeCluster(t, node)
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	first, err := c.EvictdNodeToken(ctx, node)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
+	kubeconfig := writeTokenKubeconfig(t, c, dir, first)
 	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(first), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: c.URL(), CertificateAuthorityData: c.AdminConfig().CAData}
-	kc.AuthInfos["evictd"] = &clientcmdapi.AuthInfo{TokenFile: tokenFile}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "evictd"}
-	kc.CurrentContext = "c"
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	root := "/evictd-renew-" + randomID(t)
-	newCgroup(t, t, root, 0)
-	newCgroup(t, t, root+"/kubepods", 1<<30)
-	addr := testagent.FreeAddr(t)
-	_, logs := testagent.Start(t, nil,
-		"--kubeconfig", kubeconfig,
-		"--hostname-override", node,
-		"--cgroup-root", root,
-		"--cgroup-driver", "cgroupfs",
-		"--root-dir", t.TempDir(),
-		"--container-runtime-endpoint", "unix://"+filepath.Join(t.TempDir(), "no-runtime.sock"),
-		"--metrics-bind-address", addr,
+	addr, logs := startNodeAgent(t, "evictd-renew", kubeconfig, node,
 		"--lease-duration", "20s",
 		// The first token is an hour long, as each successor (its own
 		// lifetime): renewed once less than 59m55s is left, 5 s after
 		// each was issued.
-		"--token-renew-before", "59m55s",
-		"--log-format", "json")
-	testagent.WaitHTTP(t, "http://"+addr+"/readyz")
+		"--token-renew-before", "59m55s")
 
 	seen := []string{first}
 	poll(t, 90*time.Second, "three renewals of the token file", func() (bool, error) {

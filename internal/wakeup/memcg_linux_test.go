@@ -119,43 +119,59 @@ func TestMemcgThresholdBadDir(t *testing.T) {
 	}
 }
 
+// realMemory is a Memory on a real memory cgroup standing for the root,
+// with a child in it that takes 160Mi when told to.
+type realMemory struct {
+	m     *Memory
+	dir   string
+	child *testalloc.Child
+	// The cgroup's working set and inactive_file once m was made.
+	workingSet, inactive int64
+}
+
+// newRealMemory makes a memory cgroup, moves a testalloc child into it
+// and makes a Memory of cfg on it, with a 100Mi memory.available
+// threshold, the real clock and t's log.
+func newRealMemory(t *testing.T, cfg MemoryConfig) *realMemory {
+	t.Helper()
+	requireMemcg(t)
+	r := &realMemory{dir: testCgroup(t, memcgMount)}
+	r.child = testalloc.Start(t, t, allocEnv, 160)
+	r.child.MoveTo(t, r.dir)
+
+	q := resource.MustParse("100Mi")
+	cfg.Thresholds = []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: thresholds.Value{Quantity: &q}}}
+	cfg.RootDir = r.dir
+	cfg.Clock = clock.RealClock{}
+	cfg.Log = testLogger(t)
+	var err error
+	if r.m, err = NewMemory(cfg); err != nil {
+		t.Fatal(err)
+	}
+	cg := host.MemoryCgroup{Dir: r.dir, Root: true}
+	if r.workingSet, err = cg.WorkingSet(); err != nil {
+		t.Fatal(err)
+	}
+	if r.inactive, err = cg.InactiveFile(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestMemoryUpdateArmsAtUsageLevel runs Memory on a real cgroup standing
 // for the root: Update arms the memory.available threshold at capacity −
 // threshold + inactive_file, and the child's allocation past it wakes.
 func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
-	requireMemcg(t)
-	dir := testCgroup(t, memcgMount)
-	child := testalloc.Start(t, t, allocEnv, 160)
-	child.MoveTo(t, dir)
-
-	q := resource.MustParse("100Mi")
-	m, err := NewMemory(MemoryConfig{
-		Thresholds:  []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
-		RootDir:     dir,
-		KernelMemcg: true,
-		Clock:       clock.RealClock{},
-		Log:         testLogger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRealMemory(t, MemoryConfig{KernelMemcg: true})
+	m := r.m
 	if got := m.group.names(); len(got) != 1 {
 		t.Fatalf("got sources %q, want one memcg notifier", got)
 	}
-	cg := host.MemoryCgroup{Dir: dir, Root: true}
-	ws, err := cg.WorkingSet()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inactive, err := cg.InactiveFile()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// 200Mi available of a capacity that the cgroup's working set fills
 	// but for 200Mi.
-	capacity := ws + 200<<20
+	capacity := r.workingSet + 200<<20
 	m.Update(signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 200 << 20, Capacity: capacity, Time: time.Now()}})
-	want := UsageLevel(capacity, 100<<20, inactive)
+	want := UsageLevel(capacity, 100<<20, r.inactive)
 	if got := m.watches[0].memcg.armedLevel(); got != want {
 		t.Errorf("armed at %d, want %d", got, want)
 	}
@@ -164,7 +180,7 @@ func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
-	child.Allocate(t)
+	r.child.Allocate(t)
 	waitWake(t, wakes, "the child took 160Mi of 200Mi available with a 100Mi threshold")
 	cancel()
 	waitDone(t, done)
@@ -173,28 +189,12 @@ func TestMemoryUpdateArmsAtUsageLevel(t *testing.T) {
 // TestMemoryFastPollReal polls a real cgroup's working set: active within
 // the margin, it wakes when the child's allocation meets the threshold.
 func TestMemoryFastPollReal(t *testing.T) {
-	requireMemcg(t)
-	dir := testCgroup(t, memcgMount)
-	child := testalloc.Start(t, t, allocEnv, 160)
-	child.MoveTo(t, dir)
-
-	q := resource.MustParse("100Mi")
-	m, err := NewMemory(MemoryConfig{
-		Thresholds:       []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
-		RootDir:          dir,
+	r := newRealMemory(t, MemoryConfig{
 		FastPollInterval: 10 * time.Millisecond,
 		FastPollMargin:   thresholds.Value{Percentage: 0.5},
-		Clock:            clock.RealClock{},
-		Log:              testLogger(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := host.MemoryCgroup{Dir: dir, Root: true}.WorkingSet()
-	if err != nil {
-		t.Fatal(err)
-	}
-	capacity := ws + 200<<20
+	m := r.m
+	capacity := r.workingSet + 200<<20
 	obs := signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 200 << 20, Capacity: capacity, Time: time.Now()}}
 	m.Update(obs)
 	if !m.fast.active.Load() {
@@ -204,7 +204,7 @@ func TestMemoryFastPollReal(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
-	child.Allocate(t)
+	r.child.Allocate(t)
 	waitWake(t, wakes, "the fast poll saw the threshold met")
 	name := m.group.names()[0]
 	if got := m.group.count(name); got == 0 {
@@ -227,39 +227,18 @@ func TestMemoryFastPollReal(t *testing.T) {
 // threshold wakes a pass as memory comes near it, before the threshold,
 // and that pass's Update turns the fast poll on.
 func TestMemoryMarginWakesBeforeTheThreshold(t *testing.T) {
-	requireMemcg(t)
-	dir := testCgroup(t, memcgMount)
-	child := testalloc.Start(t, t, allocEnv, 160)
-	child.MoveTo(t, dir)
-
-	q := resource.MustParse("100Mi")
 	margin := resource.MustParse("150Mi")
-	m, err := NewMemory(MemoryConfig{
-		Thresholds:       []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
-		RootDir:          dir,
+	r := newRealMemory(t, MemoryConfig{
 		KernelMemcg:      true,
 		FastPollInterval: 250 * time.Millisecond,
 		FastPollMargin:   thresholds.Value{Quantity: &margin},
-		Clock:            clock.RealClock{},
-		Log:              testLogger(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg := host.MemoryCgroup{Dir: dir, Root: true}
-	ws, err := cg.WorkingSet()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inactive, err := cg.InactiveFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := r.m
 	// 400Mi available: 300Mi above the threshold, beyond the 150Mi margin.
-	capacity := ws + 400<<20
+	capacity := r.workingSet + 400<<20
 	m.Update(signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 400 << 20, Capacity: capacity, Time: time.Now()}})
 	w := m.watches[0]
-	if got, want := w.margin.armedLevel(), UsageLevel(capacity, 250<<20, inactive); got != want {
+	if got, want := w.margin.armedLevel(), UsageLevel(capacity, 250<<20, r.inactive); got != want {
 		t.Errorf("margin armed at %d, want %d (threshold 100Mi + margin 150Mi)", got, want)
 	}
 	if m.fast.active.Load() {
@@ -271,9 +250,9 @@ func TestMemoryMarginWakesBeforeTheThreshold(t *testing.T) {
 	go func() { done <- m.Run(ctx, func() { wakes <- struct{}{} }) }()
 	// 160Mi taken of 400Mi: 240Mi left, within the margin, above the
 	// threshold. Only the margin's notifier can say so.
-	child.Allocate(t)
+	r.child.Allocate(t)
 	waitWake(t, wakes, "the child took 160Mi: within the margin, the threshold not met")
-	if got := m.group.count("memcg " + w.name + " fast-poll margin on " + dir); got == 0 {
+	if got := m.group.count("memcg " + w.name + " fast-poll margin on " + r.dir); got == 0 {
 		t.Errorf("the margin's notifier counted no wake-up; counts: %v", m.group.names())
 	}
 	// The pass it wakes sees memory near: the poll starts.
