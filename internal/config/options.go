@@ -231,7 +231,7 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.trustedDSNamespaces, "trusted-daemonset-namespaces", []string{"kube-system"},
 		"Comma-separated namespaces whose DaemonSet pods rank after the other pods of their tier, as node agents the node needs: whoever may create a DaemonSet there is trusted with that later turn. A DaemonSet pod of any other namespace ranks as any other pod; empty: none is set apart.")
 	fs.StringVar(&o.configFile, "config", "",
-		"Path of evictd's configuration file, an "+AgentAPIVersion+" "+AgentKind+" holding any of the agent's settings under the names docs/CONFIGURATION.md lists (evictionHard, housekeepingInterval...); "+
+		"Path of evictd's configuration file (kind "+AgentKind+", apiVersion "+AgentAPIVersion+") holding any of the agent's settings under the names docs/CONFIGURATION.md lists (evictionHard, housekeepingInterval...); "+
 			"its --config-dir drop-ins override it and flags given on the command line override both. "+
 			"Deprecated: a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) given here is imported as --import-kubelet-config imports it, with a warning. (default none)")
 	fs.StringVar(&o.configDir, "config-dir", "",
@@ -322,7 +322,7 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.exhaustionMargin, "eviction-time-to-exhaustion-margin", defaultTimeToExhaustionMargin,
 		"Margin, as a Go duration, that --eviction-time-to-exhaustion adds to the measured release time; from 0 to 1m.")
 	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir,
-		"Directory, absolute, where evictd keeps its flight records (in records/, mode 0700, files 0600) for `evictd explain` and `evictd simulate`; created when missing. A full or read-only disk is logged and counted, never fatal.")
+		"Directory, absolute, where evictd keeps its flight records (in records/, mode 0700, files 0600) for the explain and simulate commands; created when missing. A full or read-only disk is logged and counted, never fatal.")
 	fs.IntVar(&o.flightRecords, "flight-records", defaultFlightRecords,
 		"Most flight records kept in --state-dir, one per decision to evict (carried out, refused, withheld or in dry run); the oldest are removed first. 0 keeps none.")
 	fs.StringVar(&o.flightRecordsBytes, "flight-records-max-bytes", defaultFlightRecordsBytes,
