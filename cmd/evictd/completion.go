@@ -122,6 +122,23 @@ func docTree() *cobra.Command {
 	return root
 }
 
+// manTree is docTree with the flags' usages and defaults escaped for the
+// Markdown that cobra's man pages go through: unescaped, its converter
+// reads "signal<quantity" as the start of an HTML tag and drops the text
+// up to the next ">", which left --eviction-hard's usage without its
+// syntax and its default empty.
+func manTree() *cobra.Command {
+	root := docTree()
+	escape := strings.NewReplacer("<", `\<`, ">", `\>`)
+	for _, c := range append([]*cobra.Command{root}, root.Commands()...) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			f.Usage = escape.Replace(f.Usage)
+			f.DefValue = escape.Replace(f.DefValue)
+		})
+	}
+	return root
+}
+
 // takesAgentFlags reports whether fs holds every flag of the agent, as the
 // flag sets of the agent, check-config, doctor and simulate do: there a
 // flag with an agent flag's name is that flag, which the configuration
@@ -220,7 +237,7 @@ func writeManPages(dir string) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("man pages' directory %q: not a directory (%v)", dir, err)
 	}
-	return doc.GenManTree(docTree(), &doc.GenManHeader{Title: "EVICTD", Section: "8", Source: "evictd " + buildVersion().Version, Manual: "System Administration"}, dir)
+	return doc.GenManTree(manTree(), &doc.GenManHeader{Title: "EVICTD", Section: "8", Source: "evictd " + buildVersion().Version, Manual: "System Administration"}, dir)
 }
 
 // writeMarkdown writes the command reference as Markdown into dir, which

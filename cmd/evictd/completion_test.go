@@ -89,6 +89,11 @@ func TestManPages(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(dir, "evictd.8")); !strings.Contains(string(data), "(config file: evictionHard)") {
 		t.Errorf("evictd(8) does not name --eviction-hard's field in the configuration file")
 	}
+	// The man pages' Markdown converter takes an unescaped "<" for an
+	// HTML tag and drops the text after it.
+	if data, _ := os.ReadFile(filepath.Join(dir, "evictd.8")); !strings.Contains(string(data), "signal<quantity pairs") || !strings.Contains(string(data), "memory.available<100Mi") {
+		t.Errorf("evictd(8) lost the text after a \"<\" in --eviction-hard's usage or default")
+	}
 	if _, errOut, code := runCmd("completion", "man", filepath.Join(dir, "none")); code != 1 || !strings.Contains(errOut, "none") {
 		t.Errorf("completion man into a missing directory: exit %d, stderr %q; want 1 naming it", code, errOut)
 	}
