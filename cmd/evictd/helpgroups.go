@@ -30,18 +30,18 @@ var flagGroups = []struct {
 		"hard-eviction-direct-signal", "hard-eviction-local-stop", "hard-eviction-stop-wait", "local-kill-after",
 		"max-evictions-per-hour", "dry-run",
 	}},
-	{"Waking up on memory", []string{
+	{"Memory wake-up", []string{
 		"housekeeping-interval", "kernel-memcg-notification", "fast-poll-interval", "fast-poll-margin",
 	}},
 	{"Disk, images and local storage", []string{
 		"imagefs-path", "minimum-image-ttl-duration", "pod-logs-dir", "volume-stats-agg-period",
 		"local-storage-eviction", "local-storage-eviction-burst", "local-storage-eviction-qps",
 	}},
-	{"The node, its cgroups and its runtime", []string{
+	{"Node, cgroup and runtime", []string{
 		"hostname-override", "root-dir", "proc-root", "cgroup-mount", "cgroup-root", "cgroup-driver",
 		"container-runtime-endpoint", "image-service-endpoint", "runtime-request-timeout",
 	}},
-	{"The API server", []string{
+	{"API server", []string{
 		"kubeconfig", "kubeconfig-optional", "kubeconfig-in-cluster", "impersonate-node",
 		"token-renewal", "token-renew-before", "token-lifetime", "standalone-stop",
 		"node-status-update-frequency", "node-status-report-frequency", "pressure-taint-effect",
