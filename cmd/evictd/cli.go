@@ -63,7 +63,7 @@ func setUsage(fs *pflag.FlagSet, w io.Writer, head string) {
 			fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsagesWrapped(cols))
 			return
 		}
-		fmt.Fprint(w, groupedUsages(fs, "Flags of "+fs.Name(), cols))
+		fmt.Fprint(w, groupedUsages(fs, strings.TrimPrefix(fs.Name(), "evictd "), cols))
 	}
 }
 

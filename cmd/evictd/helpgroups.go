@@ -1,20 +1,21 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/term"
 )
 
-// flagGroups are the agent's flags by concern, in the order --help shows
-// them. Every agent flag is in one group (TestFlagGroupsCoverEveryFlag);
-// a command's own flags (check-config's -o, simulate's --snapshot) come
-// first, under the command's name.
+// flagGroups are the agent's flags by concern, the sections of --help in
+// the order it shows them (cliflag.PrintSections sorts each section's
+// flags by name). Every agent flag is in one group
+// (TestFlagGroupsCoverEveryFlag); a command's own flags (check-config's
+// -o, simulate's --snapshot) come first, under the command's name.
 var flagGroups = []struct {
 	title string
 	flags []string
@@ -29,18 +30,18 @@ var flagGroups = []struct {
 		"hard-eviction-direct-signal", "hard-eviction-local-stop", "hard-eviction-stop-wait", "local-kill-after",
 		"max-evictions-per-hour", "dry-run",
 	}},
-	{"Waking up on memory", []string{
+	{"Memory wake-up", []string{
 		"housekeeping-interval", "kernel-memcg-notification", "fast-poll-interval", "fast-poll-margin",
 	}},
 	{"Disk, images and local storage", []string{
 		"imagefs-path", "minimum-image-ttl-duration", "pod-logs-dir", "volume-stats-agg-period",
 		"local-storage-eviction", "local-storage-eviction-burst", "local-storage-eviction-qps",
 	}},
-	{"The node, its cgroups and its runtime", []string{
+	{"Node, cgroup and runtime", []string{
 		"hostname-override", "root-dir", "proc-root", "cgroup-mount", "cgroup-root", "cgroup-driver",
 		"container-runtime-endpoint", "image-service-endpoint", "runtime-request-timeout",
 	}},
-	{"The API server", []string{
+	{"API server", []string{
 		"kubeconfig", "kubeconfig-optional", "kubeconfig-in-cluster", "impersonate-node",
 		"token-renewal", "token-renew-before", "token-lifetime", "standalone-stop",
 		"node-status-update-frequency", "node-status-report-frequency", "pressure-taint-effect",
@@ -56,53 +57,47 @@ var flagGroups = []struct {
 	{"Logging and version", []string{"log-level", "log-format", "version"}},
 }
 
-// groupedUsages is fs's flags by flagGroups, each group's wrapped to cols
-// columns; the flags in no group, a command's own, first under title.
-func groupedUsages(fs *pflag.FlagSet, title string, cols int) string {
+// helpSections is fs's flags as --help's sections: the flags in no group,
+// a command's own, first under name, then flagGroups' groups in order.
+func helpSections(fs *pflag.FlagSet, name string) cliflag.NamedFlagSets {
 	grouped := map[string]bool{}
-	var b strings.Builder
-	section := func(name string, flags []*pflag.Flag) {
-		if len(flags) == 0 {
-			return
-		}
-		sub := pflag.NewFlagSet(name, pflag.ContinueOnError)
-		sub.SortFlags = false
-		for _, f := range flags {
-			sub.AddFlag(f)
-		}
-		fmt.Fprintf(&b, "\n%s:\n%s", name, rewrap(sub.FlagUsagesWrapped(cols), cols))
-	}
 	for _, g := range flagGroups {
-		for _, name := range g.flags {
-			grouped[name] = true
+		for _, flag := range g.flags {
+			grouped[flag] = true
 		}
 	}
-	var own []*pflag.Flag
+	var fss cliflag.NamedFlagSets
 	fs.VisitAll(func(f *pflag.Flag) {
 		if !grouped[f.Name] {
-			own = append(own, f)
+			fss.FlagSet(name).AddFlag(f)
 		}
 	})
-	section(title, own)
 	for _, g := range flagGroups {
-		var flags []*pflag.Flag
-		for _, name := range g.flags {
-			if f := fs.Lookup(name); f != nil {
-				flags = append(flags, f)
+		for _, flag := range g.flags {
+			if f := fs.Lookup(flag); f != nil {
+				fss.FlagSet(g.title).AddFlag(f)
 			}
 		}
-		section(g.title, flags)
 	}
-	return b.String()
+	return fss
+}
+
+// groupedUsages is fs's flags by flagGroups, as cliflag.PrintSections
+// prints them wrapped to cols columns (each section headed "<Name> flags:"),
+// a command's own first under name.
+func groupedUsages(fs *pflag.FlagSet, name string, cols int) string {
+	var b strings.Builder
+	cliflag.PrintSections(&b, helpSections(fs, name), cols)
+	return rewrap(b.String(), cols)
 }
 
 // helpColumns is the width help is wrapped to: the terminal's when w is
 // one, else $COLUMNS, else 100.
 func helpColumns(w io.Writer) int {
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols >= 40 {
-			return cols
-		}
+	// TerminalSize fails on a writer that is no terminal (a pipe, a
+	// file, a buffer) and may give 0 on a terminal that has no size.
+	if cols, _, err := term.TerminalSize(w); err == nil && cols >= 40 {
+		return cols
 	}
 	if cols, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && cols >= 40 {
 		return cols
@@ -110,43 +105,36 @@ func helpColumns(w io.Writer) int {
 	return 100
 }
 
-// rewrap wraps again, at spaces and under the same indentation, the lines
-// of pflag's wrapped usages longer than cols: pflag stops wrapping a
-// usage at the first word longer than its column (an example such as
-// memory.available<1Gi,nodefs.available<10%), leaving the rest on one line.
+// rewrap trims the spaces PrintSections leaves after each flag's name and
+// type, and wraps again, at spaces and under the same indentation, the
+// lines longer than cols. It stays because PrintSections wraps with
+// pflag's FlagUsagesWrapped, which stops wrapping a usage at its first
+// word longer than the line (less 5 columns of slop) and leaves the rest
+// on one line: below 80 columns, --kubeconfig-in-cluster's
+// https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (a line of
+// 362 columns at 79); below 64, --eviction-hard's example
+// memory.available<1Gi,nodefs.available<10%. A word longer than cols
+// still gets a line of its own.
 func rewrap(usages string, cols int) string {
 	var b strings.Builder
 	for _, line := range strings.SplitAfter(usages, "\n") {
-		text := strings.TrimSuffix(line, "\n")
-		if len(text) <= cols {
-			b.WriteString(line)
-			continue
-		}
-		// The indentation of the description: the spaces before the
-		// text on a continuation line, or the flag's column on its first.
-		indent := len(text) - len(strings.TrimLeft(text, " "))
-		if !strings.HasPrefix(strings.TrimLeft(text, " "), "-") {
-			indent = len(text) - len(strings.TrimLeft(text, " "))
-		} else if i := strings.Index(text, "   "); i > 0 {
-			rest := text[i:]
-			indent = i + len(rest) - len(strings.TrimLeft(rest, " "))
-		}
-		pad := strings.Repeat(" ", indent)
-		cur := text[:indent]
-		width := indent
-		for _, word := range strings.Fields(text[indent:]) {
-			if width > indent && width+1+len(word) > cols {
-				b.WriteString(strings.TrimRight(cur, " ") + "\n")
-				cur, width = pad, indent
+		text := strings.TrimRight(line, " \n")
+		if len(text) > cols {
+			indent := len(text) - len(strings.TrimLeft(text, " "))
+			wrapped := text[:indent]
+			for _, word := range strings.Fields(text) {
+				if len(wrapped) > indent && len(wrapped)+1+len(word) > cols {
+					b.WriteString(wrapped + "\n")
+					wrapped = text[:indent]
+				}
+				if len(wrapped) > indent {
+					wrapped += " "
+				}
+				wrapped += word
 			}
-			if width > indent {
-				cur += " "
-				width++
-			}
-			cur += word
-			width += len(word)
+			text = wrapped
 		}
-		b.WriteString(cur)
+		b.WriteString(text)
 		if strings.HasSuffix(line, "\n") {
 			b.WriteString("\n")
 		}

@@ -34,18 +34,25 @@ func TestFlagGroupsCoverEveryFlag(t *testing.T) {
 }
 
 // TestHelpGroupedAndWrapped: the agent's help shows the groups in order,
-// wrapped to $COLUMNS but for single words longer than a line.
+// each under cliflag.PrintSections' "<title> flags:", wrapped to $COLUMNS
+// but for single words longer than a line, with no trailing spaces. At 72
+// columns pflag alone leaves --kubeconfig-in-cluster's usage unwrapped
+// after its URL (rewrap).
 func TestHelpGroupedAndWrapped(t *testing.T) {
-	for _, cols := range []string{"80", "132"} {
+	for _, cols := range []string{"72", "80", "132"} {
 		t.Setenv("COLUMNS", cols)
 		out, _, code := runCmd("--help")
 		if code != 0 {
 			t.Fatalf("exit %d", code)
 		}
-		flags := out[strings.Index(out, "\nThresholds and evictions:\n"):]
+		start := strings.Index(out, "\nThresholds and evictions flags:\n")
+		if start < 0 {
+			t.Fatalf("COLUMNS=%s: no \"Thresholds and evictions flags:\" heading:\n%s", cols, out)
+		}
+		flags := out[start:]
 		last := -1
 		for _, g := range flagGroups {
-			i := strings.Index(flags, "\n"+g.title+":\n")
+			i := strings.Index(flags, "\n"+g.title+" flags:\n")
 			if i <= last {
 				t.Errorf("COLUMNS=%s: group %q missing or out of order", cols, g.title)
 			}
@@ -55,10 +62,13 @@ func TestHelpGroupedAndWrapped(t *testing.T) {
 			if len(line) > atoi(t, cols) && len(strings.Fields(line)) > 1 {
 				t.Errorf("COLUMNS=%s: line of %d columns: %q", cols, len(line), line)
 			}
+			if strings.HasSuffix(line, " ") {
+				t.Errorf("COLUMNS=%s: trailing spaces: %q", cols, line)
+			}
 		}
 	}
 	out, _, _ := runCmd("check-config", "--help")
-	if i, j := strings.Index(out, "Flags of evictd check-config:"), strings.Index(out, "Thresholds and evictions:"); i < 0 || j < i || !strings.Contains(out[i:j], "--strict") {
+	if i, j := strings.Index(out, "\nCheck-config flags:\n"), strings.Index(out, "\nThresholds and evictions flags:\n"); i < 0 || j < i || !strings.Contains(out[i:j], "--strict") {
 		t.Errorf("check-config --help: its own flags (--strict) should come first, before the agent's groups:\n%s", out)
 	}
 }
