@@ -50,10 +50,7 @@ func checkOnAPIServer(t *testing.T, objs []object, namespace, sa string) {
 	t.Helper()
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	applyObjects(t, c, objs)
 	for _, n := range []string{nodeA, nodeB} {
 		if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
@@ -110,10 +107,7 @@ func checkOnAPIServer(t *testing.T, objs []object, namespace, sa string) {
 func applyObjects(t *testing.T, c *testcluster.Cluster, objs []object) {
 	t.Helper()
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	dyn, err := dynamic.NewForConfig(c.AdminConfig())
 	if err != nil {
 		t.Fatal(err)

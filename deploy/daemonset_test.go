@@ -75,10 +75,7 @@ func newDSEnv(t *testing.T) *dsEnv {
 		Tokens:            map[string][]string{tenantUser: nil},
 	})
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	tenant, err := kubernetes.NewForConfig(c.TokenConfig(c.Token(tenantUser)))
 	if err != nil {
 		t.Fatal(err)

@@ -48,16 +48,13 @@ type mpEnv struct {
 func newMPEnv(t *testing.T) *mpEnv {
 	t.Helper()
 	c := testcluster.StartForTest(t, testcluster.Options{Scheduler: true})
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	ctx := t.Context()
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mpNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace %s: %v", mpNamespace, err)
 	}
 	// Pod admission wants the default ServiceAccount; no controller creates it.
-	_, err = admin.CoreV1().ServiceAccounts(mpNamespace).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	_, err := admin.CoreV1().ServiceAccounts(mpNamespace).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create default ServiceAccount: %v", err)
 	}

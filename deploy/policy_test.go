@@ -64,10 +64,7 @@ func newPolicyEnvAs(t *testing.T, id identity) (*testcluster.Cluster, *policyEnv
 	t.Helper()
 	c := testcluster.StartForTest(t, testcluster.Options{APIServerFlags: []string{"--feature-gates=DRANodeAllocatableResources=true"}})
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	for _, n := range []string{nodeA, nodeB} {
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"kubernetes.io/hostname": n}}}
 		if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
@@ -83,7 +80,7 @@ func newPolicyEnvAs(t *testing.T, id identity) (*testcluster.Cluster, *policyEnv
 		t.Fatalf("create namespace: %v", err)
 	}
 	// Pod admission wants the default ServiceAccount; no controller creates it.
-	_, err = admin.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	_, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create default ServiceAccount: %v", err)
 	}

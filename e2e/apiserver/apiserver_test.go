@@ -160,10 +160,7 @@ func newE2E(t *testing.T) *e2e {
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	e := &e2e{
 		t: t, c: c, admin: admin, ctx: ctx,
 		pods:       map[string]*v1.Pod{},

@@ -87,10 +87,7 @@ type diskCluster struct {
 func newDiskCluster(t *testing.T) *diskCluster {
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	dc := &diskCluster{c: c, admin: admin}
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: diskNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace %s: %v", diskNS, err)

@@ -64,10 +64,7 @@ func newEnv(t *testing.T, opts testcluster.Options) *env {
 func newEnvOn(t *testing.T, c *testcluster.Cluster) *env {
 	t.Helper()
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create node: %v", err)
 	}

@@ -48,10 +48,7 @@ func (w testLog) Write(p []byte) (int, error) {
 func TestSourceAgainstAPIServer(t *testing.T) {
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatalf("admin client: %v", err)
-	}
+	admin := c.AdminClient(t)
 
 	submitted := createWorld(t, ctx, admin)
 	createTerminating(t, ctx, admin)

@@ -18,7 +18,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/evictd/evictd/internal/kubeclient"
@@ -134,10 +133,7 @@ func (p *stallingProxy) stall() {
 func TestSourceRelistsAStaleWatch(t *testing.T) {
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: thisNode}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/metrics"
@@ -32,10 +31,7 @@ import (
 func TestDelegatedAuthAPIServer(t *testing.T) {
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	evictdToken, err := c.EvictdToken(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -71,12 +71,10 @@ func whoAmI(ctx context.Context, c *testcluster.Cluster, token string) (authenti
 func TestRenewerOnAPIServer(t *testing.T) {
 	c := testcluster.StartForTest(t, testcluster.Options{})
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := c.AdminClient(t)
 	nodes := map[string]*v1.Node{}
 	for _, n := range []string{"n1", "n2"} {
+		var err error
 		if nodes[n], err = admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 // StartForTest starts a cluster for t and stops it when t and its subtests
@@ -37,4 +39,15 @@ func StartForTest(t testing.TB, opts Options) *Cluster {
 		}
 	})
 	return c
+}
+
+// AdminClient returns a clientset with the cluster's admin credentials
+// (AdminConfig), failing t if it cannot be made.
+func (c *Cluster) AdminClient(t testing.TB) *kubernetes.Clientset {
+	t.Helper()
+	admin, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatalf("testcluster: admin client: %v", err)
+	}
+	return admin
 }
