@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -18,13 +19,14 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/evictd/evictd/internal/config"
 	"github.com/evictd/evictd/internal/manager"
 	"github.com/evictd/evictd/internal/server"
 	"github.com/evictd/evictd/internal/snapshot"
 	"github.com/evictd/evictd/signals"
 )
 
-const statusHelp = `Usage: evictd status [-o text|json] [--snapshot FILE] [--metrics-bind-address ADDR]
+const statusHelp = `Usage: evictd status [-o text|json] [--snapshot FILE] [--config FILE] [--metrics-bind-address ADDR]
                      [--metrics-ca-file FILE | --tls] [--metrics-bearer-token-file FILE] [--agent-user USER]
 
 Ask a running agent for its last pass (its /status endpoint) and print it:
@@ -34,7 +36,10 @@ stall as a percentage of time), the pressure conditions, the last decision
 and its result, and the evictions in the last hour. -o json prints the
 agent's JSON as it is. --snapshot FILE writes the node as it is now as a
 snapshot instead (its /snapshot endpoint), which 'evictd simulate' replays
-at other thresholds: what they would do right now.
+at other thresholds: what they would do right now. Where the agent serves,
+over TLS or not, and its token come from its configuration file
+(/etc/evictd/config.yaml, where the packages install it, or --config)
+unless given by flags.
 
 The bearer token (--metrics-bearer-token-file) is sent only over TLS
 verified with --metrics-ca-file (or with the system's CAs, --tls), or over
@@ -62,11 +67,18 @@ func status(args []string, stdout, stderr io.Writer) int {
 	snapFile := fs.String("snapshot", "", "Instead of the last pass, ask the agent for the node as it is now (the last pass's observations, its pods and every kind of their stats read now) and write it to this file as a snapshot for evictd simulate (docs/SNAPSHOT.md), mode 0600; - writes it to stdout. (default none)")
 	agentUser := fs.String("agent-user", "", "The user evictd runs as when it is not root (a name or a uid; under DynamicUser=, the uid of its running process): "+
 		"a token goes over plain HTTP to a loopback socket it owns too. (default none: root and the caller only)")
+	cfgFile := fs.String("config", defaultConfigFile,
+		"Path of the agent's configuration file (its --config): its metricsBindAddress, metricsTLSCertFile and metricsBearerTokenFile are used where "+
+			"--metrics-bind-address, --tls and --metrics-bearer-token-file are not given; a missing file at the default path is skipped. An empty value reads none.")
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
 			return 0
 		}
 		return usageError(stderr, "evictd status", err)
+	}
+	if err := fromAgentConfig(fs, *cfgFile, addr, useTLS, tokenFile); err != nil {
+		fmt.Fprintf(stderr, "evictd status: %v\n", err)
+		return 2
 	}
 	if fs.NArg() > 0 {
 		return usageError(stderr, "evictd status", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
@@ -455,4 +467,59 @@ func unescapeHTML(data []byte) []byte {
 		out = append(out, c)
 	}
 	return out
+}
+
+// defaultConfigFile is where the packages install the agent's
+// configuration file, which the unit gives as its --config.
+const defaultConfigFile = "/etc/evictd/config.yaml"
+
+// fromAgentConfig sets status's flags that were not given from the agent's
+// configuration file path, as the agent reads it (drop-ins aside): where
+// it serves /status, whether over TLS, and the token it asks for. A
+// missing file at defaultConfigFile is no error (a node without the
+// package), nor is it read when the flags give all it would; any other
+// file must read as the agent would start with it.
+func fromAgentConfig(fs *pflag.FlagSet, path string, addr *string, useTLS *bool, tokenFile *string) error {
+	given := fs.Changed("metrics-bind-address") && fs.Changed("metrics-bearer-token-file") && (fs.Changed("tls") || fs.Changed("metrics-ca-file"))
+	if path == "" || given && !fs.Changed("config") {
+		return nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && !fs.Changed("config") {
+		return nil
+	}
+	agent, opts := config.NewFlagSet("evictd")
+	if err := agent.Parse([]string{"--config", path}); err != nil {
+		return fmt.Errorf("--config %q: %w", path, err)
+	}
+	cfg, err := opts.Complete(agent)
+	if err != nil {
+		return fmt.Errorf("--config %q: %w", path, err)
+	}
+	if !fs.Changed("metrics-bind-address") {
+		*addr = dialAddress(cfg.MetricsBindAddress)
+	}
+	if !fs.Changed("tls") && !fs.Changed("metrics-ca-file") && cfg.MetricsTLSCertFile != "" {
+		*useTLS = true
+	}
+	if !fs.Changed("metrics-bearer-token-file") && cfg.MetricsBearerTokenFile != "" {
+		*tokenFile = cfg.MetricsBearerTokenFile
+	}
+	return nil
+}
+
+// dialAddress is the address to reach a listener bound to bind: its own,
+// or the loopback address when it binds every address (0.0.0.0:9847,
+// [::]:9847, :9847).
+func dialAddress(bind string) string {
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return bind
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if ip != nil && ip.To4() == nil {
+			return net.JoinHostPort("::1", port)
+		}
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return bind
 }

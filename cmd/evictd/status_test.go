@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +85,7 @@ func TestStatusTLSAndToken(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := status(append([]string{"--metrics-bind-address", addr}, tc.args...), &stdout, &stderr)
+			code := status(append([]string{"--config=", "--metrics-bind-address", addr}, tc.args...), &stdout, &stderr)
 			if code != tc.code {
 				t.Fatalf("got exit %d (stdout %q, stderr %q), want %d", code, stdout.String(), stderr.String(), tc.code)
 			}
@@ -96,5 +97,69 @@ func TestStatusTLSAndToken(t *testing.T) {
 				t.Errorf("got %q, want it to contain %q", out, tc.contains)
 			}
 		})
+	}
+}
+
+// TestStatusReadsTheAgentsConfigFile: status finds the agent where its
+// configuration file says it serves, over TLS when it has a certificate,
+// with the token the file names; flags given win over the file.
+func TestStatusReadsTheAgentsConfigFile(t *testing.T) {
+	addr, ca, token := guardedAgent(t)
+	dir := filepath.Dir(ca)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string) string {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte("apiVersion: config.evictd.io/v1alpha1\nkind: AgentConfiguration\n"+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	served := "metricsTLSCertFile: " + filepath.Join(dir, "tls.crt") + "\nmetricsTLSPrivateKeyFile: " + filepath.Join(dir, "tls.key") +
+		"\nmetricsBearerTokenFile: " + token + "\n"
+	cfg := write("config.yaml", "metricsBindAddress: 0.0.0.0:"+port+"\n"+served)
+	bad := write("bad.yaml", "maxEvictionsPerHour: lots\n")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		contains string // in stdout when code is 0, else in stderr
+	}{
+		{"address, TLS and token from the file", []string{"--config", cfg, "--metrics-ca-file", ca, "-o", "json"}, 0, `"passes": 3`},
+		{"a flag wins over the file", []string{"--config", cfg, "--metrics-ca-file", ca, "--metrics-bind-address", "127.0.0.1:1"}, 1, "127.0.0.1:1"},
+		{"a bad file is named", []string{"--config", bad}, 2, `--config "` + bad + `": `},
+		{"a missing file given is an error", []string{"--config", filepath.Join(dir, "none.yaml")}, 2, "none.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := status(tc.args, &stdout, &stderr)
+			if code != tc.code {
+				t.Fatalf("got exit %d (stdout %q, stderr %q), want %d", code, stdout.String(), stderr.String(), tc.code)
+			}
+			out := stderr.String()
+			if code == 0 {
+				out = stdout.String()
+			}
+			if !strings.Contains(out, tc.contains) {
+				t.Errorf("got %q, want it to contain %q", out, tc.contains)
+			}
+		})
+	}
+}
+
+func TestDialAddress(t *testing.T) {
+	for bind, want := range map[string]string{
+		"127.0.0.1:9847": "127.0.0.1:9847",
+		"0.0.0.0:9847":   "127.0.0.1:9847",
+		":9847":          "127.0.0.1:9847",
+		"[::]:9847":      "[::1]:9847",
+		"10.0.0.5:9847":  "10.0.0.5:9847",
+		"not an address": "not an address",
+	} {
+		if got := dialAddress(bind); got != want {
+			t.Errorf("dialAddress(%q) = %q, want %q", bind, got, want)
+		}
 	}
 }

@@ -217,7 +217,7 @@ func TestStatusTokenOnlyToItsOwner(t *testing.T) {
 			if ap := netip.MustParseAddrPort(addr); ap.Addr().IsUnspecified() {
 				addr = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port()).String()
 			}
-			out, errOut, code := runCmd(append([]string{"status", "--metrics-bind-address", addr}, tc.args...)...)
+			out, errOut, code := runCmd(append([]string{"status", "--config=", "--metrics-bind-address", addr}, tc.args...)...)
 			seen := rec.stop()
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stdout %q, stderr %q", code, tc.code, out, errOut)
