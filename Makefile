@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-apiserver e2e-node e2e-guest vet fmt-check bench install uninstall clean k8s-bins tools manifests runtime demo fuzz fuzz-short
+.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-apiserver e2e-node e2e-guest vet fmt-check bench install uninstall clean k8s-bins k8s-bins-next tools manifests runtime demo fuzz fuzz-short
 
 all: build
 
@@ -91,6 +91,15 @@ run: build
 # once per version; several minutes the first time, seconds afterwards.
 k8s-bins:
 	hack/build-k8s.sh
+
+# The real-node tests' next lane (issue 26): kube-apiserver,
+# kube-controller-manager, kube-scheduler and the kubelet of
+# hack/tools/k8s-1.37/go.mod, containerd, its runc shim and ctr of
+# hack/tools/containerd/go.mod, built from the Go module proxy into
+# .cache/bin (git-ignored) by hack/build-next.sh. The e2e runs on them with
+# EVICTD_NODE_LANE=next. Not (yet) a prerequisite of test or demo.
+k8s-bins-next:
+	hack/build-next.sh
 
 # helm and kustomize, for the tests of deploy/chart/evictd and
 # deploy/kustomize, built from the Go module proxy into .cache/bin

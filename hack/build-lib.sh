@@ -26,7 +26,8 @@ trap cleanup EXIT
 
 # build MODULE_DIR DEST_DIR LDFLAGS NAME=PACKAGE... builds every NAME missing
 # from DEST_DIR into a temporary directory and renames it into place. Packages
-# shared between the commands compile once, in Go's build cache.
+# shared between the commands compile once, in Go's build cache. Build tags,
+# if any, are $build_tags.
 build() {
 	local mod="$1" dest="$2" ldflags="$3"
 	shift 3
@@ -48,7 +49,7 @@ build() {
 	for spec in "${missing[@]}"; do
 		name=${spec%%=*}
 		echo "$prog: building $dest/$name (the first build takes minutes)"
-		(cd "$mod" && go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/$name" "${spec#*=}")
+		(cd "$mod" && go build -mod=readonly -trimpath ${build_tags:+-tags "$build_tags"} -ldflags "$ldflags" -o "$tmp/$name" "${spec#*=}")
 		mv -f "$tmp/$name" "$dest/$name"
 		echo "$prog: built $name ($((SECONDS - start)) s so far)"
 	done

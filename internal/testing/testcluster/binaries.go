@@ -20,13 +20,67 @@ const (
 	EnvHelmBin = "EVICTD_HELM_BIN"
 	// EnvKustomizeBin names the kustomize binary the kustomize tests run.
 	EnvKustomizeBin = "EVICTD_KUSTOMIZE_BIN"
+
+	// EnvNodeLane selects the binaries of the real-node tests: unset or
+	// empty for the default lane (EnvK8sBinDir's Kubernetes, the
+	// containerd on PATH), LaneNext for the next one (issue 26).
+	EnvNodeLane = "EVICTD_NODE_LANE"
+	// EnvK8sNextBinDir is EnvK8sBinDir for LaneNext.
+	EnvK8sNextBinDir = "EVICTD_K8S_NEXT_BIN_DIR"
+	// EnvContainerdNextBinDir names LaneNext's directory holding
+	// containerd, containerd-shim-runc-v2 and ctr.
+	EnvContainerdNextBinDir = "EVICTD_CONTAINERD_NEXT_BIN_DIR"
 )
+
+// LaneNext is EnvNodeLane's value for the next lane: the Kubernetes release
+// hack/tools/k8s-1.37/go.mod requires and the containerd
+// hack/tools/containerd/go.mod requires, both built by hack/build-next.sh
+// (`make k8s-bins-next`).
+const LaneNext = "next"
+
+// Lane returns EnvNodeLane's value: "" (the default lane) or LaneNext.
+func Lane() (string, error) {
+	switch l := os.Getenv(EnvNodeLane); l {
+	case "", LaneNext:
+		return l, nil
+	default:
+		return "", fmt.Errorf("%s=%q: want %q or nothing", EnvNodeLane, l, LaneNext)
+	}
+}
+
+// ContainerdBinDir returns the directory of the lane's containerd,
+// containerd-shim-runc-v2 and ctr: "" in the default lane (they are the
+// ones on PATH); in LaneNext $EVICTD_CONTAINERD_NEXT_BIN_DIR, else
+// .cache/bin/containerd-<version>. Its error wraps ErrNoBinaries when one
+// of them has not been built.
+func ContainerdBinDir() (string, error) {
+	lane, err := Lane()
+	if lane == "" || err != nil {
+		return "", err
+	}
+	dir := os.Getenv(EnvContainerdNextBinDir)
+	if dir == "" {
+		if dir, err = cacheDir("containerd", "containerd", "github.com/containerd/containerd/v2"); err != nil {
+			return "", err
+		}
+	}
+	for _, name := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
+		if _, err := executable(filepath.Join(dir, name), ErrNoNextBinaries); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
 
 const mainModule = "github.com/evictd/evictd"
 
 // ErrNoBinaries is wrapped by the errors of Binary and Start when a binary of
 // the control plane has not been built.
 var ErrNoBinaries = errors.New("control plane binaries not built (run `make k8s-bins` or hack/build-k8s.sh)")
+
+// ErrNoNextBinaries wraps ErrNoBinaries when a binary of LaneNext has not
+// been built.
+var ErrNoNextBinaries = fmt.Errorf("next lane's binaries not built (run `make k8s-bins-next` or hack/build-next.sh): %w", ErrNoBinaries)
 
 // ErrNoTools is wrapped by the errors of Binary when helm or kustomize has
 // not been built.
@@ -39,7 +93,9 @@ var ErrNoTools = errors.New("deployment tools not built (run `make tools` or hac
 // $EVICTD_KUSTOMIZE_BIN, else in the repository's cache
 // (.cache/bin/<name>-<version>/, the versions being those required by
 // hack/tools/{etcd,k8s,helm,kustomize}/go.mod), found by walking up from the
-// working directory to the main module's go.mod.
+// working directory to the main module's go.mod. With EnvNodeLane set to
+// LaneNext, the Kubernetes binaries are $EVICTD_K8S_NEXT_BIN_DIR's, else
+// those of the version hack/tools/k8s-1.37/go.mod requires.
 func Binary(name string) (string, error) {
 	var path string
 	missing := ErrNoBinaries
@@ -52,7 +108,7 @@ func Binary(name string) (string, error) {
 		}
 		path = os.Getenv(env)
 		if path == "" {
-			dir, err := cacheDir(name, module)
+			dir, err := cacheDir(name, name, module)
 			if err != nil {
 				return "", err
 			}
@@ -61,17 +117,24 @@ func Binary(name string) (string, error) {
 	case "etcd":
 		path = os.Getenv(EnvEtcdBin)
 		if path == "" {
-			dir, err := cacheDir("etcd", "go.etcd.io/etcd/server/v3")
+			dir, err := cacheDir("etcd", "etcd", "go.etcd.io/etcd/server/v3")
 			if err != nil {
 				return "", err
 			}
 			path = filepath.Join(dir, name)
 		}
 	case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet":
-		dir := os.Getenv(EnvK8sBinDir)
+		lane, err := Lane()
+		if err != nil {
+			return "", err
+		}
+		env, toolDir := EnvK8sBinDir, "k8s"
+		if lane == LaneNext {
+			env, toolDir, missing = EnvK8sNextBinDir, "k8s-1.37", ErrNoNextBinaries
+		}
+		dir := os.Getenv(env)
 		if dir == "" {
-			var err error
-			if dir, err = cacheDir("k8s", "k8s.io/kubernetes"); err != nil {
+			if dir, err = cacheDir(toolDir, "k8s", "k8s.io/kubernetes"); err != nil {
 				return "", err
 			}
 		}
@@ -79,6 +142,12 @@ func Binary(name string) (string, error) {
 	default:
 		return "", fmt.Errorf("unknown binary %q", name)
 	}
+	return executable(path, missing)
+}
+
+// executable returns path if it is an executable file, else an error, which
+// wraps missing if there is no such file.
+func executable(path string, missing error) (string, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("%s: %w", path, missing)
@@ -93,13 +162,13 @@ func Binary(name string) (string, error) {
 }
 
 // cacheDir returns <repo>/.cache/bin/<tool>-<version>, the version being the
-// one hack/tools/<tool>/go.mod requires of module.
-func cacheDir(tool, module string) (string, error) {
+// one hack/tools/<toolDir>/go.mod requires of module.
+func cacheDir(toolDir, tool, module string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	version, err := requiredVersion(filepath.Join(root, "hack", "tools", tool, "go.mod"), module)
+	version, err := requiredVersion(filepath.Join(root, "hack", "tools", toolDir, "go.mod"), module)
 	if err != nil {
 		return "", err
 	}

@@ -221,7 +221,12 @@ func (n *Node) start(ctx context.Context) error {
 		}
 		n.phase("control-plane", &t0)
 	}
-	n.runtime, err = testruntime.Start(ctx, testruntime.Options{Root: n.opts.ImageFs, PodNetwork: true, SystemdCgroup: n.opts.SystemdDriver})
+	// The lane's containerd: PATH's ("") unless EVICTD_NODE_LANE=next.
+	containerdDir, err := testcluster.ContainerdBinDir()
+	if err != nil {
+		return err
+	}
+	n.runtime, err = testruntime.Start(ctx, testruntime.Options{Root: n.opts.ImageFs, PodNetwork: true, SystemdCgroup: n.opts.SystemdDriver, BinDir: containerdDir})
 	if err != nil {
 		return err
 	}

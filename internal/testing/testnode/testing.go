@@ -35,6 +35,10 @@ func StartForTest(t testing.TB, opts Options) *Node {
 	}
 	t.Logf("testnode: node %s Ready in %s (%s; logs in %s)", n.Name(), n.ReadyIn().Round(time.Millisecond),
 		strings.Join(n.Phases(), ", "), where)
+	if lane, _ := testcluster.Lane(); lane != "" {
+		kubelet, _ := testcluster.Binary("kubelet")
+		t.Logf("testnode: lane %s: kubelet %s, containerd from %s", lane, kubelet, n.Runtime().BinDir())
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs := n.Logs(40)

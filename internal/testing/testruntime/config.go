@@ -12,6 +12,18 @@ import (
 // The CRI plugin's section of containerd 1.6's version-2 config.
 const criSection = `plugins."io.containerd.grpc.v1.cri"`
 
+// The CRI plugins' sections of containerd 2's version-3 and version-4
+// configs: the CRI split into a runtime plugin and an images plugin; the
+// gRPC service keeps the old name for its server settings alone. In
+// version 4 (containerd 2.4) the gRPC and ttrpc servers' settings moved from
+// the top-level [grpc] and [ttrpc] into plugins of their own.
+const (
+	criRuntimeSection = `plugins.'io.containerd.cri.v1.runtime'`
+	criImagesSection  = `plugins.'io.containerd.cri.v1.images'`
+	grpcV4Section     = `plugins.'io.containerd.server.v1.grpc'`
+	ttrpcV4Section    = `plugins.'io.containerd.server.v1.ttrpc'`
+)
+
 // daemonConfig is what the containerd config of one runtime sets over
 // `containerd config default`.
 type daemonConfig struct {
@@ -22,12 +34,80 @@ type daemonConfig struct {
 	snapshotter    string
 	statsPeriodSec int
 	systemdCgroup  bool
+	// shim is the path of containerd-shim-runc-v2 (the runc runtime's
+	// runtime_path); "" for the one on PATH.
+	shim string
 }
 
 // settings returns the values to set, by TOML section and key, as TOML
-// literals. Every one of them must be present in the default config, so a
-// containerd whose defaults moved is noticed instead of half configured.
-func (c daemonConfig) settings() map[string]map[string]string {
+// literals, for a default config of the given version (2: containerd 1.x,
+// 3: containerd 2.0 to 2.3, 4: containerd 2.4). Every one of them must be present in the default
+// config, so a containerd whose defaults moved is noticed instead of half
+// configured.
+func (c daemonConfig) settings(version int) map[string]map[string]string {
+	var s map[string]map[string]string
+	if version >= 3 {
+		s = c.settingsV3(version)
+	} else {
+		s = c.settingsV2()
+	}
+	if c.shim != "" {
+		runc := criSection + ".containerd.runtimes.runc"
+		if version >= 3 {
+			runc = criRuntimeSection + ".containerd.runtimes.runc"
+		}
+		s[runc] = map[string]string{"runtime_path": strconv.Quote(c.shim)}
+	}
+	return s
+}
+
+// settingsV3 is settingsV2 in containerd 2's version-3 or version-4
+// config: the same values under the CRI's new plugins (the sandbox image is
+// the images plugin's pinned "sandbox" image, the CNI binaries a list) and,
+// in version 4, the servers' plugins.
+func (c daemonConfig) settingsV3(version int) map[string]map[string]string {
+	q := strconv.Quote
+	grpc, ttrpc := "grpc", "ttrpc"
+	if version >= 4 {
+		grpc, ttrpc = grpcV4Section, ttrpcV4Section
+	}
+	return map[string]map[string]string{
+		"": {
+			"root":  q(c.root),
+			"state": q(c.state),
+			// containerd 2.4's default imports the machine's
+			// /etc/containerd/conf.d/*.toml; this containerd is the test's.
+			"imports": "[]",
+		},
+		grpc:  {"address": q(c.socket)},
+		ttrpc: {"address": q(c.socket + ".ttrpc")},
+		criRuntimeSection: {
+			"restrict_oom_score_adj":       "true",
+			"disable_apparmor":             "true",
+			"netns_mounts_under_state_dir": "true",
+		},
+		criImagesSection: {
+			"snapshotter":          q(c.snapshotter),
+			"stats_collect_period": strconv.Itoa(c.statsPeriodSec),
+		},
+		criImagesSection + ".pinned_images": {"sandbox": q(c.sandboxImage)},
+		criRuntimeSection + ".cni": {
+			"bin_dirs": "[" + q(filepath.Join(c.cniDir, "bin")) + "]",
+			"conf_dir": q(filepath.Join(c.cniDir, "net.d")),
+		},
+		criRuntimeSection + ".containerd.runtimes.runc.options": {
+			"Root":          q(filepath.Join(c.state, "runc")),
+			"SystemdCgroup": strconv.FormatBool(c.systemdCgroup),
+		},
+		`plugins.'io.containerd.internal.v1.opt'`: {"path": q(filepath.Join(c.root, "opt"))},
+		// NRI, on by default in containerd 2, listens on the machine's
+		// /var/run/nri/nri.sock, which every test containerd would share.
+		`plugins.'io.containerd.nri.v1.nri'`: {"disable": "true"},
+	}
+}
+
+// settingsV2 is settings for containerd 1.6's version-2 config.
+func (c daemonConfig) settingsV2() map[string]map[string]string {
 	q := strconv.Quote // TOML basic strings accept Go's quoting of these values
 	return map[string]map[string]string{
 		"": {
@@ -66,9 +146,15 @@ func (c daemonConfig) settings() map[string]map[string]string {
 // render rewrites the default config (the output of `containerd config
 // default`) with c's settings, line by line: section headers are tracked and
 // `key = value` lines of a wanted key in a wanted section get the new value.
-// It fails if a setting has no line to replace.
+// It fails if a setting has no line to replace. The settings are those of
+// the defaults' schema, their `version = N` line (none: 2, as before
+// containerd 2).
 func (c daemonConfig) render(defaults string) (string, error) {
-	want := c.settings()
+	version, err := configVersion(defaults)
+	if err != nil {
+		return "", err
+	}
+	want := c.settings(version)
 	done := map[string]bool{}
 	var out strings.Builder
 	section := ""
@@ -102,21 +188,46 @@ func (c daemonConfig) render(defaults string) (string, error) {
 	return out.String(), nil
 }
 
-// write runs `containerd config default`, applies c and writes the
-// result to path.
-func (c daemonConfig) write(path string) error {
-	defaults, err := runCommand("containerd", "config", "default")
+// configVersion returns the version of a containerd config: its top-level
+// `version = N` line, 2 without one; 2 (containerd 1.6), 3 (containerd 2.0
+// to 2.3) and 4 (containerd 2.4) are understood.
+func configVersion(cfg string) (int, error) {
+	sc := bufio.NewScanner(strings.NewReader(cfg))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			break
+		}
+		if key, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(key) == "version" {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 2 || n > 4 {
+				return 0, fmt.Errorf("containerd config version %q: want 2, 3 or 4", strings.TrimSpace(v))
+			}
+			return n, nil
+		}
+	}
+	return 2, sc.Err()
+}
+
+// write runs `containerd config default` with the containerd binary bin,
+// applies c and writes the result to path. It returns the config's version.
+func (c daemonConfig) write(bin, path string) (int, error) {
+	defaults, err := runCommand(bin, "config", "default")
 	if err != nil {
-		return err
+		return 0, err
+	}
+	version, err := configVersion(defaults)
+	if err != nil {
+		return 0, err
 	}
 	cfg, err := c.render(defaults)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, d := range []string{filepath.Join(c.cniDir, "bin"), filepath.Join(c.cniDir, "net.d")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return os.WriteFile(path, []byte(cfg), 0o644)
+	return version, os.WriteFile(path, []byte(cfg), 0o644)
 }

@@ -36,7 +36,7 @@ func (r *Runtime) importImage(ctx context.Context, ref string, cmd []string, ext
 		pw.CloseWithError(err)
 		built <- err
 	}()
-	_, err := runCommandContext(ctx, pr, "ctr", r.ctrArgs("images", "import", "--snapshotter", r.snapshotter, "-")...)
+	_, err := runCommandContext(ctx, pr, r.bin("ctr"), r.ctrArgs(r.importArgs("-")...)...)
 	pr.CloseWithError(errors.New("ctr exited")) // unblocks the writer if ctr stopped reading
 	if berr := <-built; berr != nil {
 		return fmt.Errorf("build image %s: %w", ref, berr)
@@ -58,13 +58,28 @@ func (r *Runtime) importImage(ctx context.Context, ref string, cmd []string, ext
 // `ctr images ls` lists them (the CRI adds one named by the image ID,
 // sha256:<config digest>, for each image it sees).
 func (r *Runtime) Images(ctx context.Context) ([]string, error) {
-	out, err := runCommandContext(ctx, nil, "ctr", r.ctrArgs("images", "ls", "-q")...)
+	out, err := runCommandContext(ctx, nil, r.bin("ctr"), r.ctrArgs("images", "ls", "-q")...)
 	if err != nil {
 		return nil, err
 	}
 	images := strings.Fields(out)
 	slices.Sort(images)
 	return images, nil
+}
+
+// importArgs are ctr's arguments to import the archive at path ("-":
+// standard input) for the runtime's snapshotter. containerd 2's ctr imports
+// through the daemon's transfer service unless told --local, and that
+// service unpacks only for the platforms and snapshotters of its
+// unpack_config (by default the default snapshotter's): an import for the
+// native snapshotter failed with "no unpack platforms defined". --local
+// imports as containerd 1.6's ctr does, in ctr.
+func (r *Runtime) importArgs(path string) []string {
+	args := []string{"images", "import", "--snapshotter", r.snapshotter}
+	if r.configVersion >= 3 {
+		args = append(args, "--local")
+	}
+	return append(args, path)
 }
 
 func (r *Runtime) ctrArgs(args ...string) []string {
@@ -107,7 +122,7 @@ func (r *Runtime) ImportArchive(ctx context.Context, path, ref string) error {
 	if err := checkRef(ref); err != nil {
 		return err
 	}
-	if _, err := runCommandContext(ctx, nil, "ctr", r.ctrArgs("images", "import", "--snapshotter", r.snapshotter, path)...); err != nil {
+	if _, err := runCommandContext(ctx, nil, r.bin("ctr"), r.ctrArgs(r.importArgs(path)...)...); err != nil {
 		return fmt.Errorf("import image archive %s: %w", path, err)
 	}
 	images, err := r.Images(ctx)

@@ -65,6 +65,11 @@ type Options struct {
 	// (scopes under the pods' slices), for a kubelet with the systemd
 	// cgroup driver; it needs systemd as PID 1.
 	SystemdCgroup bool
+	// BinDir is a directory holding the containerd, ctr and
+	// containerd-shim-runc-v2 to run (the next lane's,
+	// testcluster.ContainerdBinDir); runc stays the one on PATH. Default:
+	// all of them from PATH.
+	BinDir string
 }
 
 // Runtime is a running containerd of its own. Its methods are safe for
@@ -78,6 +83,9 @@ type Runtime struct {
 	workload    string
 	network     podNetwork
 	readyIn     time.Duration
+	// configVersion is the version of containerd's config: 2 for
+	// containerd 1.6, 3 or 4 for containerd 2.
+	configVersion int
 
 	mu      sync.Mutex
 	daemon  *childproc.Process
@@ -97,6 +105,9 @@ type Runtime struct {
 func Start(ctx context.Context, opts Options) (*Runtime, error) {
 	begin := time.Now()
 	for _, bin := range []string{"containerd", "ctr", "runc", "containerd-shim-runc-v2"} {
+		if bin != "runc" && opts.BinDir != "" {
+			bin = filepath.Join(opts.BinDir, bin)
+		}
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("%s: %w", bin, ErrNotInstalled)
 		}
@@ -146,7 +157,10 @@ func (r *Runtime) start(ctx context.Context) error {
 		sandboxImage: PauseImage, snapshotter: r.snapshotter, statsPeriodSec: r.opts.StatsCollectPeriod,
 		systemdCgroup: r.opts.SystemdCgroup,
 	}
-	if err := cfg.write(r.path("config.toml")); err != nil {
+	if r.opts.BinDir != "" {
+		cfg.shim = r.bin("containerd-shim-runc-v2")
+	}
+	if r.configVersion, err = cfg.write(r.bin("containerd"), r.path("config.toml")); err != nil {
 		return fmt.Errorf("containerd config: %w", err)
 	}
 	if r.opts.PodNetwork {
@@ -187,7 +201,7 @@ func daemonDir(base, dir, name string) (string, error) {
 // startDaemon starts containerd and waits until its CRI reports
 // RuntimeReady; r.mu is held.
 func (r *Runtime) startDaemon(ctx context.Context) error {
-	d, err := childproc.Start("containerd", "containerd", []string{"--config", r.path("config.toml")}, r.LogPath())
+	d, err := childproc.Start("containerd", r.bin("containerd"), []string{"--config", r.path("config.toml")}, r.LogPath())
 	if err != nil {
 		return err
 	}
@@ -312,3 +326,16 @@ func (r *Runtime) ImageService() internalapi.ImageManagerService {
 }
 
 func (r *Runtime) path(name string) string { return filepath.Join(r.dir, name) }
+
+// bin returns the command to run for containerd, ctr or
+// containerd-shim-runc-v2: Options.BinDir's, else the name, looked up on
+// PATH.
+func (r *Runtime) bin(name string) string {
+	if r.opts.BinDir == "" {
+		return name
+	}
+	return filepath.Join(r.opts.BinDir, name)
+}
+
+// BinDir returns Options.BinDir: "" when containerd is the one on PATH.
+func (r *Runtime) BinDir() string { return r.opts.BinDir }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/testing/childproc"
+	"github.com/evictd/evictd/internal/testing/testcluster"
 )
 
 // skipOrFail skips t, or fails it under CI=true, where `make test` installs
@@ -35,6 +36,17 @@ func requireRoot(t testing.TB) {
 func StartForTest(t testing.TB, opts Options) *Runtime {
 	t.Helper()
 	requireRoot(t)
+	if opts.BinDir == "" {
+		// The lane's containerd: PATH's ("") unless EVICTD_NODE_LANE=next.
+		dir, err := testcluster.ContainerdBinDir()
+		if errors.Is(err, testcluster.ErrNoBinaries) {
+			skipOrFail(t, "%v", err)
+		}
+		if err != nil {
+			t.Fatalf("testruntime: %v", err)
+		}
+		opts.BinDir = dir
+	}
 	r, err := Start(t.Context(), opts)
 	if errors.Is(err, ErrNotInstalled) {
 		skipOrFail(t, "%v", err)
@@ -44,6 +56,9 @@ func StartForTest(t testing.TB, opts Options) *Runtime {
 	}
 	t.Logf("testruntime: containerd at %s (%s snapshotter, root %s) ready in %s; log %s",
 		r.Socket(), r.Snapshotter(), r.RootDir(), r.ReadyIn().Round(time.Millisecond), r.LogPath())
+	if r.BinDir() != "" {
+		t.Logf("testruntime: containerd, ctr and the runc shim from %s", r.BinDir())
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("testruntime: last lines of %s:\n%s", r.LogPath(), childproc.Tail(r.LogPath(), 40))
