@@ -131,6 +131,11 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	for _, sig := range evictionSignals(m.decider.Thresholds()) {
 		deps.Metrics.InitEvictions(sig, cfg.DryRun)
 	}
+	// And those the dashboard needs: a threshold's decisions (a pass
+	// over the local-storage limits counts its evictions only).
+	for _, th := range m.decider.Thresholds() {
+		deps.Metrics.InitDecisions(th.Signal, cfg.DryRun)
+	}
 	if cfg.Decider.Exhaustion.Enabled {
 		for _, th := range m.decider.Thresholds() {
 			if decide.Exhaustible(th) {

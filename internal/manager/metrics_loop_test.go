@@ -248,13 +248,18 @@ func TestLoopCreatesAlertedSeriesAtStart(t *testing.T) {
 // (evictions issued, and dry runs), EvictdEvictionsFailing,
 // EvictdHourlyCapReached; and EvictdNoPasses, which sums
 // evictd_passes_total while no pass ends. The cap's counter has no label:
-// it exists from the start as any plain counter.
+// it exists from the start as any plain counter. A threshold's decisions
+// count too: the dashboard takes increase() of them.
 func alerted(s string) bool {
 	switch {
 	case strings.HasPrefix(s, "evictd_evictions_total{"):
 		return true
 	case strings.HasPrefix(s, "evictd_evictions_not_issued_total{"):
 		return strings.Contains(s, `reason="failed"`) || strings.Contains(s, `reason="dry-run"`)
+	case strings.HasPrefix(s, "evictd_decisions_total{"):
+		// The dashboard's "Decisions by outcome" takes increase() of
+		// them: a threshold's, not a local-storage limit's.
+		return !strings.Contains(s, `.limit"`)
 	}
 	return s == `evictd_evictions_withheld_total{reason="hourly-cap"}` || s == `evictd_passes_total{trigger="tick"}` ||
 		s == "evictd_eviction_cap_reached_total"

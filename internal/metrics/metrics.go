@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/signals"
 )
 
@@ -316,7 +317,9 @@ func registerOrShare[C prometheus.Collector](reg prometheus.Registerer, c C, err
 // increase() misses the event that creates its series. EvictdNoPasses sums
 // evictd_passes_total, which must exist while no pass ends;
 // EvictdHourlyCapReached fires on the first eviction the cap withholds.
-// InitEvictions does the same for the evictions of the signals in force.
+// InitEvictions does the same for the evictions of the signals in force,
+// InitDecisions for the series of the dashboard's panels on a threshold's
+// decisions.
 // Every other series appears with its first event: a node exports what
 // happened on it, not the product of every label's values.
 func (m *Metrics) initCounters() {
@@ -332,16 +335,38 @@ func (m *Metrics) InitEvictions(sig signals.Signal, dryRun bool) {
 	if m == nil {
 		return
 	}
+	s := string(sig)
 	if dryRun {
-		m.notIssued.WithLabelValues(string(sig), string(NotIssuedDryRun))
+		m.notIssued.WithLabelValues(s, string(NotIssuedDryRun))
 		return
 	}
 	for _, r := range results {
 		if r.only == nil || r.only(sig) {
-			m.evictions.WithLabelValues(string(sig), string(sig), string(r.v))
+			m.evictions.WithLabelValues(s, s, string(r.v))
 		}
 	}
-	m.notIssued.WithLabelValues(string(sig), string(NotIssuedFailed))
+	m.notIssued.WithLabelValues(s, string(NotIssuedFailed))
+}
+
+// InitDecisions creates at 0, for a threshold's signal, its decisions by
+// outcome (in dry-run the dry runs, else the evictions), which the
+// per-node dashboard takes increase() of: created at their first event,
+// they showed nothing of a node's first eviction (TestPrometheusNode's
+// dashboards check). The latency histograms stay created at their first
+// observation: at 0 they would be some 300 series per node (their
+// buckets, for every signal), for panels that then show from the second
+// eviction on.
+func (m *Metrics) InitDecisions(sig signals.Signal, dryRun bool) {
+	if m == nil {
+		return
+	}
+	s := string(sig)
+	for _, o := range outcomes {
+		if o.only != nil && !o.only(sig) || dryRun && o.v == decide.OutcomeEvict || !dryRun && o.v == OutcomeDryRun {
+			continue
+		}
+		m.decisions.WithLabelValues(s, string(o.v))
+	}
 }
 
 // SetBuild sets evictd_build_info's version and revision (the VCS commit),
