@@ -46,6 +46,7 @@ func TestPrometheusNode(t *testing.T) {
 		"--eviction-hard=memory.available<500Mi",
 		"--eviction-pressure-transition-period=5s")
 	prom := startPrometheus(t, promBin, n)
+	began := time.Now()
 
 	poll(t, "Prometheus to scrape evictd", 60*time.Second, func() (bool, string) {
 		v, err := prom.query(t, `up{job="evictd", node="`+n.Name()+`"}`)
@@ -106,6 +107,7 @@ func TestPrometheusNode(t *testing.T) {
 		return len(a) == 0, fmt.Sprintf("still: %v", a)
 	})
 	t.Logf("EvictdEvicting resolved %s after the eviction", time.Since(evicted).Round(100*time.Millisecond))
+	checkDashboards(t, prom, n, began)
 	cleanPods(t, n)
 }
 
