@@ -238,7 +238,6 @@ func TestAgentMetricsDocumented(t *testing.T) {
 		"evictd_api_requests_refused_total": "counted at a refused API request; the agent runs standalone",
 		"evictd_token_renewals_total":       "counted at a token renewal; the agent runs standalone",
 		"evictd_scrape_reviews_total":       "counted at a review of a scraper under --metrics-delegated-auth",
-		"evictd_decisions_total":            "counted at a decision about a met threshold; none is met here",
 		"evictd_evictions_total":            "counts evictions issued; standalone without --standalone-stop issues none (its dry runs are in evictd_evictions_not_issued_total)",
 		"evictd_flight_records_total":       "counted when a decision to evict is recorded; none here",
 		"evictd_pod_disk_walks_cut_total":   "counted when a pod's disk walk is cut; no pod here",
