@@ -60,7 +60,8 @@ type Config struct {
 	// Reclaimer before it may be removed (--minimum-image-ttl-duration);
 	// default 0 here, 2m in cmd/evictd as in the kubelet.
 	MinImageAge time.Duration
-	// SandboxImage is the runtime's sandbox (pause) image, never removed;
+	// SandboxImage is the runtime's sandbox (pause) image, never removed
+	// (cri.Client.SandboxImage; "" when the runtime reports it pinned instead);
 	// images the runtime reports as pinned are never removed either.
 	SandboxImage string
 	// Clock tells the time for image ages and paces the settling wait;

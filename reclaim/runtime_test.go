@@ -55,7 +55,7 @@ func TestImagesOnContainerd(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	r := New(Config{
 		NodeFsPath: t.TempDir(), ImageFsPath: rt.RootDir(), MinImageAge: 2 * time.Minute,
-		SandboxImage: testruntime.PauseImage, Clock: clk, Timeout: 20 * time.Second,
+		SandboxImage: sandboxImage(t, agent), Clock: clk, Timeout: 20 * time.Second,
 		// The CRI removes an image and its content synchronously: no
 		// settling (which the fake clock would never let end).
 		Settle: -1,
@@ -135,7 +135,7 @@ func TestContainersOnContainerd(t *testing.T) {
 		}
 	}
 
-	r := New(Config{NodeFsPath: rt.RootDir(), SandboxImage: testruntime.PauseImage, Timeout: 20 * time.Second}, agent.RuntimeService(), agent.ImageService(), logger(t))
+	r := New(Config{NodeFsPath: rt.RootDir(), SandboxImage: sandboxImage(t, agent), Timeout: 20 * time.Second}, agent.RuntimeService(), agent.ImageService(), logger(t))
 	before := available(t, rt.RootDir())
 	actions := reclaim(t, r, signals.NodeFsAvailable, signals.SingleFs)
 	shown := available(t, rt.RootDir()) - before
@@ -340,6 +340,20 @@ func waitLog(t *testing.T, path, want string) {
 // agentCRI dials the CRI client the agent gives reclaim (internal/cri over
 // cri-api's gRPC client); the tests set their pods up with the runtime's
 // own (k8s.io/cri-client).
+// sandboxImage is what the agent gives reclaim as the sandbox image: the
+// runtime's own answer (containerd 1.x names it; containerd 2 names none and
+// reports it pinned), so that the pause image's survival below is the
+// agent's, on either runtime.
+func sandboxImage(t *testing.T, c *cri.Client) string {
+	t.Helper()
+	img, err := c.SandboxImage(t.Context())
+	if err != nil {
+		t.Fatalf("SandboxImage: %v", err)
+	}
+	t.Logf("the runtime names the sandbox image %q", img)
+	return img
+}
+
 func agentCRI(t *testing.T, rt *testruntime.Runtime) *cri.Client {
 	t.Helper()
 	c, err := cri.Dial(t.Context(), rt.Endpoint(), "", 20*time.Second, logger(t))

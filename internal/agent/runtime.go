@@ -94,11 +94,16 @@ func (r *runtimeConn) connect(ctx context.Context) (signals.FsLayout, error) {
 	}
 	parts.disk, parts.pending = ds, ds
 	// Sandboxes run the runtime's pause image, which no container names:
-	// reclaim must know it or it would delete it as unused. Without it,
-	// evictd reclaims nothing rather than risk that.
+	// reclaim must know it or it would delete it as unused. containerd 1.x
+	// names it; containerd 2 and CRI-O report it pinned, and reclaim keeps
+	// pinned images. When the runtime's answer cannot be read, evictd
+	// reclaims nothing rather than risk that.
 	if sandboxImage, err := c.SandboxImage(ctx); err != nil {
 		r.log.Warn("node-level reclaim disabled: cannot tell the runtime's sandbox image", "err", err)
 	} else {
+		if sandboxImage == "" {
+			r.log.Info("the runtime names no sandbox image: reclaim keeps the images it reports pinned, the sandbox's among them")
+		}
 		rcfg := reclaim.Config{
 			NodeFsPath: r.cfg.RootDir, ImageFsPath: imageFsPath, MinImageAge: r.cfg.MinimumImageTTL,
 			SandboxImage: sandboxImage, Timeout: r.cfg.RuntimeRequestTimeout,

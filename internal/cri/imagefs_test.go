@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,9 +125,42 @@ func TestImageFsSingle(t *testing.T) {
 	if got, err := Layout(t.Context(), c, host.NewFilesystems(), kubeletDir); err != nil || got != signals.SingleFs {
 		t.Errorf("Layout = %s, %v; want %s", got, err, signals.SingleFs)
 	}
-	// The runtime names its sandbox image, which reclaim must never remove.
-	if got, err := c.SandboxImage(t.Context()); err != nil || got != testruntime.PauseImage {
-		t.Errorf("SandboxImage = %q, %v; want %q", got, err, testruntime.PauseImage)
+	// Reclaim must never remove the sandbox image: the runtime names it
+	// (containerd 1.x) or reports it pinned (containerd 2).
+	sandboxProtected(t, c, rt)
+}
+
+// sandboxProtected fails t unless the runtime tells its sandbox image
+// (testruntime.PauseImage) apart: by name in SandboxImage, or, when that
+// names none, as a pinned image in ListImages.
+func sandboxProtected(t *testing.T, c *Client, rt *testruntime.Runtime) {
+	t.Helper()
+	got, err := c.SandboxImage(t.Context())
+	if err != nil {
+		t.Fatalf("SandboxImage: %v", err)
+	}
+	if got != "" {
+		if got != testruntime.PauseImage {
+			t.Errorf("SandboxImage = %q; want %q", got, testruntime.PauseImage)
+		}
+		return
+	}
+	imgs, err := c.ImageService().ListImages(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pinned []string
+	for _, img := range imgs {
+		if img.GetPinned() {
+			pinned = append(pinned, img.GetRepoTags()...)
+		}
+		if slices.Contains(img.GetRepoTags(), testruntime.PauseImage) && !img.GetPinned() {
+			t.Errorf("SandboxImage names none and ListImages reports %s not pinned: reclaim could remove the sandbox image", testruntime.PauseImage)
+		}
+	}
+	t.Logf("the runtime (%s) names no sandbox image; pinned: %q", rt.BinDir(), pinned)
+	if !slices.Contains(pinned, testruntime.PauseImage) {
+		t.Errorf("SandboxImage names none and ListImages has no pinned %s (pinned: %q)", testruntime.PauseImage, pinned)
 	}
 }
 

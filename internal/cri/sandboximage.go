@@ -6,10 +6,18 @@ import (
 	"fmt"
 )
 
-// SandboxImage asks the runtime which image its pod sandboxes run (the
-// "pause" image). No container lists it as its image, so reclaim must be
-// told of it, or it would look unused. containerd reports it in the
-// verbose status, under info["config"].sandboxImage.
+// SandboxImage returns the image the runtime's pod sandboxes run (the
+// "pause" image) when the runtime names it, and "" when it does not. No
+// container lists that image as its own, so reclaim must be told of it or
+// it would look unused.
+//
+// containerd 1.x names it in its verbose status, under
+// info["config"].sandboxImage. containerd 2 names it nowhere the CRI shows
+// (it is the images plugin's pinned_images.sandbox) and CRI-O neither (its
+// pause_image): both report it Pinned in ListImages instead, and reclaim
+// keeps every pinned image, as the kubelet's image garbage collection does.
+// An error means the runtime's answer could not be read: the caller cannot
+// tell which image is the sandbox's.
 func (c *Client) SandboxImage(ctx context.Context) (string, error) {
 	cctx, cancel := c.callContext(ctx)
 	defer cancel()
@@ -17,18 +25,22 @@ func (c *Client) SandboxImage(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("CRI Status at %s: %w", c.endpoint, err)
 	}
-	raw, ok := st.GetInfo()["config"]
+	return sandboxImageOf(st.GetInfo(), c.endpoint)
+}
+
+// sandboxImageOf reads the sandbox image from a verbose status's info: ""
+// when its config names none (or there is no config), an error when the
+// config is not the JSON object it should be.
+func sandboxImageOf(info map[string]string, endpoint string) (string, error) {
+	raw, ok := info["config"]
 	if !ok {
-		return "", fmt.Errorf("CRI Status at %s: no config in the verbose status", c.endpoint)
+		return "", nil
 	}
 	var cfg struct {
 		SandboxImage string `json:"sandboxImage"`
 	}
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		return "", fmt.Errorf("CRI Status at %s: config: %w", c.endpoint, err)
-	}
-	if cfg.SandboxImage == "" {
-		return "", fmt.Errorf("CRI Status at %s: the config names no sandboxImage", c.endpoint)
+		return "", fmt.Errorf("CRI Status at %s: its verbose info's config %.80q: %w", endpoint, raw, err)
 	}
 	return cfg.SandboxImage, nil
 }
