@@ -34,7 +34,7 @@ RUN_ADDR ?= 127.0.0.1:9847
 RUN_ROOT_DIR ?= $(shell [ -d /var/lib/kubelet ] && echo /var/lib/kubelet || echo /var/lib)
 RUN_ARGS ?=
 
-.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-apiserver e2e-node e2e-guest vet fmt-check bench install uninstall clean k8s-bins k8s-bins-next tools manifests runtime demo fuzz fuzz-short
+.PHONY: all build release package image run vm rpm-tools test test-v2 e2e e2e-run e2e-host e2e-apiserver e2e-node e2e-guest vet fmt-check bench install uninstall clean k8s-bins tools manifests runtime demo fuzz fuzz-short
 
 all: build
 
@@ -86,20 +86,16 @@ run: build
 	@echo "evictd: metrics on http://$(RUN_ADDR)/metrics, status with: $(BIN) status --metrics-bind-address $(RUN_ADDR)"
 	$(BIN) --metrics-bind-address $(RUN_ADDR) --root-dir $(RUN_ROOT_DIR) $(RUN_ARGS)
 
-# The test control plane (etcd, kube-apiserver, kube-controller-manager) and
-# the kubelet, built from the Go module proxy into .cache/bin (git-ignored),
-# once per version; several minutes the first time, seconds afterwards.
+# The tests' Kubernetes and containerd, built from the Go module proxy into
+# .cache/bin (git-ignored), once per version; about 30 minutes the first
+# time on 2 cores, seconds afterwards (hack/build-k8s.sh): etcd, the control
+# plane (kube-apiserver, kube-controller-manager, kube-scheduler) and the
+# kubelet of today's node with its containerd and runc shim (the real-node
+# tests' default lane), and the previous lane's kubelet, which runs on the
+# node's packaged containerd (`make runtime`). The versions are pinned in
+# hack/tools/{k8s,k8s-previous,containerd,etcd}/go.mod.
 k8s-bins:
 	hack/build-k8s.sh
-
-# The real-node tests' next lane (issue 26): kube-apiserver,
-# kube-controller-manager, kube-scheduler and the kubelet of
-# hack/tools/k8s-1.37/go.mod, containerd, its runc shim and ctr of
-# hack/tools/containerd/go.mod, built from the Go module proxy into
-# .cache/bin (git-ignored) by hack/build-next.sh. The e2e runs on them with
-# EVICTD_NODE_LANE=next. Not (yet) a prerequisite of test or demo.
-k8s-bins-next:
-	hack/build-next.sh
 
 # helm and kustomize, for the tests of deploy/chart/evictd and
 # deploy/kustomize, built from the Go module proxy into .cache/bin
@@ -223,7 +219,18 @@ e2e e2e-node: k8s-bins runtime build
 	$(MAKE) --no-print-directory e2e-run
 
 e2e-run:
+	@eval "$$(hack/build-k8s.sh --print-env)" && echo "e2e/node, default lane: $$($$EVICTD_K8S_BIN_DIR/kubelet --version), $$($$EVICTD_CONTAINERD_BIN_DIR/containerd --version)"
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 60m ./e2e/node/
+	$(MAKE) --no-print-directory e2e-previous
+
+# The previous lane (EVICTD_NODE_LANE=previous): the memory, disk and
+# runtime-fault scenarios again on the previous kubelet with the node's
+# packaged containerd 1.6, against the same control plane; a few minutes.
+E2E_PREVIOUS ?= ^(TestMemoryNode|TestDiskNode|TestNodeFaults)$$/^(allocatable|containerd_down)
+.PHONY: e2e-previous
+e2e-previous:
+	@eval "$$(hack/build-k8s.sh --print-env)" && echo "e2e/node, previous lane: $$($$EVICTD_K8S_PREVIOUS_BIN_DIR/kubelet --version), $$(containerd --version)"
+	EVICTD_BIN=$(abspath $(BIN)) EVICTD_NODE_LANE=previous $(GO) test -count=1 -timeout 20m -run '$(E2E_PREVIOUS)' ./e2e/node/
 
 # The tier of the binary alone on this host (e2e/host): systemd notify,
 # socket activation, its port taken, its own user, this host's cgroups and

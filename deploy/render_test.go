@@ -31,7 +31,7 @@ const (
 	chartDir = "chart/evictd"
 	// kubeVersion is the Kubernetes the chart is rendered for: the test
 	// control plane's (hack/tools/k8s/go.mod).
-	kubeVersion = "1.36.3"
+	kubeVersion = "1.37.2"
 )
 
 // tool returns the path of helm or kustomize as hack/build-tools.sh builds

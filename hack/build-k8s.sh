@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# Builds the test control plane's binaries from the Go module proxy into a
-# git-ignored cache keyed by version:
+# Builds the tests' Kubernetes, etcd and containerd from the Go module proxy
+# into a git-ignored cache keyed by version:
 #
 #   .cache/bin/k8s-<version>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet}
+#   .cache/bin/k8s-<previous version>/kubelet
+#   .cache/bin/containerd-<version>/{containerd,containerd-shim-runc-v2,ctr}
 #   .cache/bin/etcd-<version>/etcd
 #
-# The versions are the ones required by hack/tools/k8s/go.mod and
-# hack/tools/etcd/go.mod (wrapper modules, so the main go.mod stays small).
+# The control plane and the real-node tests' default kubelet are those of
+# hack/tools/k8s/go.mod, with the containerd of hack/tools/containerd/go.mod
+# (today's node). The previous lane's kubelet (EVICTD_NODE_LANE=previous,
+# with the node's packaged containerd) is hack/tools/k8s-previous/go.mod's;
+# etcd is hack/tools/etcd/go.mod's. Wrapper modules, so the main go.mod
+# stays small; the versions live there alone. runc and the CNI plugins are
+# Debian's (hack/install-runtime.sh).
+#
 # Binaries already present are kept; new ones are built into a temporary
 # directory next to the cache and renamed into place, so an interrupted build
 # never leaves a broken binary behind. Needs only Go and the module proxy
 # (CGO_ENABLED=0: no C toolchain).
 #
 # Usage: hack/build-k8s.sh [--print-env]
-#   --print-env  print EVICTD_K8S_BIN_DIR=... and EVICTD_ETCD_BIN=... and exit
+#   --print-env  print the directories the tests take them from and exit
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,12 +32,18 @@ prog=build-k8s
 source "$root/hack/build-lib.sh"
 
 k8s_version=$(required_version "$tools/k8s/go.mod" k8s.io/kubernetes)
+previous_version=$(required_version "$tools/k8s-previous/go.mod" k8s.io/kubernetes)
+containerd_version=$(required_version "$tools/containerd/go.mod" github.com/containerd/containerd/v2)
 etcd_version=$(required_version "$tools/etcd/go.mod" go.etcd.io/etcd/server/v3)
 k8s_dir="$root/.cache/bin/k8s-$k8s_version"
+previous_dir="$root/.cache/bin/k8s-$previous_version"
+containerd_dir="$root/.cache/bin/containerd-$containerd_version"
 etcd_dir="$root/.cache/bin/etcd-$etcd_version"
 
 if [[ "${1:-}" == "--print-env" ]]; then
 	echo "EVICTD_K8S_BIN_DIR=$k8s_dir"
+	echo "EVICTD_K8S_PREVIOUS_BIN_DIR=$previous_dir"
+	echo "EVICTD_CONTAINERD_BIN_DIR=$containerd_dir"
 	echo "EVICTD_ETCD_BIN=$etcd_dir/etcd"
 	exit 0
 elif [[ $# -gt 0 ]]; then
@@ -37,19 +51,34 @@ elif [[ $# -gt 0 ]]; then
 	exit 2
 fi
 
-# The version stamps Kubernetes' own release build sets (hack/lib/version.sh),
-# so the binaries and the nodes they register report the real version.
-minor=${k8s_version#v1.}
-minor=${minor%%.*}
-k8s_ldflags="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	k8s_ldflags+=" -X $p.gitVersion=$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-done
+# k8s_ldflags VERSION prints the version stamps Kubernetes' own release build
+# sets (hack/lib/version.sh), so the binaries and the nodes they register
+# report the real version.
+k8s_ldflags() {
+	local minor=${1#v1.} flags="-s -w" p
+	minor=${minor%%.*}
+	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		flags+=" -X $p.gitVersion=$1 -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+	done
+	echo "$flags"
+}
 
 build "$tools/etcd" "$etcd_dir" "-s -w" \
 	etcd=go.etcd.io/etcd/server/v3
-build "$tools/k8s" "$k8s_dir" "$k8s_ldflags" \
+build "$tools/k8s" "$k8s_dir" "$(k8s_ldflags "$k8s_version")" \
 	kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
 	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
 	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
 	kubelet=k8s.io/kubernetes/cmd/kubelet
+build "$tools/k8s-previous" "$previous_dir" "$(k8s_ldflags "$previous_version")" \
+	kubelet=k8s.io/kubernetes/cmd/kubelet
+
+# containerd's own static build, without cgo: no_btrfs leaves out the btrfs
+# snapshotter (its library is cgo). The version stamps are those of
+# containerd's Makefile, so `containerd --version` reports the pinned one.
+containerd_pkg=github.com/containerd/containerd/v2
+build_tags="no_btrfs" build "$tools/containerd" "$containerd_dir" \
+	"-s -w -X $containerd_pkg/version.Version=$containerd_version -X $containerd_pkg/version.Package=$containerd_pkg" \
+	containerd=$containerd_pkg/cmd/containerd \
+	containerd-shim-runc-v2=$containerd_pkg/cmd/containerd-shim-runc-v2 \
+	ctr=$containerd_pkg/cmd/ctr

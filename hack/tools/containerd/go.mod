@@ -1,6 +1,6 @@
-// Module containerd pins the containerd release the real-node tests' "next"
-// lane runs (EVICTD_NODE_LANE=next, issue 26); hack/build-next.sh builds
-// containerd and its runc shim from here.
+// Module containerd pins the containerd release of the real-node tests'
+// default lane (today's node); hack/build-k8s.sh builds containerd, its
+// runc shim and ctr from here.
 module github.com/evictd/evictd/hack/tools/containerd
 
 go 1.26.6

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools keeps the containerd commands that hack/build-next.sh builds
+// Package tools keeps the containerd commands that hack/build-k8s.sh builds
 // in this module's go.mod and go.sum.
 package tools
 

@@ -12,8 +12,15 @@ import (
 // Environment variables naming prebuilt binaries; the Makefile sets them.
 const (
 	// EnvK8sBinDir names a directory holding kube-apiserver,
-	// kube-controller-manager, kube-scheduler and kubelet.
+	// kube-controller-manager, kube-scheduler and kubelet: the control
+	// plane's and the default lane's kubelet.
 	EnvK8sBinDir = "EVICTD_K8S_BIN_DIR"
+	// EnvK8sPreviousBinDir names the directory holding LanePrevious's
+	// kubelet.
+	EnvK8sPreviousBinDir = "EVICTD_K8S_PREVIOUS_BIN_DIR"
+	// EnvContainerdBinDir names the default lane's directory holding
+	// containerd, containerd-shim-runc-v2 and ctr.
+	EnvContainerdBinDir = "EVICTD_CONTAINERD_BIN_DIR"
 	// EnvEtcdBin names the etcd binary.
 	EnvEtcdBin = "EVICTD_ETCD_BIN"
 	// EnvHelmBin names the helm binary the chart tests run.
@@ -21,51 +28,46 @@ const (
 	// EnvKustomizeBin names the kustomize binary the kustomize tests run.
 	EnvKustomizeBin = "EVICTD_KUSTOMIZE_BIN"
 
-	// EnvNodeLane selects the binaries of the real-node tests: unset or
-	// empty for the default lane (EnvK8sBinDir's Kubernetes, the
-	// containerd on PATH), LaneNext for the next one (issue 26).
+	// EnvNodeLane selects the node the tests run: unset or empty for the
+	// default lane, today's node (the kubelet of hack/tools/k8s/go.mod on
+	// the containerd of hack/tools/containerd/go.mod), LanePrevious for
+	// the previous one. The control plane is the same in both.
 	EnvNodeLane = "EVICTD_NODE_LANE"
-	// EnvK8sNextBinDir is EnvK8sBinDir for LaneNext.
-	EnvK8sNextBinDir = "EVICTD_K8S_NEXT_BIN_DIR"
-	// EnvContainerdNextBinDir names LaneNext's directory holding
-	// containerd, containerd-shim-runc-v2 and ctr.
-	EnvContainerdNextBinDir = "EVICTD_CONTAINERD_NEXT_BIN_DIR"
 )
 
-// LaneNext is EnvNodeLane's value for the next lane: the Kubernetes release
-// hack/tools/k8s-1.37/go.mod requires and the containerd
-// hack/tools/containerd/go.mod requires, both built by hack/build-next.sh
-// (`make k8s-bins-next`).
-const LaneNext = "next"
+// LanePrevious is EnvNodeLane's value for the previous lane: the kubelet of
+// hack/tools/k8s-previous/go.mod on the containerd on PATH (Debian 12's
+// 1.6, hack/install-runtime.sh), against the default control plane.
+const LanePrevious = "previous"
 
-// Lane returns EnvNodeLane's value: "" (the default lane) or LaneNext.
+// Lane returns EnvNodeLane's value: "" (the default lane) or LanePrevious.
 func Lane() (string, error) {
 	switch l := os.Getenv(EnvNodeLane); l {
-	case "", LaneNext:
+	case "", LanePrevious:
 		return l, nil
 	default:
-		return "", fmt.Errorf("%s=%q: want %q or nothing", EnvNodeLane, l, LaneNext)
+		return "", fmt.Errorf("%s=%q: want %q or nothing", EnvNodeLane, l, LanePrevious)
 	}
 }
 
 // ContainerdBinDir returns the directory of the lane's containerd,
-// containerd-shim-runc-v2 and ctr: "" in the default lane (they are the
-// ones on PATH); in LaneNext $EVICTD_CONTAINERD_NEXT_BIN_DIR, else
-// .cache/bin/containerd-<version>. Its error wraps ErrNoBinaries when one
-// of them has not been built.
+// containerd-shim-runc-v2 and ctr: in the default lane
+// $EVICTD_CONTAINERD_BIN_DIR, else .cache/bin/containerd-<version>; ""
+// in LanePrevious (they are the ones on PATH). Its error wraps
+// ErrNoBinaries when one of them has not been built.
 func ContainerdBinDir() (string, error) {
 	lane, err := Lane()
-	if lane == "" || err != nil {
+	if lane == LanePrevious || err != nil {
 		return "", err
 	}
-	dir := os.Getenv(EnvContainerdNextBinDir)
+	dir := os.Getenv(EnvContainerdBinDir)
 	if dir == "" {
 		if dir, err = cacheDir("containerd", "containerd", "github.com/containerd/containerd/v2"); err != nil {
 			return "", err
 		}
 	}
 	for _, name := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
-		if _, err := executable(filepath.Join(dir, name), ErrNoNextBinaries); err != nil {
+		if _, err := executable(filepath.Join(dir, name), ErrNoBinaries); err != nil {
 			return "", err
 		}
 	}
@@ -77,10 +79,6 @@ const mainModule = "github.com/evictd/evictd"
 // ErrNoBinaries is wrapped by the errors of Binary and Start when a binary of
 // the control plane has not been built.
 var ErrNoBinaries = errors.New("control plane binaries not built (run `make k8s-bins` or hack/build-k8s.sh)")
-
-// ErrNoNextBinaries wraps ErrNoBinaries when a binary of LaneNext has not
-// been built.
-var ErrNoNextBinaries = fmt.Errorf("next lane's binaries not built (run `make k8s-bins-next` or hack/build-next.sh): %w", ErrNoBinaries)
 
 // ErrNoTools is wrapped by the errors of Binary when helm or kustomize has
 // not been built.
@@ -94,8 +92,8 @@ var ErrNoTools = errors.New("deployment tools not built (run `make tools` or hac
 // (.cache/bin/<name>-<version>/, the versions being those required by
 // hack/tools/{etcd,k8s,helm,kustomize}/go.mod), found by walking up from the
 // working directory to the main module's go.mod. With EnvNodeLane set to
-// LaneNext, the Kubernetes binaries are $EVICTD_K8S_NEXT_BIN_DIR's, else
-// those of the version hack/tools/k8s-1.37/go.mod requires.
+// LanePrevious, the kubelet is $EVICTD_K8S_PREVIOUS_BIN_DIR's, else that
+// of the version hack/tools/k8s-previous/go.mod requires.
 func Binary(name string) (string, error) {
 	var path string
 	missing := ErrNoBinaries
@@ -129,8 +127,8 @@ func Binary(name string) (string, error) {
 			return "", err
 		}
 		env, toolDir := EnvK8sBinDir, "k8s"
-		if lane == LaneNext {
-			env, toolDir, missing = EnvK8sNextBinDir, "k8s-1.37", ErrNoNextBinaries
+		if name == "kubelet" && lane == LanePrevious {
+			env, toolDir = EnvK8sPreviousBinDir, "k8s-previous"
 		}
 		dir := os.Getenv(env)
 		if dir == "" {

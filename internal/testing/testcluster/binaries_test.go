@@ -56,9 +56,9 @@ func TestCachePaths(t *testing.T) {
 	for _, tc := range []struct {
 		toolDir, tool, module, want string
 	}{
-		{"k8s", "k8s", "k8s.io/kubernetes", ".cache/bin/k8s-v"},
+		{"k8s", "k8s", "k8s.io/kubernetes", ".cache/bin/k8s-v1.37."},
 		{"etcd", "etcd", "go.etcd.io/etcd/server/v3", ".cache/bin/etcd-v"},
-		{"k8s-1.37", "k8s", "k8s.io/kubernetes", ".cache/bin/k8s-v1.37."},
+		{"k8s-previous", "k8s", "k8s.io/kubernetes", ".cache/bin/k8s-v1.36."},
 		{"containerd", "containerd", "github.com/containerd/containerd/v2", ".cache/bin/containerd-v2."},
 	} {
 		dir, err := cacheDir(tc.toolDir, tc.tool, tc.module)
@@ -72,49 +72,63 @@ func TestCachePaths(t *testing.T) {
 	}
 }
 
-// TestLane checks EVICTD_NODE_LANE: the default lane is today's binaries
-// and PATH's containerd; "next" takes the next lane's directories.
+// TestLane checks EVICTD_NODE_LANE: the default lane is today's kubelet
+// and the cache's containerd; "previous" takes the previous kubelet and
+// PATH's containerd; the control plane is the same in both.
 func TestLane(t *testing.T) {
-	next := t.TempDir()
-	for _, name := range []string{"kubelet", "containerd", "containerd-shim-runc-v2"} {
-		if err := os.WriteFile(filepath.Join(next, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
+	k8s, previous, ctrd := t.TempDir(), t.TempDir(), t.TempDir()
+	for dir, names := range map[string][]string{
+		k8s:      {"kubelet", "kube-apiserver"},
+		previous: {"kubelet"},
+		ctrd:     {"containerd", "containerd-shim-runc-v2"},
+	} {
+		for _, name := range names {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	t.Setenv(EnvK8sBinDir, "/nonexistent/default")
-	t.Setenv(EnvK8sNextBinDir, next)
-	t.Setenv(EnvContainerdNextBinDir, next)
+	t.Setenv(EnvK8sBinDir, k8s)
+	t.Setenv(EnvK8sPreviousBinDir, previous)
+	t.Setenv(EnvContainerdBinDir, ctrd)
 
-	t.Setenv(EnvNodeLane, "")
+	for _, lane := range []string{"", LanePrevious} {
+		t.Setenv(EnvNodeLane, lane)
+		wantKubelet := filepath.Join(k8s, "kubelet")
+		if lane == LanePrevious {
+			wantKubelet = filepath.Join(previous, "kubelet")
+		}
+		if got, err := Binary("kubelet"); got != wantKubelet || err != nil {
+			t.Errorf("lane %q: Binary(kubelet) = %q, %v; want %s", lane, got, err, wantKubelet)
+		}
+		if got, err := Binary("kube-apiserver"); got != filepath.Join(k8s, "kube-apiserver") || err != nil {
+			t.Errorf("lane %q: Binary(kube-apiserver) = %q, %v; want the control plane's", lane, got, err)
+		}
+		if _, err := Binary("kube-scheduler"); !errors.Is(err, ErrNoBinaries) {
+			t.Errorf("lane %q: Binary(kube-scheduler), not built: %v; want ErrNoBinaries", lane, err)
+		}
+	}
+
+	t.Setenv(EnvNodeLane, LanePrevious)
 	if dir, err := ContainerdBinDir(); dir != "" || err != nil {
-		t.Errorf("default lane: ContainerdBinDir = %q, %v; want PATH's (\"\")", dir, err)
+		t.Errorf("previous lane: ContainerdBinDir = %q, %v; want PATH's (\"\")", dir, err)
 	}
-	if _, err := Binary("kubelet"); !errors.Is(err, ErrNoBinaries) || errors.Is(err, ErrNoNextBinaries) {
-		t.Errorf("default lane: Binary(kubelet) = %v; want the default lane's ErrNoBinaries", err)
+	t.Setenv(EnvNodeLane, "")
+	if _, err := ContainerdBinDir(); !errors.Is(err, ErrNoBinaries) { // no ctr
+		t.Errorf("default lane without ctr: ContainerdBinDir: %v; want ErrNoBinaries", err)
 	}
-
-	t.Setenv(EnvNodeLane, LaneNext)
-	if got, err := Binary("kubelet"); got != filepath.Join(next, "kubelet") || err != nil {
-		t.Errorf("next lane: Binary(kubelet) = %q, %v; want %s", got, err, filepath.Join(next, "kubelet"))
-	}
-	if _, err := Binary("kube-apiserver"); !errors.Is(err, ErrNoNextBinaries) || !errors.Is(err, ErrNoBinaries) {
-		t.Errorf("next lane: Binary(kube-apiserver) = %v; want ErrNoNextBinaries wrapping ErrNoBinaries", err)
-	}
-	if _, err := ContainerdBinDir(); !errors.Is(err, ErrNoNextBinaries) { // no ctr
-		t.Errorf("next lane without ctr: ContainerdBinDir: %v; want ErrNoNextBinaries", err)
-	}
-	if err := os.WriteFile(filepath.Join(next, "ctr"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(ctrd, "ctr"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if dir, err := ContainerdBinDir(); dir != next || err != nil {
-		t.Errorf("next lane: ContainerdBinDir = %q, %v; want %s", dir, err, next)
+	if dir, err := ContainerdBinDir(); dir != ctrd || err != nil {
+		t.Errorf("default lane: ContainerdBinDir = %q, %v; want %s", dir, err, ctrd)
 	}
 
-	t.Setenv(EnvNodeLane, "1.37")
+	t.Setenv(EnvNodeLane, "next")
 	if _, err := Binary("kubelet"); err == nil {
-		t.Error("EVICTD_NODE_LANE=1.37: Binary(kubelet) accepted an unknown lane")
+		t.Error("EVICTD_NODE_LANE=next: Binary(kubelet) accepted an unknown lane")
 	}
 	if _, err := ContainerdBinDir(); err == nil {
-		t.Error("EVICTD_NODE_LANE=1.37: ContainerdBinDir accepted an unknown lane")
+		t.Error("EVICTD_NODE_LANE=next: ContainerdBinDir accepted an unknown lane")
 	}
 }

@@ -60,7 +60,7 @@ func (n *Node) kubeletConfig(port, healthzPort int) map[string]any {
 	cfg := map[string]any{
 		"apiVersion": "kubelet.config.k8s.io/v1beta1",
 		"kind":       "KubeletConfiguration",
-		// This machine has cgroup v1, which kubelet 1.36 refuses unless told.
+		// This machine has cgroup v1, which kubelets since 1.35 refuse unless told.
 		"failCgroupV1":             false,
 		"failSwapOn":               false,
 		"cgroupDriver":             n.cgroupDriver(),

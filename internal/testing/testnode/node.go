@@ -221,7 +221,7 @@ func (n *Node) start(ctx context.Context) error {
 		}
 		n.phase("control-plane", &t0)
 	}
-	// The lane's containerd: PATH's ("") unless EVICTD_NODE_LANE=next.
+	// The lane's containerd: the cache's, PATH's ("") in the previous lane.
 	containerdDir, err := testcluster.ContainerdBinDir()
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ func TestConfigVersion(t *testing.T) {
 }
 
 // TestConfigRenderV4 applies the settings to containerd 2.4's default
-// config: the next lane's real one (EVICTD_NODE_LANE=next), else a sample
+// config: the default lane's real one (testcluster.ContainerdBinDir), else a sample
 // of it.
 func TestConfigRenderV4(t *testing.T) {
 	c := daemonConfig{root: "/r", state: "/s", socket: "/d/containerd.sock", cniDir: "/d/cni",

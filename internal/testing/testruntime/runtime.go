@@ -66,7 +66,7 @@ type Options struct {
 	// cgroup driver; it needs systemd as PID 1.
 	SystemdCgroup bool
 	// BinDir is a directory holding the containerd, ctr and
-	// containerd-shim-runc-v2 to run (the next lane's,
+	// containerd-shim-runc-v2 to run (the default lane's,
 	// testcluster.ContainerdBinDir); runc stays the one on PATH. Default:
 	// all of them from PATH.
 	BinDir string

@@ -37,7 +37,7 @@ func StartForTest(t testing.TB, opts Options) *Runtime {
 	t.Helper()
 	requireRoot(t)
 	if opts.BinDir == "" {
-		// The lane's containerd: PATH's ("") unless EVICTD_NODE_LANE=next.
+		// The lane's containerd: the cache's, PATH's ("") in the previous lane.
 		dir, err := testcluster.ContainerdBinDir()
 		if errors.Is(err, testcluster.ErrNoBinaries) {
 			skipOrFail(t, "%v", err)

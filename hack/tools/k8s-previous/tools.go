@@ -1,7 +1,7 @@
 //go:build tools
 
-// Package tools keeps the Kubernetes commands that hack/build-k8s.sh builds in
-// this module's go.mod and go.sum.
+// Package tools keeps the previous lane's Kubernetes commands in this
+// module's go.mod and go.sum; hack/build-k8s.sh builds only its kubelet.
 package tools
 
 import (
