@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/internal/testing/testruntime"
 )
@@ -35,9 +37,14 @@ func StartForTest(t testing.TB, opts Options) *Node {
 	}
 	t.Logf("testnode: node %s Ready in %s (%s; logs in %s)", n.Name(), n.ReadyIn().Round(time.Millisecond),
 		strings.Join(n.Phases(), ", "), where)
-	if lane, _ := testcluster.Lane(); lane != "" {
-		kubelet, _ := testcluster.Binary("kubelet")
-		t.Logf("testnode: lane %s: kubelet %s, containerd from %s", lane, kubelet, n.Runtime().BinDir())
+	// What the node runs, as it reports itself to the API server.
+	lane, _ := testcluster.Lane()
+	if node, err := n.Admin().CoreV1().Nodes().Get(t.Context(), n.Name(), metav1.GetOptions{}); err != nil {
+		t.Errorf("testnode: get node %s: %v", n.Name(), err)
+	} else {
+		info := node.Status.NodeInfo
+		t.Logf("testnode: node %s runs kubelet %s on %s, kernel %s (lane %q; containerd from %q, \"\" being PATH's)", n.Name(),
+			info.KubeletVersion, info.ContainerRuntimeVersion, info.KernelVersion, lane, n.Runtime().BinDir())
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
