@@ -226,3 +226,54 @@ func TestProcs(t *testing.T) {
 		}
 	}
 }
+
+// TestPodSignallerEach: each container's main process gets the signal
+// sigOf names for that container (its stop signal), in a cgroup v1 tree
+// laid out in a temporary directory.
+func TestPodSignallerEach(t *testing.T) {
+	mount := t.TempDir()
+	uid := randomUID(t)
+	podDir := filepath.Join(mount, "memory", "kubepods", "burstable", "pod"+uid)
+	if err := os.MkdirAll(podDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mount, "memory", "memory.usage_in_bytes"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]syscall.Signal{"quits": syscall.SIGUSR1, "terms": syscall.SIGUSR2}
+	procsOf := map[string]*exec.Cmd{}
+	var containers []signals.Container
+	for name := range want {
+		id := randomHex(t, 32)
+		p := exec.Command("sleep", "1000")
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Process.Kill(); _ = p.Wait() })
+		dir := filepath.Join(podDir, "crio-"+id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(p.Process.Pid)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		procsOf[name] = p
+		containers = append(containers, signals.Container{Name: name, ID: id})
+	}
+	s, err := NewPodSignaller(Config{ProcRoot: "/proc", CgroupMount: mount, CgroupRoot: "/", CgroupDriver: DriverCgroupfs, KubeletRootDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := signals.Pod{Namespace: "ns", Name: "p", UID: uid, QOS: signals.Burstable, Containers: containers}
+	got, err := s.SignalEach(pod, func(c signals.Container) syscall.Signal { return want[c.Name] })
+	if err != nil || got != (Signalled{Processes: 2, Containers: 2}) {
+		t.Fatalf("SignalEach = %+v, %v; want 2 processes of 2 containers", got, err)
+	}
+	for name, p := range procsOf {
+		_ = p.Wait()
+		ws, ok := p.ProcessState.Sys().(syscall.WaitStatus)
+		if !ok || !ws.Signaled() || ws.Signal() != want[name] {
+			t.Errorf("container %s's process ended %v, want by %v", name, p.ProcessState, want[name])
+		}
+	}
+}
