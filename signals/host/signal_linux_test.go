@@ -229,7 +229,9 @@ func TestProcs(t *testing.T) {
 
 // TestPodSignallerEach: each container's main process gets the signal
 // sigOf names for that container (its stop signal), in a cgroup v1 tree
-// laid out in a temporary directory.
+// laid out in a temporary directory. The pod has no sandbox cgroup, as
+// CRI-O leaves a pod with drop_infra_ctr (its default): only the
+// containers' cgroups are looked for.
 func TestPodSignallerEach(t *testing.T) {
 	mount := t.TempDir()
 	uid := randomUID(t)
