@@ -65,6 +65,56 @@ func TestManifestsCurrent(t *testing.T) {
 			}
 		}
 	}
+	// The crio component's configuration file: the chart's with
+	// values-crio.yaml.
+	want := crioConfigPatch(t)
+	if *update {
+		if err := os.WriteFile(crioComponentConfig, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got, err := os.ReadFile(crioComponentConfig); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("deploy/%s is not the chart's evictd-config with values-crio.yaml (%v): run `make manifests`", crioComponentConfig, err)
+	}
+}
+
+// crioValues are the chart's values for CRI-O nodes, crioComponentConfig
+// the kustomize component's copy of the configuration file they render.
+const (
+	crioValues          = chartDir + "/values-crio.yaml"
+	crioComponentConfig = "kustomize/components/crio/config.yaml"
+)
+
+// crioConfigPatch renders the ConfigMap evictd-config with values-crio.yaml,
+// as the crio component's patch (no namespace: the overlay's).
+func crioConfigPatch(t *testing.T) []byte {
+	t.Helper()
+	values, err := os.ReadFile(crioValues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := helmTemplate(t, string(values), "--show-only", "templates/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(out), "\n---\n") {
+		if !strings.Contains(doc, "\n  name: evictd-config\n") {
+			continue
+		}
+		var b bytes.Buffer
+		b.WriteString("# Generated from deploy/chart/evictd/templates/daemonset.yaml with the chart's\n")
+		b.WriteString("# values-crio.yaml by `make manifests`: edit the chart, not this file.\n")
+		for _, line := range strings.Split(strings.TrimSpace(doc), "\n") {
+			if strings.HasPrefix(line, "# Source: ") || line == "---" || strings.HasPrefix(line, "  namespace: ") {
+				continue
+			}
+			b.WriteString(strings.TrimRight(line, " ") + "\n")
+		}
+		return b.Bytes()
+	}
+	t.Fatalf("no ConfigMap evictd-config in the chart's rendering with %s", crioValues)
+	return nil
 }
 
 // kustomizeBase are the manifests of deploy/kustomize/base: copies, as
@@ -102,7 +152,7 @@ func TestChartValues(t *testing.T) {
 		id:   identity{"kube-system", "evictd"},
 		check: func(t *testing.T, objs []object) {
 			ds := renderedDaemonSet(t, objs)
-			checkRuntime(t, ds, renderedConfig(t, objs), "unix:///run/containerd/containerd.sock", map[string]string{"/run/containerd": "Directory", "/var/lib/containerd": "DirectoryOrCreate"})
+			checkRuntime(t, ds, renderedConfig(t, objs), "unix:///run/containerd/containerd.sock", map[string]string{"/run/containerd": "DirectoryOrCreate", "/var/lib/containerd": "DirectoryOrCreate"})
 			for _, k := range []string{"Namespace", "Service", "ServiceMonitor", "PodMonitor", "PrometheusRule", "SecurityContextConstraints"} {
 				if len(find(objs, k)) != 0 {
 					t.Errorf("a %s with the default values", k)
@@ -176,6 +226,13 @@ extraArgs: ["--eviction-hard=memory.available<500Mi"]
 			if mounts["/host/proc/pressure"] {
 				t.Error("/host/proc/pressure mounted with procPressure false")
 			}
+		},
+	}, {
+		name:   "CRI-O (values-crio.yaml)",
+		values: readFile(t, crioValues),
+		id:     identity{"kube-system", "evictd"},
+		check: func(t *testing.T, objs []object) {
+			checkCRIO(t, renderedDaemonSet(t, objs), renderedConfig(t, objs))
 		},
 	}, {
 		name: "monitoring on",
@@ -361,6 +418,34 @@ func checkRuntime(t *testing.T, ds *appsv1.DaemonSet, cfg *config.Config, endpoi
 			t.Errorf("%s not mounted", path)
 		}
 	}
+}
+
+// checkCRIO checks a rendering for CRI-O nodes: CRI-O's socket, its
+// directories mounted (none of them a type that keeps the pod from
+// starting on a node without them), and no containerd path anywhere in
+// the DaemonSet or the configuration file.
+func checkCRIO(t *testing.T, ds *appsv1.DaemonSet, cfg *config.Config) {
+	t.Helper()
+	checkRuntime(t, ds, cfg, "unix:///var/run/crio/crio.sock",
+		map[string]string{"/var/run/crio": "DirectoryOrCreate", "/var/lib/containers/storage": "DirectoryOrCreate"})
+	for name, v := range map[string]any{"the DaemonSet": ds, "the configuration file": cfg} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "containerd") {
+			t.Errorf("%s names containerd: %s", name, b)
+		}
+	}
+}
+
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // The prometheus-operator objects, as monitoring.coreos.com/v1 documents

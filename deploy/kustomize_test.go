@@ -19,6 +19,7 @@ func TestKustomize(t *testing.T) {
 	}{
 		{"kustomize/base", identity{"kube-system", "evictd"}},
 		{"kustomize/overlays/example", identity{"evictd-system", "node-evictd"}},
+		{"kustomize/overlays/crio", identity{"kube-system", "evictd"}},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			out, err := run(kustomize, "build", tc.dir)
@@ -27,6 +28,9 @@ func TestKustomize(t *testing.T) {
 			}
 			objs := decode(t, out)
 			checkIdentity(t, objs, tc.id)
+			if tc.dir == "kustomize/overlays/crio" {
+				checkCRIO(t, renderedDaemonSet(t, objs), renderedConfig(t, objs))
+			}
 			if tc.id.namespace != "kube-system" {
 				if ns := find(objs, "Namespace"); len(ns) != 1 || ns[0].u.GetName() != tc.id.namespace {
 					t.Errorf("Namespace objects %v, want %s", ns, tc.id.namespace)

@@ -62,7 +62,7 @@ func TestUnitSettings(t *testing.T) {
 		section, key string
 		want         []string
 	}{
-		{"Unit", "Wants", []string{"containerd.service", "network-online.target"}},
+		{"Unit", "Wants", []string{"network-online.target"}},
 		{"Unit", "After", []string{"containerd.service", "crio.service", "kubelet.service", "network-online.target"}},
 		{"Unit", "StartLimitIntervalSec", []string{"0"}},
 		{"Service", "Type", []string{"notify"}},
@@ -105,10 +105,14 @@ func TestUnitSettings(t *testing.T) {
 		})
 	}
 	// kubelet is ordered against, never pulled in or bound to: restarting
-	// the kubelet must not restart evictd.
-	for _, k := range []string{"Wants", "Requires", "BindsTo", "PartOf", "Requisite"} {
-		if slices.Contains(u["Unit"][k], "kubelet.service") {
-			t.Errorf("got %s=kubelet.service, want evictd independent of the kubelet's lifecycle", k)
+	// the kubelet must not restart evictd. Nor is either container
+	// runtime: evictd starts after whichever the node has, and pulling in
+	// one would start containerd on a CRI-O node (or the reverse).
+	for _, k := range []string{"Wants", "Requires", "BindsTo", "PartOf", "Requisite", "Upholds"} {
+		for _, unit := range []string{"kubelet.service", "containerd.service", "crio.service"} {
+			if slices.Contains(u["Unit"][k], unit) {
+				t.Errorf("got %s=%s, want evictd independent of that unit's lifecycle", k, unit)
+			}
 		}
 	}
 	// Settings left out on purpose (see the unit's comments).

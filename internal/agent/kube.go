@@ -178,7 +178,7 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 	if rt != nil {
 		stopLocally, sandboxReady = rt.stopPodContainers, rt.podSandboxReady
 	}
-	signalLocally := directSignal(cfg, rt != nil, log)
+	signalLocally := directSignal(cfg, rt, log)
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "evictd/" + version
 	// Every client made from rc, the node's impersonating one too, counts
@@ -282,11 +282,13 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 }
 
 // directSignal returns evict.Config.SignalLocally: a host.PodSignaller's
-// SIGTERM, when cfg.HardEvictionDirectSignal is set and evictd acts on
-// the node (acts: not a dry run); nil otherwise, or when the signaller
-// cannot be made (said in the log: the runtime's stop remains).
-func directSignal(cfg *config.Config, acts bool, log *slog.Logger) func(*signals.Pod) (int, error) {
-	if !cfg.HardEvictionDirectSignal || !acts {
+// stop signal, each container's as the runtime rt reports it (SIGTERM
+// where it has not said), when cfg.HardEvictionDirectSignal is set and
+// evictd acts on the node (rt is set: not a dry run); nil otherwise, or
+// when the signaller cannot be made (said in the log: the runtime's stop
+// remains).
+func directSignal(cfg *config.Config, rt *runtimeConn, log *slog.Logger) func(*signals.Pod) (int, error) {
+	if !cfg.HardEvictionDirectSignal || rt == nil {
 		return nil
 	}
 	s, err := host.NewPodSignaller(HostConfig(cfg))
@@ -295,7 +297,7 @@ func directSignal(cfg *config.Config, acts bool, log *slog.Logger) func(*signals
 		return nil
 	}
 	return func(p *signals.Pod) (int, error) {
-		done, err := s.Signal(*p, syscall.SIGTERM)
+		done, err := s.SignalEach(*p, func(c signals.Container) syscall.Signal { return rt.stopSignal(c.ID) })
 		return done.Processes, err
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -206,6 +207,18 @@ func (r *runtimeConn) stopPodContainers(ctx context.Context, pod *signals.Pod, g
 	r.log.Info("stopped the evicted pod's containers through the runtime", "pod", pod.Ref(),
 		"containers", n, "gracePeriodSeconds", gracePeriodSeconds)
 	return nil
+}
+
+// stopSignal is the signal the runtime's stop sends the container with id
+// (cri.Client.StopSignal), SIGTERM, the kubelet's and the runtimes'
+// default, when the runtime has not said or is not connected.
+func (r *runtimeConn) stopSignal(id string) syscall.Signal {
+	if p := r.parts.Load(); p != nil {
+		if sig, ok := p.client.StopSignal(id); ok {
+			return sig
+		}
+	}
+	return syscall.SIGTERM
 }
 
 // podSandboxReady reports whether the runtime still has a ready sandbox of

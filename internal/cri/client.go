@@ -52,6 +52,12 @@ type Client struct {
 	// running is the running containers by pod UID as the last listing
 	// found them, so that a stop need not list first.
 	running runningContainers
+	// stopSignals is the stop signal of each running container, as the
+	// runtime's ContainerStatus says it.
+	stopSignals stopSignals
+	// runtimeName is the runtime's name as its Version answered
+	// ("containerd", "cri-o").
+	runtimeName string
 }
 
 // Dial connects to the runtime service at endpoint ("unix:///run/containerd/
@@ -102,9 +108,11 @@ func Dial(ctx context.Context, endpoint, imageEndpoint string, timeout time.Dura
 	// Version call and an ImageFsInfo call.
 	vctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := c.rs.client.Version(vctx, &runtimeapi.VersionRequest{}); err != nil {
+	version, err := c.rs.client.Version(vctx, &runtimeapi.VersionRequest{})
+	if err != nil {
 		return nil, errors.Join(fmt.Errorf("CRI runtime service at %s: validate CRI v1 runtime API: %w", endpoint, err), c.Close())
 	}
+	c.runtimeName = version.GetRuntimeName()
 	if _, err := c.is.client.ImageFsInfo(vctx, &runtimeapi.ImageFsInfoRequest{}); err != nil {
 		return nil, errors.Join(fmt.Errorf("CRI image service at %s: validate CRI v1 image API: %w", imageEndpoint, err), c.Close())
 	}

@@ -40,12 +40,21 @@ func (c *Client) Filesystems(ctx context.Context) (FsInfo, error) {
 	if err != nil {
 		return FsInfo{}, err
 	}
+	info, err := fsInfoOf(resp)
+	if err != nil {
+		return FsInfo{}, fmt.Errorf("CRI ImageFsInfo at %s: %w", c.imageEndpoint, err)
+	}
+	return info, nil
+}
+
+// fsInfoOf reads the runtime's answer to ImageFsInfo.
+func fsInfoOf(resp *runtimeapi.ImageFsInfoResponse) (FsInfo, error) {
 	info := FsInfo{
 		Images:     filesystems(resp.GetImageFilesystems()),
 		Containers: filesystems(resp.GetContainerFilesystems()),
 	}
 	if len(info.Images) == 0 {
-		return FsInfo{}, fmt.Errorf("CRI ImageFsInfo at %s: no image filesystem with a mountpoint", c.imageEndpoint)
+		return FsInfo{}, errors.New("no image filesystem with a mountpoint")
 	}
 	return info, nil
 }

@@ -286,6 +286,11 @@ func (c *Client) writableLayers(ctx context.Context) (map[string]map[string]runt
 		return nil, nil, err
 	}
 	c.running.learn(sandboxes, containers)
+	// Best effort: a container whose stop signal is not known gets
+	// SIGTERM from evictd's direct signal, as before the runtime said.
+	if err := c.stopSignals.learn(ctx, c.runtimeName, c.containerStatusVerbose, containers); err != nil {
+		c.log.Debug("cannot tell some containers' stop signals", "err", err)
+	}
 	stats, err := c.listContainerStats(ctx)
 	if err != nil {
 		return nil, nil, err

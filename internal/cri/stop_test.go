@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,6 +86,7 @@ func TestStopPodContainers(t *testing.T) {
 	if _, err := c.StopPodContainers(ctx, "", 1); err == nil {
 		t.Errorf("StopPodContainers with no UID: no error")
 	}
+	checkStopSignalLearnt(t, c, bystander.UID)
 }
 
 // TestStopPodContainersInParallel stops a pod of two containers that ignore
@@ -292,5 +294,41 @@ func TestRunningContainersLearn(t *testing.T) {
 	r.learn(nil, nil)
 	if got := r.of("u1"); got != nil {
 		t.Errorf("after an empty listing, of(u1) = %v, want none", got)
+	}
+}
+
+// checkStopSignalLearnt lists the runtime as the disk stats do and checks
+// what it learnt of the stop signal of the running container of the pod
+// with uid, whose image has no STOPSIGNAL: SIGTERM from a containerd that
+// reports stop_signal (2.1 and later), nothing from one that does not
+// (Debian 12's 1.6).
+func checkStopSignalLearnt(t *testing.T, c *Client, uid string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, _, err := c.writableLayers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	known := c.running.of(uid)
+	if len(known) != 1 {
+		t.Fatalf("running containers of %s: %v, want one", uid, known)
+	}
+	v, err := c.rs.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Asked verbose, as CRI-O needs: the call must succeed on containerd.
+	if _, err := c.containerStatusVerbose(ctx, known[0].id); err != nil {
+		t.Errorf("verbose ContainerStatus: %v", err)
+	}
+	sig, ok := c.StopSignal(known[0].id)
+	version := strings.TrimPrefix(v.GetRuntimeVersion(), "v")
+	if strings.HasPrefix(version, "1.") || strings.HasPrefix(version, "2.0.") {
+		if ok {
+			t.Errorf("%s %s: stop signal %v known, want not (no stop_signal in its ContainerStatus)", v.GetRuntimeName(), version, sig)
+		}
+		return
+	}
+	if !ok || sig != syscall.SIGTERM {
+		t.Errorf("%s %s: stop signal %v, %v; want SIGTERM", v.GetRuntimeName(), version, sig, ok)
 	}
 }

@@ -89,9 +89,11 @@ type Config struct {
 	// stopped. It is used for a hard eviction when StopWhenIssued is set
 	// and after LocalKillAfter.
 	StopLocally func(ctx context.Context, pod *signals.Pod, gracePeriodSeconds int64) error
-	// SignalLocally, when set, sends SIGTERM itself to the main processes
-	// of the pod's containers on this node, and returns how many got it
-	// (host.PodSignaller; --hard-eviction-direct-signal). A hard eviction
+	// SignalLocally, when set, sends the stop signal itself to the main
+	// processes of the pod's containers on this node (each container's
+	// as the runtime reports it, SIGTERM where it has not said), and
+	// returns how many got it (host.PodSignaller;
+	// --hard-eviction-direct-signal). A hard eviction
 	// of a pod whose restartPolicy is Always (signals.Pod.RestartAlways)
 	// calls it first, before any API request: the containers have their
 	// SIGTERM about a millisecond after the decision, not after a CRI

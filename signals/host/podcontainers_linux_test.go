@@ -194,6 +194,16 @@ func TestContainerDir(t *testing.T) {
 		{"CRI-O with cgroupfs", []string{"crio-" + id}, id, "crio-" + id, true},
 		{"docker", []string{"docker-" + id + ".scope"}, id, "docker-" + id + ".scope", true},
 		{"the exact name first", []string{"crio-" + id, id}, id, id, true},
+		// CRI-O with conmon_cgroup "pod": conmon's cgroup beside the
+		// container's. The directory lists conmon's first for an ID
+		// starting with d, e or f ("crio-conmon-f00d" < "crio-f00d"),
+		// after for c0ffee ("crio-c0" < "crio-co"): both orders.
+		{"CRI-O's conmon under systemd, listed before", []string{"crio-conmon-f00d.scope", "crio-f00d.scope"}, "f00d", "crio-f00d.scope", true},
+		{"CRI-O's conmon under systemd, listed after", []string{"crio-conmon-" + id + ".scope", "crio-" + id + ".scope"}, id, "crio-" + id + ".scope", true},
+		{"CRI-O's conmon with cgroupfs", []string{"crio-conmon-f00d", "crio-f00d"}, "f00d", "crio-f00d", true},
+		{"conmon's alone is not the container's", []string{"crio-conmon-" + id + ".scope", "crio-conmon-" + id}, id, "", false},
+		{"a bare conmon name", []string{"conmon-" + id}, id, "", false},
+		{"no runtime part", []string{"-" + id + ".scope"}, id, "", false},
 		{"another container's", []string{"cri-containerd-beef.scope", "beef"}, id, "", false},
 		{"an ID's tail is not the ID", []string{"cri-containerd-x" + id + ".scope"}, id, "", false},
 		{"a file is no cgroup", []string{"f:" + id, "f:cri-containerd-" + id + ".scope"}, id, "", false},

@@ -236,6 +236,14 @@ func listedWith(containers []signals.Container, name, id string) bool {
 // its pod's, podDir: <id> with the cgroupfs driver, <runtime>-<id>.scope
 // with the systemd driver (cri-containerd-, crio-, docker-), or
 // <runtime>-<id> (CRI-O with cgroupfs). ok is false when there is none.
+//
+// CRI-O's conmon, the process that watches a container, is named after
+// the container too: crio-conmon-<id>.scope (systemd) or crio-conmon-<id>
+// (cgroupfs), in the pod's cgroup when CRI-O's conmon_cgroup is "pod" (the
+// only choice with cgroupfs). That cgroup is never the container's: its
+// memory is not the container's and its process must never get the
+// container's signal, so a name whose runtime part ends in "conmon" is
+// passed over, whatever the order the directory lists them in.
 func containerDir(podDir, id string) (dir string, ok bool) {
 	if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
 		return "", false
@@ -249,11 +257,25 @@ func containerDir(podDir, id string) (dir string, ok bool) {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if e.IsDir() && (strings.HasSuffix(n, "-"+id+".scope") || strings.HasSuffix(n, "-"+id)) {
+		if !e.IsDir() {
+			continue
+		}
+		runtime, found := strings.CutSuffix(n, "-"+id+".scope")
+		if !found {
+			runtime, found = strings.CutSuffix(n, "-"+id)
+		}
+		if found && runtime != "" && !isConmon(runtime) {
 			return filepath.Join(podDir, n), true
 		}
 	}
 	return "", false
+}
+
+// isConmon reports whether runtime, the part of a cgroup's name before
+// "-<id>", names CRI-O's conmon rather than the container: "crio-conmon"
+// (or "conmon" alone).
+func isConmon(runtime string) bool {
+	return runtime == "conmon" || strings.HasSuffix(runtime, "-conmon")
 }
 
 // usageFile is the file of a memory cgroup's usage.

@@ -83,6 +83,13 @@ type Signalled struct {
 // wraps ErrNoProcess when nothing was signalled and nothing failed
 // otherwise.
 func (s *PodSignaller) Signal(pod signals.Pod, sig syscall.Signal) (Signalled, error) {
+	return s.SignalEach(pod, func(signals.Container) syscall.Signal { return sig })
+}
+
+// SignalEach is Signal with each container's own signal, sigOf's: the
+// stop signal its image or its pod names, which the runtime's own stop
+// would send.
+func (s *PodSignaller) SignalEach(pod signals.Pod, sigOf func(signals.Container) syscall.Signal) (Signalled, error) {
 	var done Signalled
 	v, err := s.cgroups.version()
 	if err != nil {
@@ -100,7 +107,7 @@ func (s *PodSignaller) Signal(pod signals.Pod, sig syscall.Signal) (Signalled, e
 			continue
 		}
 		done.Containers++
-		n, err := s.signalMain(dir, sig)
+		n, err := s.signalMain(dir, sigOf(c))
 		done.Processes += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("container %s (%s): %w", c.Name, c.ID, err))

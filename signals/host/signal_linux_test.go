@@ -21,9 +21,11 @@ import (
 
 // TestPodSignallerRealCgroupV1 builds a pod in this machine's cgroup v1
 // memory controller with a container (a shell that traps SIGTERM and its
-// child), a sandbox (a process no container's ID names) and a process
-// outside the pod, and checks that the container's main process alone
-// gets the signal.
+// child), a sandbox (a process no container's ID names), CRI-O's conmon
+// of the container in the pod's cgroup (conmon_cgroup "pod", the cgroupfs
+// layout: crio-<id> and crio-conmon-<id>, conmon's listed first) and a
+// process outside the pod, and checks that the container's main process
+// alone gets the signal.
 func TestPodSignallerRealCgroupV1(t *testing.T) {
 	const mount = "/sys/fs/cgroup"
 	if os.Geteuid() != 0 {
@@ -38,9 +40,12 @@ func TestPodSignallerRealCgroupV1(t *testing.T) {
 	id, uid := randomHex(t, 4), randomUID(t)
 	root := "/evictd-test-" + id
 	podPath := root + "/kubepods/burstable/pod" + uid
-	ctrID, sandboxID := randomHex(t, 32), randomHex(t, 32)
+	// An ID starting with f: its directory, crio-f…, sorts after
+	// conmon's, crio-conmon-f….
+	ctrID, sandboxID := "f"+randomHex(t, 32)[1:], randomHex(t, 32)
+	ctrCgroup, conmonCgroup := podPath+"/crio-"+ctrID, podPath+"/crio-conmon-"+ctrID
 	cgs := map[string]cgroup1.Cgroup{}
-	for _, p := range []string{root, root + "/kubepods", root + "/kubepods/burstable", podPath, podPath + "/" + sandboxID, podPath + "/" + ctrID} {
+	for _, p := range []string{root, root + "/kubepods", root + "/kubepods/burstable", podPath, podPath + "/" + sandboxID, conmonCgroup, ctrCgroup} {
 		cg, err := cgroup1.New(cgroup1.StaticPath(p), &specs.LinuxResources{}, cgroup1.WithHierarchy(hierarchy))
 		t.Cleanup(func() { removeCgroup(t, mount, p) })
 		if err != nil {
@@ -51,7 +56,7 @@ func TestPodSignallerRealCgroupV1(t *testing.T) {
 	// Processes still in a cgroup at the end are killed before the
 	// cgroups go (cleanups run last first).
 	t.Cleanup(func() {
-		for _, p := range []string{podPath + "/" + ctrID, podPath + "/" + sandboxID} {
+		for _, p := range []string{ctrCgroup, conmonCgroup, podPath + "/" + sandboxID} {
 			pids, _ := procs(filepath.Join(mount, "memory", p))
 			for _, pid := range pids {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -72,7 +77,7 @@ func TestPodSignallerRealCgroupV1(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- main.Wait() }()
-	if err := cgs[podPath+"/"+ctrID].AddProc(uint64(main.Process.Pid)); err != nil {
+	if err := cgs[ctrCgroup].AddProc(uint64(main.Process.Pid)); err != nil {
 		t.Fatal(err)
 	}
 	// Forked once in its cgroup: the child is there too.
@@ -83,8 +88,12 @@ func TestPodSignallerRealCgroupV1(t *testing.T) {
 	if err := cgs[podPath+"/"+sandboxID].AddProc(uint64(sandbox.Process.Pid)); err != nil {
 		t.Fatal(err)
 	}
+	conmon := startSleep(t)
+	if err := cgs[conmonCgroup].AddProc(uint64(conmon.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
 	outside := startSleep(t)
-	ctrDir := filepath.Join(mount, "memory", podPath, ctrID)
+	ctrDir := filepath.Join(mount, "memory", ctrCgroup)
 	var listed []int
 	for deadline := time.Now().Add(5 * time.Second); len(listed) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if listed, err = procs(ctrDir); err != nil {
@@ -122,7 +131,7 @@ func TestPodSignallerRealCgroupV1(t *testing.T) {
 	if b, err := os.ReadFile(term); err != nil || strings.TrimSpace(string(b)) != "term" {
 		t.Fatalf("the trap did not run: %q, %v", b, err)
 	}
-	for what, pid := range map[string]int{"the sandbox's process": sandbox.Process.Pid, "a process outside the pod": outside.Process.Pid} {
+	for what, pid := range map[string]int{"the sandbox's process": sandbox.Process.Pid, "conmon": conmon.Process.Pid, "a process outside the pod": outside.Process.Pid} {
 		if err := syscall.Kill(pid, 0); err != nil {
 			t.Errorf("%s (%d) is gone: %v", what, pid, err)
 		}
@@ -214,6 +223,59 @@ func TestProcs(t *testing.T) {
 			}
 		case err != nil || !slices.Equal(got, tc.want):
 			t.Errorf("procs(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestPodSignallerEach: each container's main process gets the signal
+// sigOf names for that container (its stop signal), in a cgroup v1 tree
+// laid out in a temporary directory. The pod has no sandbox cgroup, as
+// CRI-O leaves a pod with drop_infra_ctr (its default): only the
+// containers' cgroups are looked for.
+func TestPodSignallerEach(t *testing.T) {
+	mount := t.TempDir()
+	uid := randomUID(t)
+	podDir := filepath.Join(mount, "memory", "kubepods", "burstable", "pod"+uid)
+	if err := os.MkdirAll(podDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mount, "memory", "memory.usage_in_bytes"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]syscall.Signal{"quits": syscall.SIGUSR1, "terms": syscall.SIGUSR2}
+	procsOf := map[string]*exec.Cmd{}
+	var containers []signals.Container
+	for name := range want {
+		id := randomHex(t, 32)
+		p := exec.Command("sleep", "1000")
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Process.Kill(); _ = p.Wait() })
+		dir := filepath.Join(podDir, "crio-"+id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(p.Process.Pid)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		procsOf[name] = p
+		containers = append(containers, signals.Container{Name: name, ID: id})
+	}
+	s, err := NewPodSignaller(Config{ProcRoot: "/proc", CgroupMount: mount, CgroupRoot: "/", CgroupDriver: DriverCgroupfs, KubeletRootDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := signals.Pod{Namespace: "ns", Name: "p", UID: uid, QOS: signals.Burstable, Containers: containers}
+	got, err := s.SignalEach(pod, func(c signals.Container) syscall.Signal { return want[c.Name] })
+	if err != nil || got != (Signalled{Processes: 2, Containers: 2}) {
+		t.Fatalf("SignalEach = %+v, %v; want 2 processes of 2 containers", got, err)
+	}
+	for name, p := range procsOf {
+		_ = p.Wait()
+		ws, ok := p.ProcessState.Sys().(syscall.WaitStatus)
+		if !ok || !ws.Signaled() || ws.Signal() != want[name] {
+			t.Errorf("container %s's process ended %v, want by %v", name, p.ProcessState, want[name])
 		}
 	}
 }
