@@ -13,9 +13,9 @@ import (
 //
 // containerd 1.x names it in its verbose status, under
 // info["config"].sandboxImage. containerd 2 names it nowhere the CRI shows
-// (it is the images plugin's pinned_images.sandbox) and CRI-O neither (its
-// pause_image): both report it Pinned in ListImages instead, and reclaim
-// keeps every pinned image, as the kubelet's image garbage collection does.
+// (it is the images plugin's pinned_images.sandbox) and reports it Pinned
+// in ListImages instead, as CRI-O reports its pause_image; reclaim keeps
+// every pinned image, as the kubelet's image garbage collection does.
 // An error means the runtime's answer could not be read: the caller cannot
 // tell which image is the sandbox's.
 func (c *Client) SandboxImage(ctx context.Context) (string, error) {

@@ -7,7 +7,7 @@ import (
 
 // TestSandboxImageOf reads the sandbox image from verbose status answers of
 // the runtimes evictd meets: containerd 1.x names it in its config,
-// containerd 2 and CRI-O do not (they report it pinned), and a config that
+// containerd 2 does not (it reports it pinned), and a config that
 // is not JSON is an error naming the endpoint, not a guess.
 func TestSandboxImageOf(t *testing.T) {
 	for _, tc := range []struct {
@@ -26,7 +26,7 @@ func TestSandboxImageOf(t *testing.T) {
 			"golang":            `"go1.24.9"`,
 			"lastCNILoadStatus": "OK",
 		}},
-		// CRI-O's verbose status carries no "config" key.
+		// A runtime whose verbose status has no "config" key.
 		{name: "no config", info: map[string]string{"golang": `"go1.24.9"`}},
 		{name: "not verbose", info: nil},
 		{name: "config not JSON", info: map[string]string{"config": "sandbox_image = 'pause'"}, wantErr: "unix:///run/test.sock"},
