@@ -21,8 +21,11 @@ const (
 
 // StopPodContainers stops the running containers of the pod with uid as the
 // kubelet's kill does: SIGTERM, then SIGKILL after gracePeriodSeconds. It
-// returns how many it stopped. The sandbox is left to the kubelet, which
-// removes it once it sees the pod deleted.
+// returns how many the runtime reported stopped: containerd 2 reports a
+// container removed meanwhile stopped too (the CRI's StopContainer is
+// idempotent), where containerd 1.6 answers NotFound, not counted. The
+// sandbox is left to the kubelet, which removes it once it sees the pod
+// deleted.
 //
 // The node comes first, so the SIGTERM goes out without a listing: the
 // containers the last listing (the disk usage's, every few seconds) found
