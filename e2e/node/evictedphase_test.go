@@ -21,9 +21,10 @@ import (
 // does not do it. The pod's status is written as an outside evictor could
 // write it (phase Failed, reason Evicted, evictd's message and
 // DisruptionTarget condition), and nothing else, and the real kubelet's
-// answer is watched. The kubelet v1.36.3 takes a change of a pod's status
-// alone as a reconciliation, not as an update of the pod: it neither stops
-// the container nor keeps the status, and at its next status
+// answer is watched. The kubelet (v1.37.2, the default lane's, as v1.36.3
+// before it) takes a change of a pod's status alone as a reconciliation,
+// not as an update of the pod: it neither stops the container nor keeps
+// the status, and at its next status
 // reconciliation (within 10 s) it writes phase Running back and drops the
 // reason and the message. So evictd writes the status with an annotation
 // of its own (evictd.io/evicted) in the same request, which the kubelet
