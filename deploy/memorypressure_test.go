@@ -304,13 +304,14 @@ func TestMemoryPressureToleration(t *testing.T) {
 			{"pod-level-guaranteed", func(s *v1.PodSpec) {
 				s.Resources = &v1.ResourceRequirements{Limits: resources("cpu", "100m", "memory", "64Mi")}
 			}, v1.PodQOSGuaranteed, true, true},
-			// Pod-level resources, once set, decide alone: an empty
-			// spec.resources makes the API server's class BestEffort
-			// whatever the containers request.
+			// Pod-level resources decide alone once they name cpu,
+			// memory or hugepages: an empty spec.resources leaves the
+			// containers to decide (1.37's rule; 1.36's API server made
+			// this pod BestEffort).
 			{"empty-pod-level-resources", func(s *v1.PodSpec) {
 				burstable(s)
 				s.Resources = &v1.ResourceRequirements{}
-			}, v1.PodQOSBestEffort, false, false},
+			}, v1.PodQOSBurstable, true, true},
 			{"init-container-requests-only", func(s *v1.PodSpec) {
 				s.InitContainers = []v1.Container{{Name: "init", Image: "example.invalid/none", Resources: v1.ResourceRequirements{Requests: resources("cpu", "100m")}}}
 			}, v1.PodQOSBurstable, true, true},

@@ -83,6 +83,16 @@ func TestClass(t *testing.T) {
 			v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: g}, Containers: []v1.Container{ctr("a", rl("memory", "64Mi"), nil)}}, v1.PodQOSBurstable},
 		{"pod-level limits, init container without limits",
 			v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: g}, Containers: []v1.Container{ctr("a", nil, nil)}, InitContainers: []v1.Container{ctr("i", nil, nil)}}, v1.PodQOSGuaranteed},
+
+		// An empty spec.resources sets no pod-level resources: the
+		// containers decide (1.37's PodLevelResourcesFixKubeletQOSClass;
+		// 1.36's API server said BestEffort).
+		{"empty pod-level resources, containers burstable",
+			v1.PodSpec{Resources: &v1.ResourceRequirements{}, Containers: []v1.Container{ctr("a", rl("memory", "64Mi"), nil)}}, v1.PodQOSBurstable},
+		{"empty pod-level lists, containers guaranteed",
+			v1.PodSpec{Resources: &v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}, Containers: []v1.Container{ctr("a", g, g)}}, v1.PodQOSGuaranteed},
+		{"empty pod-level resources, containers without resources",
+			v1.PodSpec{Resources: &v1.ResourceRequirements{}, Containers: []v1.Container{ctr("a", nil, nil)}}, v1.PodQOSBestEffort},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
