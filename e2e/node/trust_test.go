@@ -68,7 +68,7 @@ func TestTrustNode(t *testing.T) {
 		ws = b
 		return b >= 280<<20 && max(a-b, b-a) < 4<<20, fmt.Sprintf("kubepods working set %d MiB, then %d MiB", a>>20, b>>20)
 	})
-	limit := readCgroupInt(t, n, "memory.limit_in_bytes")
+	limit := podsMemoryLimit(t, n)
 
 	// The threshold is crossed once the forged pod holds its 150 MiB (by
 	// 70 MiB) and clear again once it is gone (by 80 MiB); the static pod
