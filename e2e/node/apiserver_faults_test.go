@@ -162,7 +162,7 @@ func apiServerDown(t *testing.T, n *testnode.Node, api apiServer, sc memoryScale
 			podSummary(last), last.UID, hog.UID, last.Status.Conditions, decide.DisruptionTargetReason)
 	}
 	release(t, n, "hog")
-	poll(t, "the hog to go", 60*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	poll(t, "the hog to go", sc.wait(60*time.Second), func() (bool, string) { return gone(t, n, "default", "hog") })
 	poll(t, "the Evicted event", 30*time.Second, func() (bool, string) {
 		evs := evictedEvents(t, n, "default", "hog")
 		for _, e := range evs {
@@ -225,7 +225,7 @@ func watchResumed(t *testing.T, n *testnode.Node, sc memoryScale) {
 	if g := evictedGrace(t, d, "default", "late", evictdLog(n)); g != 1 {
 		t.Errorf("hard threshold: deletion grace %d s, want 1", g)
 	}
-	poll(t, "the new hog to go", 60*time.Second, func() (bool, string) { return gone(t, n, "default", "late") })
+	poll(t, "the new hog to go", sc.wait(60*time.Second), func() (bool, string) { return gone(t, n, "default", "late") })
 	if log := tail(n.LogPath("evictd"), 100); !strings.Contains(log, "default/late ranks first") {
 		t.Errorf("evictd's log has no decision naming the new pod:\n%s", log)
 	}

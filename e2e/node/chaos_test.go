@@ -252,7 +252,7 @@ func midEviction(t *testing.T, n *testnode.Node, f midEvictionFault, sc memorySc
 
 	// Once slow has gone the pressure is still there, and real: the
 	// bystander is evicted.
-	poll(t, "slow to go", 90*time.Second, func() (bool, string) { return gone(t, n, "default", "slow") })
+	poll(t, "slow to go", sc.wait(90*time.Second), func() (bool, string) { return gone(t, n, "default", "slow") })
 	if bystanderDeleted != nil {
 		select {
 		case <-bystanderDeleted:

@@ -46,11 +46,14 @@ type memoryScale struct {
 	mem float64
 	// rate multiplies the allocation rates.
 	rate float64
+	// slow multiplies the waits for what the kubelet does (an evicted
+	// pod's going), never evictd's latencies.
+	slow float64
 }
 
 // nativeScale is the scale of a node on this machine with the default
 // kubepods limit: the sizes as written.
-var nativeScale = memoryScale{mem: 1, rate: 1}
+var nativeScale = memoryScale{mem: 1, rate: 1, slow: 1}
 
 // mib scales a size in MiB.
 func (s memoryScale) mib(v int) int { return int(float64(v) * s.mem) }
@@ -63,6 +66,9 @@ func (s memoryScale) quantity(v int) string { return strconv.Itoa(s.mib(v)) + "M
 
 // rateArg scales an allocation rate in MiB/s, as a workload argument.
 func (s memoryScale) rateArg(v int) string { return strconv.Itoa(max(1, int(float64(v)*s.rate))) }
+
+// wait scales a wait for the kubelet.
+func (s memoryScale) wait(d time.Duration) time.Duration { return time.Duration(float64(d) * s.slow) }
 
 // sampler watches the kubepods memory cgroup every 20 ms from the test's
 // side, to time a threshold crossing independently of evictd.
@@ -340,7 +346,7 @@ func softMemory(t *testing.T, n *testnode.Node, sc memoryScale) {
 	if g := evictedGrace(t, d, "default", "hog", evictdLog(n)); g != 7 {
 		t.Errorf("hog deleted with grace %d s, want min(max-pod-grace 7, its own 30) = 7", g)
 	}
-	poll(t, "the hog to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	poll(t, "the hog to go", sc.wait(30*time.Second), func() (bool, string) { return gone(t, n, "default", "hog") })
 	select {
 	case h := <-history:
 		checkEvictedByEvictd(t, h)
