@@ -141,10 +141,11 @@ vm:
 # evictd's signals, pod stats and wake-ups are checked against its kernel
 # (cgroupfs and systemd layouts), the unit runs under systemd 252 as PID 1,
 # and a whole node (containerd, kubelet, evictd) runs in the guest against
-# a control plane on this machine. One guest at a time. As root; about 4
-# minutes. `make test` runs them too.
+# a control plane on this machine, the systemd guest's also running the
+# PID, evictd-restart, disk and static-pod scenarios. One guest at a
+# time. As root; about 30 minutes. `make test` runs them too.
 test-v2: vm k8s-bins runtime build
-	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -p 1 -count=1 -timeout 20m -v -run '^(TestBootCgroupV2|TestForward|TestCgroupV2Node|TestSystemdNode|TestKubeletV2Node)$$' ./internal/testing/testvm/ ./e2e/guest/ ./e2e/node/
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -p 1 -count=1 -timeout 50m -v -run '^(TestBootCgroupV2|TestForward|TestCgroupV2Node|TestSystemdNode|TestKubeletV2Node)$$' ./internal/testing/testvm/ ./e2e/guest/ ./e2e/node/
 
 # A whole node on this machine (control plane, containerd, a real kubelet)
 # with evictd beside it: one memory eviction told as it happens, then
@@ -217,13 +218,13 @@ fuzz-short:
 # containerd, evictd beside it; memory, allocatable, PIDs, disk, DaemonSet,
 # PDB, ReplicaSet, evictd restarted under pressure, the chaos matrix
 # (TestChaosNode), and the same node in a cgroup v2 guest. As root; about
-# 30 minutes, 5 of them the guest's. `make
+# 50 minutes, 25 of them the guests'. `make
 # e2e` is the same tier; e2e-run runs it without the prerequisites.
 e2e e2e-node: k8s-bins runtime build
 	$(MAKE) --no-print-directory e2e-run
 
 e2e-run:
-	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 60m ./e2e/node/
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 80m ./e2e/node/
 
 # The tier of the binary alone on this host (e2e/host): systemd notify,
 # socket activation, its port taken, its own user, this host's cgroups and
