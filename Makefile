@@ -142,7 +142,7 @@ vm:
 # (cgroupfs and systemd layouts), the unit runs under systemd 252 as PID 1,
 # and a whole node (containerd, kubelet, evictd) runs in the guest against
 # a control plane on this machine, the systemd guest's also running the
-# PID, evictd-restart, disk and static-pod scenarios. One guest at a
+# soft, PID, evictd-restart, disk and static-pod scenarios. One guest at a
 # time. As root; about 30 minutes. `make test` runs them too.
 test-v2: vm k8s-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -p 1 -count=1 -timeout 50m -v -run '^(TestBootCgroupV2|TestForward|TestCgroupV2Node|TestSystemdNode|TestKubeletV2Node)$$' ./internal/testing/testvm/ ./e2e/guest/ ./e2e/node/

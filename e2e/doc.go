@@ -62,8 +62,8 @@
 // TestKubeletV2Node runs a whole node in the guest: the kubelet's own
 // layout and container scopes, an eviction through the API server before
 // kubepods OOMs, the node's condition and taint; with the systemd driver
-// also the v1 twins of the PID, evictd-restart (by systemd), disk and
-// static-pod scenarios. e2e/host's
+// also the v1 twins of the soft-threshold, PID, evictd-restart (by
+// systemd), disk and static-pod scenarios. e2e/host's
 // TestAgentReportsThisHost compares the same figures with this host's
 // cgroup v1 files.
 //

@@ -55,9 +55,9 @@ const v2APIPort = 6443
 // end: once with the cgroupfs driver in a guest without systemd, once with
 // the systemd driver (kubepods.slice, containers' scopes made by runc
 // through systemd) in a guest whose PID 1 is systemd, as production nodes
-// run; in that one also the v1 twins of the other families: PIDs, evictd
-// killed -9 mid-eviction and restarted by systemd, disk, and a real static
-// pod spared. The guest runs the node lane this
+// run; in that one also the v1 twins of the other families: a soft
+// threshold, PIDs, evictd killed -9 mid-eviction and restarted by systemd,
+// disk, and a real static pod spared. The guest runs the node lane this
 // machine runs (EVICTD_NODE_LANE and the binaries' directories).
 func TestKubeletV2Node(t *testing.T) {
 	testvm.Need(t)
@@ -369,11 +369,8 @@ func TestKubeletV2Guest(t *testing.T) {
 	if os.Getenv(v2SystemdEnv) != "1" {
 		return
 	}
-	// TestMemoryNode's soft threshold (softMemory) is not run here until
-	// it has passed here once: its eviction came 8.5 s after the crossing
-	// (grace period 6 s), but the emulated kubelet had not reported the
-	// hog's containers stopped 30 s later, the twin's wait, which v2Scale
-	// now makes 2 minutes.
+	cleanPods(t, n)
+	t.Run("soft threshold: the hog goes first, after the grace period", func(t *testing.T) { softMemory(t, n, v2Scale) })
 	cleanPods(t, n)
 	t.Run("pids: the fork-heavy pod", func(t *testing.T) { pids(t, n) })
 	cleanPods(t, n)
