@@ -165,6 +165,12 @@ func runV2Node(t *testing.T, node string, systemd bool) {
 	if err := <-tokenDone; err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("evictd's kubeconfig for the guest: %v", err)
 	}
+	// Which lane the guest ran, as its kubelet registered it.
+	if admin, err := kubernetes.NewForConfig(c.AdminConfig()); err == nil {
+		if no, err := admin.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{}); err == nil {
+			t.Logf("the guest's node ran kubelet %s on %s", no.Status.NodeInfo.KubeletVersion, no.Status.NodeInfo.ContainerRuntimeVersion)
+		}
+	}
 	if res.ExitCode != 0 || !strings.Contains(res.Output, "--- PASS: TestKubeletV2Guest") {
 		t.Errorf("the guest's test failed (exit %d)", res.ExitCode)
 	}
