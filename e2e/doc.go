@@ -61,7 +61,9 @@
 // notify, sandbox, cgroup limits, watchdog, clean stop. e2e/node's
 // TestKubeletV2Node runs a whole node in the guest: the kubelet's own
 // layout and container scopes, an eviction through the API server before
-// kubepods OOMs, the node's condition and taint. e2e/host's
+// kubepods OOMs, the node's condition and taint; with the systemd driver
+// also the v1 twins of the soft-threshold, PID, evictd-restart (by
+// systemd), disk and static-pod scenarios. e2e/host's
 // TestAgentReportsThisHost compares the same figures with this host's
 // cgroup v1 files.
 //

@@ -22,8 +22,23 @@ import (
 // API server's restart.
 func TestAPIServerFaults(t *testing.T) {
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-apifaults"})
+	apiServerFaults(t, n, n.Cluster(), nativeScale)
+	cleanPods(t, n)
+}
+
+// apiServer stops and starts the API server n's kubelet and evictd use:
+// the node's own control plane (a *testcluster.Cluster), or the host's of
+// a test guest (hostControlPlane).
+type apiServer interface {
+	StopAPIServer() error
+	StartAPIServer() error
+}
+
+// apiServerFaults runs TestAPIServerFaults' scenarios on n, whose API
+// server api stops and starts, with the memory sizes sc gives.
+func apiServerFaults(t *testing.T, n *testnode.Node, api apiServer, sc memoryScale) {
 	startEvictd(t, n,
-		"--eviction-hard=memory.available<500Mi",
+		"--eviction-hard=memory.available<"+sc.quantity(500),
 		"--eviction-pressure-transition-period=5s",
 		"--local-kill-after=2s",
 		// The --local-kill-after path: without the immediate stop, the
@@ -34,43 +49,43 @@ func TestAPIServerFaults(t *testing.T) {
 		// scenario and TestDaemonSetNode run the immediate stop.
 		"--hard-eviction-local-stop=false")
 	t.Run("API server down: the hog's containers are stopped locally, the eviction completed when it returns", func(t *testing.T) {
-		apiServerDown(t, n)
+		apiServerDown(t, n, api, sc)
 	})
-	t.Run("the informer watches again after the restart", func(t *testing.T) { watchResumed(t, n) })
-	cleanPods(t, n)
+	t.Run("the informer watches again after the restart", func(t *testing.T) { watchResumed(t, n, sc) })
 }
 
 // apiServerDown: a Guaranteed pod and a Burstable pod idle, a BestEffort
 // hog grows; the API server is stopped before the hog crosses
-// allocatableMemory.available<500Mi. evictd cannot reach it, and after
-// --local-kill-after stops the hog's containers through the CRI and owes
-// the eviction (the immediate stop is off here); the other pods keep
-// running. When the API server is back, the owed eviction goes
-// through it: the hog is deleted with evictd's DisruptionTarget condition
-// and an Evicted event.
-func apiServerDown(t *testing.T, n *testnode.Node) {
+// allocatableMemory.available<500Mi (sizes scaled by sc). evictd cannot
+// reach it, and after --local-kill-after stops the hog's containers
+// through the CRI and owes the eviction (the immediate stop is off here);
+// the other pods keep running. When the API server is back, the owed
+// eviction goes through it: the hog is deleted with evictd's
+// DisruptionTarget condition and an Evicted event.
+func apiServerDown(t *testing.T, n *testnode.Node, api apiServer, sc memoryScale) {
 	ctx := t.Context()
-	guaranteed := run(t, n, labelled(testnode.Resources(n.Pod("guaranteed", "alloc", "--mib", "50"), "100Mi", "100Mi", "100m")))
-	burstable := run(t, n, labelled(testnode.Resources(n.Pod("burstable", "alloc", "--mib", "50"), "100Mi", "", "")))
+	guaranteed := run(t, n, labelled(testnode.Resources(n.Pod("guaranteed", "alloc", "--mib", sc.mibArg(50)), sc.quantity(100), sc.quantity(100), "100m")))
+	burstable := run(t, n, labelled(testnode.Resources(n.Pod("burstable", "alloc", "--mib", sc.mibArg(50)), sc.quantity(100), "", "")))
 	// 2300 MiB at 50 MiB/s: about 30 s to the threshold (1548 MiB in use),
-	// 10 s more to the kubepods cgroup's limit.
-	hogPod := labelled(n.Pod("hog", "alloc", "--mib", "2300", "--rate", "50"))
+	// 10 s more to the kubepods cgroup's limit (at the native scale; a
+	// guest's scale halves the sizes and slows the rate).
+	hogPod := labelled(n.Pod("hog", "alloc", "--mib", sc.mibArg(2300), "--rate", sc.rateArg(50)))
 	hogPod.Finalizers = []string{holdFinalizer}
 	// Not restarted by the kubelet once stopped, so that it does not grow
 	// back while the eviction is completed (docs/OPERATIONS.md: the trade-off).
 	hogPod.Spec.RestartPolicy = v1.RestartPolicyNever
 	t.Cleanup(func() { release(t, n, "hog") })
 	hog := run(t, n, hogPod)
-	s := sample(t, n, 500<<20)
+	s := sample(t, n, int64(sc.mib(500))<<20)
 	oomKilled := watchOOMKills(t, n)
 
 	apiDown := true
-	if err := n.Cluster().StopAPIServer(); err != nil {
+	if err := api.StopAPIServer(); err != nil {
 		t.Fatalf("stop the API server: %v", err)
 	}
 	t.Cleanup(func() {
 		if apiDown { // the node's cleanup needs it
-			if err := n.Cluster().StartAPIServer(); err != nil {
+			if err := api.StartAPIServer(); err != nil {
 				t.Errorf("start the API server: %v", err)
 			}
 		}
@@ -125,7 +140,7 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 		t.Errorf("the kernel OOM-killed %d processes in kubepods while the API server was down", k)
 	}
 
-	if err := n.Cluster().StartAPIServer(); err != nil {
+	if err := api.StartAPIServer(); err != nil {
 		t.Fatalf("start the API server: %v", err)
 	}
 	apiDown = false
@@ -147,7 +162,7 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 			podSummary(last), last.UID, hog.UID, last.Status.Conditions, decide.DisruptionTargetReason)
 	}
 	release(t, n, "hog")
-	poll(t, "the hog to go", 60*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	poll(t, "the hog to go", sc.wait(60*time.Second), func() (bool, string) { return gone(t, n, "default", "hog") })
 	poll(t, "the Evicted event", 30*time.Second, func() (bool, string) {
 		evs := evictedEvents(t, n, "default", "hog")
 		for _, e := range evs {
@@ -172,11 +187,11 @@ func apiServerDown(t *testing.T, n *testnode.Node) {
 // reaches evictd through its informer (re-listed and watching again): when
 // it hogs, evictd evicts it through the API server; a pod evictd did not
 // know of could not be chosen.
-func watchResumed(t *testing.T, n *testnode.Node) {
+func watchResumed(t *testing.T, n *testnode.Node, sc memoryScale) {
 	ctx := t.Context()
 	deleted := watchDeletion(t, n, "default", "late")
 	if _, err := n.Admin().CoreV1().Pods("default").Create(ctx,
-		labelled(n.Pod("late", "alloc", "--mib", "2300", "--rate", "100")), metav1.CreateOptions{}); err != nil {
+		labelled(n.Pod("late", "alloc", "--mib", sc.mibArg(2300), "--rate", sc.rateArg(100))), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The 90 s run from when the kubelet runs the pod, not from its
@@ -210,7 +225,7 @@ func watchResumed(t *testing.T, n *testnode.Node) {
 	if g := evictedGrace(t, d, "default", "late", evictdLog(n)); g != 1 {
 		t.Errorf("hard threshold: deletion grace %d s, want 1", g)
 	}
-	poll(t, "the new hog to go", 60*time.Second, func() (bool, string) { return gone(t, n, "default", "late") })
+	poll(t, "the new hog to go", sc.wait(60*time.Second), func() (bool, string) { return gone(t, n, "default", "late") })
 	if log := tail(n.LogPath("evictd"), 100); !strings.Contains(log, "default/late ranks first") {
 		t.Errorf("evictd's log has no decision naming the new pod:\n%s", log)
 	}

@@ -44,15 +44,15 @@ import (
 // is TestNodeFaults', and containerd down through a whole eviction too.
 func TestChaosNode(t *testing.T) {
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-chaos", Kubelet: chaosKubelet})
-	t.Run("containerd restarted while an evicted pod terminates", func(t *testing.T) { midEviction(t, n, containerdRestarted) })
+	t.Run("containerd restarted while an evicted pod terminates", func(t *testing.T) { midEviction(t, n, containerdRestarted, nativeScale) })
 	cleanPods(t, n)
-	t.Run("kubelet restarted while an evicted pod terminates", func(t *testing.T) { midEviction(t, n, kubeletRestarted) })
+	t.Run("kubelet restarted while an evicted pod terminates", func(t *testing.T) { midEviction(t, n, kubeletRestarted, nativeScale) })
 	cleanPods(t, n)
 	t.Run("evictd OOM-killed by its memory limit while an evicted pod terminates", func(t *testing.T) {
 		if _, err := os.Stat(memoryV1); err != nil {
 			t.Skipf("needs the cgroup v1 memory controller (%s): %v", memoryV1, err)
 		}
-		midEviction(t, n, evictdOOMKilled)
+		midEviction(t, n, evictdOOMKilled, nativeScale)
 	})
 	cleanPods(t, n)
 	t.Run("API server stopped and started every 10 s for 3 minutes while hogs cross a hard threshold", func(t *testing.T) { apiServerFlapping(t, n) })
@@ -111,6 +111,31 @@ var (
 	}}
 )
 
+// killed9BySystemd is killed9 on a node whose evictd systemd runs
+// (SetEvictdUnit, as evictdUnit sets up): systemd, not the test, starts
+// it again, with the same flags.
+var killed9BySystemd = midEvictionFault{restartsEvictd: true, setup: evictdUnit, strike: func(t *testing.T, n *testnode.Node, _ []string) {
+	pid := n.EvictdPID()
+	if err := n.KillEvictd(); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "systemd to start evictd again", time.Minute, func() (bool, string) {
+		now := n.EvictdPID()
+		if now == 0 || now == pid {
+			return false, fmt.Sprintf("main pid %d (%d killed)", now, pid)
+		}
+		_, err := n.EvictdGet(t.Context(), "/readyz")
+		return err == nil, fmt.Sprintf("pid %d: /readyz: %v", now, err)
+	})
+}}
+
+// evictdUnit has systemd run the node's evictd as a unit of its own, with
+// Restart=always, until t ends.
+func evictdUnit(t *testing.T, n *testnode.Node) {
+	n.SetEvictdUnit(fmt.Sprintf("evictd-e2e-%d.service", os.Getpid()))
+	t.Cleanup(func() { n.SetEvictdUnit("") })
+}
+
 // restartEvictd starts evictd again after it died, as systemd would.
 func restartEvictd(t *testing.T, n *testnode.Node, args []string) {
 	t.Helper()
@@ -129,9 +154,9 @@ func restartEvictd(t *testing.T, n *testnode.Node, args []string) {
 // restarted evictd finds its eviction in flight in the API server and
 // says it waits for it; one that lived through the fault is the same
 // process at the end.
-func midEviction(t *testing.T, n *testnode.Node, f midEvictionFault) {
+func midEviction(t *testing.T, n *testnode.Node, f midEvictionFault, sc memoryScale) {
 	args := []string{
-		"--eviction-soft=allocatableMemory.available<1200Mi",
+		"--eviction-soft=allocatableMemory.available<" + sc.quantity(1200),
 		"--eviction-soft-grace-period=allocatableMemory.available=1s",
 		"--eviction-max-pod-grace-period=-1",
 		"--eviction-pressure-transition-period=5s",
@@ -144,7 +169,7 @@ func midEviction(t *testing.T, n *testnode.Node, f midEvictionFault) {
 	// slow runs before the pressure begins: a pod still being created is
 	// evictable too, and on a loaded machine the pass after the pressure
 	// can come before it runs.
-	slow := labelled(n.Pod("slow", "alloc", "--mib", "50"))
+	slow := labelled(n.Pod("slow", "alloc", "--mib", sc.mibArg(50)))
 	grace := int64(60)
 	slow.Spec.TerminationGracePeriodSeconds = &grace
 	slow.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
@@ -154,7 +179,7 @@ func midEviction(t *testing.T, n *testnode.Node, f midEvictionFault) {
 	run(t, n, slow)
 	// A critical pod holds the node under pressure that no eviction can
 	// relieve, so the condition stays True across the fault.
-	since := holdPressure(t, n)
+	since := holdPressure(t, n, sc)
 
 	select {
 	case d := <-deleted:
@@ -227,7 +252,7 @@ func midEviction(t *testing.T, n *testnode.Node, f midEvictionFault) {
 
 	// Once slow has gone the pressure is still there, and real: the
 	// bystander is evicted.
-	poll(t, "slow to go", 90*time.Second, func() (bool, string) { return gone(t, n, "default", "slow") })
+	poll(t, "slow to go", sc.wait(90*time.Second), func() (bool, string) { return gone(t, n, "default", "slow") })
 	if bystanderDeleted != nil {
 		select {
 		case <-bystanderDeleted:
@@ -608,7 +633,7 @@ func clockStepped(t *testing.T, n *testnode.Node) {
 	deleted := watchDeletion(t, n, "default", "victim")
 	// The pressure cannot begin before the critical pod is created.
 	created := time.Now()
-	since := holdPressure(t, n)
+	since := holdPressure(t, n, nativeScale)
 	seen := time.Now()
 	// evictd posts the transition's event after its condition and taint
 	// patches, stamped with the wall clock when it is emitted: the clock

@@ -195,7 +195,7 @@ func restart(t *testing.T, n *testnode.Node) {
 	startEvictd(t, n, args...)
 	// A critical pod puts the node under pressure that no eviction can
 	// relieve: the condition stays True throughout.
-	since := holdPressure(t, n)
+	since := holdPressure(t, n, nativeScale)
 
 	// The node is under pressure already: the victim is evictable from
 	// the moment it is bound, running or still being created (under load

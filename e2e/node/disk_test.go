@@ -23,6 +23,13 @@ import (
 func TestDiskNode(t *testing.T) {
 	fs := testruntime.MountExt4(t, 1024)
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-disk", NodeFs: fs, ImageFs: fs})
+	diskPressure(t, n)
+}
+
+// diskPressure runs TestDiskNode's scenarios on n, whose kubelet root,
+// pod logs and containerd root share one filesystem with at least 500 MiB
+// free.
+func diskPressure(t *testing.T, n *testnode.Node) {
 	ctx := t.Context()
 	unused := []string{"evictd.test/unused-a:1", "evictd.test/unused-b:1"}
 	for _, ref := range unused {

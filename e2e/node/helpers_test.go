@@ -454,10 +454,16 @@ func readCgroupInt(t *testing.T, n *testnode.Node, file string) int64 {
 }
 
 // workingSet returns the kubepods cgroup's working set as the kubelet
-// computes it: usage − total_inactive_file.
+// computes it: usage − inactive file, from memory.usage_in_bytes and
+// memory.stat's total_inactive_file on cgroup v1, memory.current and
+// memory.stat's inactive_file (which counts the subtree) on v2.
 func workingSet(n *testnode.Node) (int64, error) {
 	dir := n.PodsMemoryCgroup()
-	b, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+	usageFile, inactiveKey := "memory.usage_in_bytes", "total_inactive_file "
+	if cgroupV2(n) {
+		usageFile, inactiveKey = "memory.current", "inactive_file "
+	}
+	b, err := os.ReadFile(filepath.Join(dir, usageFile))
 	if err != nil {
 		return 0, err
 	}
@@ -470,7 +476,7 @@ func workingSet(n *testnode.Node) (int64, error) {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(stat), "\n") {
-		if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
+		if v, ok := strings.CutPrefix(line, inactiveKey); ok {
 			inactive, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return 0, err
@@ -478,7 +484,24 @@ func workingSet(n *testnode.Node) (int64, error) {
 			return max(usage-inactive, 0), nil
 		}
 	}
-	return 0, fmt.Errorf("%s/memory.stat: no total_inactive_file", dir)
+	return 0, fmt.Errorf("%s/memory.stat: no %s", dir, strings.TrimSpace(inactiveKey))
+}
+
+// cgroupV2 tells whether n's kubepods cgroup is in the unified (v2)
+// hierarchy: it has memory.current, which v1 has not.
+func cgroupV2(n *testnode.Node) bool {
+	_, err := os.Stat(filepath.Join(n.PodsMemoryCgroup(), "memory.current"))
+	return err == nil
+}
+
+// podsMemoryLimit returns the kubepods cgroup's memory limit: its
+// memory.limit_in_bytes on cgroup v1, memory.max on v2.
+func podsMemoryLimit(t *testing.T, n *testnode.Node) int64 {
+	t.Helper()
+	if cgroupV2(n) {
+		return readCgroupInt(t, n, "memory.max")
+	}
+	return readCgroupInt(t, n, "memory.limit_in_bytes")
 }
 
 // observedAtRE finds the pass time in a decision line of evictd's text log.
@@ -545,11 +568,11 @@ func evictdLine(ref, what string, log func() string) string {
 
 // holdPressure runs a critical pod (system-node-critical, kube-system)
 // holding 1000 MiB, which puts a node under allocatableMemory pressure of
-// 1200Mi that no eviction can relieve, waits for EvictdMemoryPressure=True
-// and returns when it became so.
-func holdPressure(t *testing.T, n *testnode.Node) metav1.Time {
+// 1200Mi that no eviction can relieve (sizes scaled by sc), waits for
+// EvictdMemoryPressure=True and returns when it became so.
+func holdPressure(t *testing.T, n *testnode.Node, sc memoryScale) metav1.Time {
 	t.Helper()
-	crit := labelled(n.Pod("critical", "alloc", "--mib", "1000"))
+	crit := labelled(n.Pod("critical", "alloc", "--mib", sc.mibArg(1000)))
 	crit.Namespace = "kube-system"
 	crit.Spec.PriorityClassName = "system-node-critical"
 	run(t, n, crit)

@@ -26,7 +26,7 @@ import (
 // kubepods cgroup limited to 2 GiB by systemReserved.
 func TestMemoryNode(t *testing.T) {
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-memory"})
-	t.Run("soft threshold: the hog goes first, after the grace period", func(t *testing.T) { softMemory(t, n) })
+	t.Run("soft threshold: the hog goes first, after the grace period", func(t *testing.T) { softMemory(t, n, nativeScale) })
 	cleanPods(t, n)
 	t.Run("allocatable: evicted before the kubepods cgroup OOMs", func(t *testing.T) { allocatable(t, n) })
 	cleanPods(t, n)
@@ -35,6 +35,40 @@ func TestMemoryNode(t *testing.T) {
 	t.Run("a Failed/Evicted status written beside the kubelet", func(t *testing.T) { evictedPhase(t, n) })
 	cleanPods(t, n)
 }
+
+// memoryScale sizes a memory scenario for its node. The scenarios' sizes
+// in MiB are chosen for a kubepods cgroup of testnode.DefaultPodsMemory,
+// and their allocation rates for this machine's native speed; a node with
+// a smaller kubepods cgroup, or in an emulated guest (testvm), where
+// copying memory is far slower, scales them.
+type memoryScale struct {
+	// mem is the node's kubepods limit over DefaultPodsMemory.
+	mem float64
+	// rate multiplies the allocation rates.
+	rate float64
+	// slow multiplies the waits for what the kubelet does (an evicted
+	// pod's going), never evictd's latencies.
+	slow float64
+}
+
+// nativeScale is the scale of a node on this machine with the default
+// kubepods limit: the sizes as written.
+var nativeScale = memoryScale{mem: 1, rate: 1, slow: 1}
+
+// mib scales a size in MiB.
+func (s memoryScale) mib(v int) int { return int(float64(v) * s.mem) }
+
+// mibArg is mib as a workload argument.
+func (s memoryScale) mibArg(v int) string { return strconv.Itoa(s.mib(v)) }
+
+// quantity is mib as a resource quantity, "<n>Mi".
+func (s memoryScale) quantity(v int) string { return strconv.Itoa(s.mib(v)) + "Mi" }
+
+// rateArg scales an allocation rate in MiB/s, as a workload argument.
+func (s memoryScale) rateArg(v int) string { return strconv.Itoa(max(1, int(float64(v)*s.rate))) }
+
+// wait scales a wait for the kubelet.
+func (s memoryScale) wait(d time.Duration) time.Duration { return time.Duration(float64(d) * s.slow) }
 
 // sampler watches the kubepods memory cgroup every 20 ms from the test's
 // side, to time a threshold crossing independently of evictd.
@@ -49,7 +83,7 @@ func sample(t *testing.T, n *testnode.Node, threshold int64) *sampler {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
-	limit := readCgroupInt(t, n, "memory.limit_in_bytes")
+	limit := podsMemoryLimit(t, n)
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(20 * time.Millisecond)
@@ -252,23 +286,27 @@ func checkEvictedByEvictd(t *testing.T, h podHistory) {
 	}
 }
 
-func softMemory(t *testing.T, n *testnode.Node) {
+// softMemory: a soft threshold on allocatableMemory.available with a 6 s
+// grace period, crossed by a BestEffort hog beside a Guaranteed, a
+// Burstable and a critical pod, sized by sc for the node.
+func softMemory(t *testing.T, n *testnode.Node, sc memoryScale) {
 	const grace = 6 * time.Second
+	soft := sc.quantity(900)
 	startEvictd(t, n,
-		"--eviction-hard=memory.available<100Mi",
-		"--eviction-soft=allocatableMemory.available<900Mi",
+		"--eviction-hard=memory.available<"+sc.quantity(100),
+		"--eviction-soft=allocatableMemory.available<"+soft,
 		"--eviction-soft-grace-period=allocatableMemory.available="+grace.String(),
 		"--eviction-max-pod-grace-period=7",
 		"--eviction-pressure-transition-period=5s")
-	g := run(t, n, labelled(testnode.Resources(n.Pod("guaranteed", "alloc", "--mib", "200"), "300Mi", "300Mi", "100m")))
+	g := run(t, n, labelled(testnode.Resources(n.Pod("guaranteed", "alloc", "--mib", sc.mibArg(200)), sc.quantity(300), sc.quantity(300), "100m")))
 	if g.Status.QOSClass != v1.PodQOSGuaranteed {
 		t.Fatalf("guaranteed: QoS %s", g.Status.QOSClass)
 	}
-	crit := labelled(n.Pod("critical", "alloc", "--mib", "150"))
+	crit := labelled(n.Pod("critical", "alloc", "--mib", sc.mibArg(150)))
 	crit.Namespace = "kube-system"
 	crit.Spec.PriorityClassName = "system-node-critical"
 	run(t, n, crit)
-	b := run(t, n, labelled(testnode.Resources(n.Pod("burstable", "alloc", "--mib", "250"), "64Mi", "", "")))
+	b := run(t, n, labelled(testnode.Resources(n.Pod("burstable", "alloc", "--mib", sc.mibArg(250)), sc.quantity(64), "", "")))
 	if b.Status.QOSClass != v1.PodQOSBurstable {
 		t.Fatalf("burstable: QoS %s", b.Status.QOSClass)
 	}
@@ -276,10 +314,10 @@ func softMemory(t *testing.T, n *testnode.Node) {
 		t.Fatalf("before the hog: %s", desc)
 	}
 
-	s := sample(t, n, 900<<20)
+	s := sample(t, n, int64(sc.mib(900))<<20)
 	deleted := watchDeletion(t, n, "default", "hog")
 	history := watchHistory(t, n, "default", "hog")
-	hog := labelled(n.Pod("hog", "alloc", "--mib", "900", "--rate", "100"))
+	hog := labelled(n.Pod("hog", "alloc", "--mib", sc.mibArg(900), "--rate", sc.rateArg(100)))
 	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +346,7 @@ func softMemory(t *testing.T, n *testnode.Node) {
 	if g := evictedGrace(t, d, "default", "hog", evictdLog(n)); g != 7 {
 		t.Errorf("hog deleted with grace %d s, want min(max-pod-grace 7, its own 30) = 7", g)
 	}
-	poll(t, "the hog to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", "hog") })
+	poll(t, "the hog to go", sc.wait(30*time.Second), func() (bool, string) { return gone(t, n, "default", "hog") })
 	select {
 	case h := <-history:
 		checkEvictedByEvictd(t, h)
@@ -320,7 +358,7 @@ func softMemory(t *testing.T, n *testnode.Node) {
 		t.Fatalf("hog: %d Evicted events, want 1", len(evs))
 	}
 	msg := evs[0].Message
-	for _, want := range []string{"The node was low on resource: memory.", "Threshold quantity: 900Mi", "Container app was using"} {
+	for _, want := range []string{"The node was low on resource: memory.", "Threshold quantity: " + soft, "Container app was using"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Evicted event %q lacks %q", msg, want)
 		}

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 func TestNodeFaults(t *testing.T) {
 	fs := testruntime.MountExt4(t, 1024)
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-faults", NodeFs: fs, ImageFs: fs})
-	t.Run("evictd killed -9 while an evicted pod terminates", func(t *testing.T) { midEviction(t, n, killed9) })
+	t.Run("evictd killed -9 while an evicted pod terminates", func(t *testing.T) { midEviction(t, n, killed9, nativeScale) })
 	cleanPods(t, n)
 	t.Run("garbled cgroup files", func(t *testing.T) { garbledCgroups(t, n) })
 	cleanPods(t, n)

@@ -29,19 +29,32 @@ func TestTrustNode(t *testing.T) {
 		Name:    "e2e-trust",
 		Kubelet: testnode.KubeletOptions{Config: map[string]any{"staticPodPath": manifests}},
 	})
+	staticSpared(t, n, manifests, nativeScale)
+}
 
+// staticSpared runs TestTrustNode's scenario on n, whose kubelet reads
+// static pods from manifests, with the memory sizes sc gives.
+func staticSpared(t *testing.T, n *testnode.Node, manifests string, sc memoryScale) {
 	// The static pod holds 300 MiB; the kubelet names its mirror
 	// <name>-<node>.
-	static := n.Pod("static", "alloc", "--mib", "300")
+	static := n.Pod("static", "alloc", "--mib", sc.mibArg(300))
 	static.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	static.Spec.NodeName = ""
 	data, err := json.Marshal(static)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(manifests, "static.json"), data, 0o644); err != nil {
+	manifest := filepath.Join(manifests, "static.json")
+	if err := os.WriteFile(manifest, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The kubelet stops the static pod once its manifest has gone: on a
+	// node that runs other scenarios after this one.
+	t.Cleanup(func() {
+		if err := os.Remove(manifest); err != nil {
+			t.Errorf("remove the static pod's manifest: %v", err)
+		}
+	})
 	mirrorName := "static-" + n.Name()
 	mirror, err := n.WaitPod(t.Context(), "default", mirrorName, 120*time.Second, func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodRunning && p.Annotations["kubernetes.io/config.mirror"] != ""
@@ -53,7 +66,7 @@ func TestTrustNode(t *testing.T) {
 		t.Fatalf("mirror pod's controller is %+v, want the Node %s (what evictd trusts)", ref, n.Name())
 	}
 	// Measure once the static pod holds its memory: two readings a second
-	// apart within 4 MiB, at least 280 MiB in kubepods.
+	// apart within 4 MiB, at least 280 MiB in kubepods (scaled).
 	var ws int64
 	poll(t, "the static pod to hold its memory", 60*time.Second, func() (bool, string) {
 		a, err := workingSet(n)
@@ -66,18 +79,18 @@ func TestTrustNode(t *testing.T) {
 			return false, err.Error()
 		}
 		ws = b
-		return b >= 280<<20 && max(a-b, b-a) < 4<<20, fmt.Sprintf("kubepods working set %d MiB, then %d MiB", a>>20, b>>20)
+		return b >= int64(sc.mib(280))<<20 && max(a-b, b-a) < 4<<20, fmt.Sprintf("kubepods working set %d MiB, then %d MiB", a>>20, b>>20)
 	})
-	limit := readCgroupInt(t, n, "memory.limit_in_bytes")
+	limit := podsMemoryLimit(t, n)
 
 	// The threshold is crossed once the forged pod holds its 150 MiB (by
 	// 70 MiB) and clear again once it is gone (by 80 MiB); the static pod
-	// alone never crosses it.
-	threshold := (limit - ws - 80<<20) >> 20
+	// alone never crosses it (sizes scaled).
+	threshold := (limit - ws - int64(sc.mib(80))<<20) >> 20
 	startEvictd(t, n, fmt.Sprintf("--eviction-hard=memory.available<%dMi", threshold),
 		"--eviction-pressure-transition-period=5s")
 
-	forged := labelled(n.Pod("forged", "alloc", "--mib", "150"))
+	forged := labelled(n.Pod("forged", "alloc", "--mib", sc.mibArg(150)))
 	forged.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
 	deleted := watchDeletion(t, n, "default", "forged")
 	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), forged, metav1.CreateOptions{}); err != nil {

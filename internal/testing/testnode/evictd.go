@@ -58,12 +58,18 @@ func (n *Node) StartEvictd(ctx context.Context, args ...string) error {
 	if n.evictd != nil && !n.evictd.Exited() {
 		return fmt.Errorf("evictd already running (pid %d)", n.evictd.PID())
 	}
+	if n.evUnitUp {
+		return fmt.Errorf("evictd already running (unit %s)", n.evUnit)
+	}
 	ports, err := testcluster.FreePorts(1)
 	if err != nil {
 		return err
 	}
 	n.metrics = "127.0.0.1:" + strconv.Itoa(ports[0])
 	n.evArgs = append(append(n.EvictdFlags(), "--metrics-bind-address="+n.metrics), args...)
+	if n.evUnit != "" {
+		return n.waitEvictdUnit(ctx)
+	}
 	p, err := childproc.Start("evictd", n.evictdBin, n.evArgs, n.logPath("evictd"))
 	if err != nil {
 		return err
@@ -77,6 +83,21 @@ func (n *Node) StartEvictd(ctx context.Context, args ...string) error {
 	})
 	if err != nil {
 		return errors.Join(fmt.Errorf("evictd not ready: %w; last lines of its log:\n%s", err, childproc.Tail(p.LogPath, 30)), p.Stop(termGrace))
+	}
+	return nil
+}
+
+// waitEvictdUnit starts evictd as its unit and waits until its /readyz
+// answers; it stops the unit if it does not.
+func (n *Node) waitEvictdUnit(ctx context.Context) error {
+	if err := n.startEvictdUnit(); err != nil {
+		return err
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, "http://"+n.metrics+"/readyz") == nil, nil
+	})
+	if err != nil {
+		return errors.Join(fmt.Errorf("evictd (unit %s) not ready: %w; last lines of its log:\n%s", n.evUnit, err, childproc.Tail(n.logPath("evictd"), 30)), n.stopEvictdUnit())
 	}
 	return nil
 }
@@ -107,10 +128,14 @@ func (n *Node) EvictdBinary() string {
 	return n.evictdBin
 }
 
-// StopEvictd stops evictd with SIGTERM, as systemd does.
+// StopEvictd stops evictd with SIGTERM, as systemd does (through
+// systemctl stop when systemd runs it).
 func (n *Node) StopEvictd() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.evUnitUp {
+		return n.stopEvictdUnit()
+	}
 	if n.evictd == nil {
 		return nil
 	}
@@ -118,10 +143,13 @@ func (n *Node) StopEvictd() error {
 }
 
 // KillEvictd kills evictd with SIGKILL, as `kill -9` or the OOM killer
-// would.
+// would. When systemd runs it (SetEvictdUnit), systemd starts it again.
 func (n *Node) KillEvictd() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.evUnitUp {
+		return n.killEvictdUnit()
+	}
 	if n.evictd == nil {
 		return nil
 	}
@@ -132,6 +160,9 @@ func (n *Node) KillEvictd() error {
 func (n *Node) EvictdPID() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.evUnitUp {
+		return n.unitMainPID()
+	}
 	if n.evictd == nil || n.evictd.Exited() {
 		return 0
 	}

@@ -107,9 +107,12 @@ type Node struct {
 	kubelet *childproc.Process
 	kcfg    KubeletOptions
 	evictd  *childproc.Process
-	evArgs  []string
-	metrics string // host:port of evictd's /metrics
-	stopped bool
+	evUnit  string // SetEvictdUnit's unit: evictd run by systemd
+	// evUnitUp: StartEvictd started evUnit and it has not been stopped.
+	evUnitUp bool
+	evArgs   []string
+	metrics  string // host:port of evictd's /metrics
+	stopped  bool
 
 	evLog atomic.Pointer[string] // evictd's log when not in dir (SetEvictdLog)
 }
@@ -274,6 +277,7 @@ func (n *Node) Stop() error {
 	if n.evictd != nil {
 		errs = append(errs, n.evictd.Stop(termGrace))
 	}
+	errs = append(errs, n.stopEvictdUnit())
 	if n.kubelet != nil {
 		errs = append(errs, n.kubelet.Stop(termGrace))
 	}
