@@ -47,9 +47,10 @@ func TestReadPodLevelResources(t *testing.T) {
 		"guaranteed":     {&signals.Request{Bytes: 1024 * mi, Text: "1Gi"}, 1024 * mi, 0, signals.Guaranteed, []int64{0}},
 		"cpu-only":       {nil, 0, 0, signals.Burstable, []int64{100}},
 		"effective-wins": {&signals.Request{Bytes: 250 * mi, Text: "250Mi"}, 300 * mi, 0, signals.Burstable, []int64{0}},
-		// Kubernetes' class: spec.resources present, even empty, decides
-		// it alone; the requests stay the containers'.
-		"empty": {nil, 100 * mi, 0, signals.BestEffort, []int64{100}},
+		// Kubernetes 1.37's class: an empty spec.resources sets no
+		// pod-level resources, and the containers decide (1.36 said
+		// BestEffort); the requests stay the containers'.
+		"empty": {nil, 100 * mi, 0, signals.Burstable, []int64{100}},
 		"none":  {nil, 100 * mi, 0, signals.Burstable, []int64{100}},
 	}
 	for _, p := range sc.Steps[0].Pods {
