@@ -546,6 +546,15 @@ func apiServerFlapping(t *testing.T, n *testnode.Node) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("last lines of the kubelet's log:\n%s", tail(n.LogPath("kubelet"), 60))
+			// What evictd decided and did about each pod of the
+			// scenario: the first thing to read when a bystander went.
+			var lines []string
+			for _, l := range strings.Split(tail(n.LogPath("evictd"), 5000), "\n") {
+				if !strings.Contains(l, "level=DEBUG") && (strings.Contains(l, "default/") || strings.Contains(l, "pod cache") || strings.Contains(l, "relist")) {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("evictd's lines about the pods (%d):\n%s", len(lines), strings.Join(lines[max(0, len(lines)-150):], "\n"))
 		}
 	})
 	stopFlapping()

@@ -14,10 +14,18 @@ import (
 	"github.com/evictd/evictd/signals"
 )
 
-// unlistedAfter is how long a pod cgroup the pod cache does not hold is
-// left alone before it is ranked: the cache has a new pod well before the
-// kubelet has made its cgroup, so a cgroup unknown for longer means a
-// cache behind the API server.
+// unlistedAfter is how long a pod the pod cache does not hold is left
+// alone before it is ranked: the cache has a new pod well before the
+// kubelet has made its sandbox and cgroup, so a pod unknown for longer
+// means a cache behind the API server. It is counted from the pod's
+// sandbox's creation, by the runtime's clock, for a pod the cache has
+// never held, and from evictd's first sight of its cgroup for one the
+// cache held and dropped (deleted while its cgroup is still being torn
+// down, or a sandbox the runtime did not date). Counted from the first
+// sight alone, a hog the cache had never seen was first seen by the pass
+// at its crossing, when it had run for many seconds, and left unranked
+// for 5 s more, in which evictd evicted a Burstable pod within its request
+// in its place (TestChaosNode under load).
 const unlistedAfter = 5 * time.Second
 
 // cachedPods is the pod source of an evictd with an API server: the pod
@@ -46,6 +54,8 @@ type cachedPods struct {
 
 	mu   sync.Mutex
 	seen map[string]*unlisted // pods the cache does not hold, by UID
+	// held is the UIDs the cache has held whose cgroups are still there.
+	held map[string]bool
 }
 
 // unlisted is a pod cgroup the cache does not hold: since when, and
@@ -77,31 +87,47 @@ func (p *cachedPods) Pods(ctx context.Context) ([]signals.Pod, error) {
 	now := p.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var ranked []signals.Pod
+	if p.held == nil {
+		p.held = map[string]bool{}
+	}
+	var unknown []signals.Pod
 	current := map[string]bool{}
 	for _, f := range found {
-		if known[f.UID] {
-			continue
-		}
 		current[f.UID] = true
-		u, ok := p.seen[f.UID]
-		if !ok {
-			p.seen[f.UID] = &unlisted{since: now}
+		if known[f.UID] {
+			p.held[f.UID] = true
 			continue
 		}
-		if now.Sub(u.since) >= unlistedAfter {
-			ranked = append(ranked, f)
+		if _, ok := p.seen[f.UID]; !ok {
+			p.seen[f.UID] = &unlisted{since: now}
 		}
+		unknown = append(unknown, f)
 	}
 	for uid := range p.seen {
-		if !current[uid] {
+		if !current[uid] || known[uid] {
 			delete(p.seen, uid)
+		}
+	}
+	for uid := range p.held {
+		if !current[uid] {
+			delete(p.held, uid) // its cgroup is gone: its UID never comes back
+		}
+	}
+	if len(unknown) == 0 {
+		return pods, nil
+	}
+	// The sandboxes are listed only when the cache lacks a running pod,
+	// which a cache keeping up never does.
+	sbs, sbErr := p.sandboxes(ctx)
+	var ranked []signals.Pod
+	for _, f := range unknown {
+		if p.waited(f.UID, sbs[f.UID], now) {
+			ranked = append(ranked, f)
 		}
 	}
 	if len(ranked) == 0 {
 		return pods, nil
 	}
-	sbs, sbErr := p.sandboxes(ctx)
 	nameAndSpare(ranked, sbs, sbErr, true)
 	for _, r := range ranked {
 		if r.Namespace == "" { // no ready sandbox: not running
@@ -110,9 +136,30 @@ func (p *cachedPods) Pods(ctx context.Context) ([]signals.Pod, error) {
 		if u := p.seen[r.UID]; !u.said {
 			u.said = true
 			p.log.Warn("a pod running on the node is not in the pod cache (behind the API server); ranked as standalone evictd ranks it",
-				"pod", r.Ref(), "uid", r.UID, "qos", r.QOS, "spared", r.Spared, "unlistedFor", now.Sub(u.since).Round(time.Second))
+				"pod", r.Ref(), "uid", r.UID, "qos", r.QOS, "spared", r.Spared, "unlistedFor", now.Sub(u.since).Round(time.Second),
+				"sandboxAge", sandboxAge(sbs[r.UID], now))
 		}
 		pods = append(pods, r)
 	}
 	return pods, nil
+}
+
+// waited reports whether the pod of uid, which the cache does not hold,
+// has been left alone for unlistedAfter at now: since its sandbox sb was
+// created when the cache never held it, since its cgroup was first seen
+// otherwise (see unlistedAfter).
+func (p *cachedPods) waited(uid string, sb cri.Sandbox, now time.Time) bool {
+	if now.Sub(p.seen[uid].since) >= unlistedAfter {
+		return true
+	}
+	return !p.held[uid] && !sb.Created.IsZero() && now.Sub(sb.Created) >= unlistedAfter
+}
+
+// sandboxAge is how long ago sb was created at now, for the log; 0 when
+// the runtime did not say.
+func sandboxAge(sb cri.Sandbox, now time.Time) time.Duration {
+	if sb.Created.IsZero() {
+		return 0
+	}
+	return now.Sub(sb.Created).Round(time.Second)
 }

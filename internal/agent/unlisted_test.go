@@ -103,3 +103,64 @@ func TestCachedPodsUnlisted(t *testing.T) {
 		t.Errorf("cgroups unreadable: %q, want %q", got, want)
 	}
 }
+
+// TestCachedPodsUnlistedBySandboxAge: the wait for a pod the cache does
+// not hold runs from its sandbox's creation when the cache never held it,
+// so a hog the cache never saw, first seen at its crossing after running
+// for many seconds, is ranked by that very pass; a pod the cache held and
+// dropped (its cgroup still torn down), or whose sandbox the runtime did
+// not date, waits unlistedAfter from its first sight.
+func TestCachedPodsUnlistedBySandboxAge(t *testing.T) {
+	start := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		// heldBefore: the cache held the pod at an earlier pass.
+		heldBefore bool
+		created    time.Time // the sandbox's, by the runtime
+		// rankedAfter: the first step after first sight (0: at first
+		// sight) from which the pod is ranked.
+		rankedAfter time.Duration
+	}{
+		{name: "never held, sandbox 20 s old", created: start.Add(-20 * time.Second), rankedAfter: 0},
+		{name: "never held, sandbox exactly unlistedAfter old", created: start.Add(-unlistedAfter), rankedAfter: 0},
+		{name: "never held, sandbox 2 s old", created: start.Add(-2 * time.Second), rankedAfter: unlistedAfter - 2*time.Second},
+		{name: "never held, sandbox not dated", rankedAfter: unlistedAfter},
+		{name: "held and dropped, sandbox 20 s old", heldBefore: true, created: start.Add(-20 * time.Second), rankedAfter: unlistedAfter},
+		{name: "sandbox dated in the future (clock skew)", created: start.Add(time.Hour), rankedAfter: unlistedAfter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(start)
+			sbs := map[string]cri.Sandbox{
+				"u-hog": {Namespace: "default", Name: "hog", UID: "u-hog", Source: cri.ConfigSourceAPI, Created: tt.created},
+			}
+			p := &cachedPods{
+				cache:     cacheOf{known: map[string]bool{}},
+				discover:  func() ([]signals.Pod, error) { return []signals.Pod{{UID: "u-hog", QOS: signals.BestEffort}}, nil },
+				sandboxes: func(context.Context) (map[string]cri.Sandbox, error) { return sbs, nil },
+				clock:     clk,
+				log:       slog.New(slog.NewTextHandler(t.Output(), nil)),
+				seen:      map[string]*unlisted{},
+			}
+			ranked := func() bool {
+				t.Helper()
+				pods, err := p.Pods(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.ContainsFunc(pods, func(pod signals.Pod) bool { return pod.Ref() == "default/hog" })
+			}
+			if tt.heldBefore {
+				p.cache = cacheOf{pods: []signals.Pod{{Namespace: "default", Name: "hog", UID: "u-hog"}}, known: map[string]bool{"u-hog": true}}
+				ranked()
+				p.cache = cacheOf{known: map[string]bool{}}
+			}
+			for step := time.Duration(0); step <= unlistedAfter; step += time.Second {
+				clk.SetTime(start.Add(step))
+				if got, want := ranked(), step >= tt.rankedAfter; got != want {
+					t.Errorf("%s after first sight: ranked %v, want %v", step, got, want)
+				}
+			}
+		})
+	}
+}

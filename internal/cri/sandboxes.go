@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -23,6 +24,9 @@ type Sandbox struct {
 	// Source is the kubelet's kubernetes.io/config.source of the pod
 	// (ConfigSourceAPI, "file", "http"), "" when the sandbox has none.
 	Source string
+	// Created is when the runtime created the sandbox (zero when it
+	// does not say).
+	Created time.Time
 }
 
 // ReadySandboxes lists the pods of the ready sandboxes, keyed by pod UID:
@@ -51,8 +55,12 @@ func sandboxesOf(sbs []*runtimeapi.PodSandbox) map[string]Sandbox {
 		if uid == "" {
 			continue
 		}
+		var created time.Time
+		if ns := sb.GetCreatedAt(); ns > 0 {
+			created = time.Unix(0, ns)
+		}
 		out[uid] = Sandbox{Namespace: md.GetNamespace(), Name: md.GetName(), UID: uid,
-			Source: sb.GetAnnotations()[annotationConfigSource]}
+			Source: sb.GetAnnotations()[annotationConfigSource], Created: created}
 	}
 	return out
 }

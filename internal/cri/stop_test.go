@@ -38,8 +38,26 @@ func TestStopPodContainers(t *testing.T) {
 			Containers: []signals.Container{{Name: "app"}}}
 	}
 	victim, bystander := pod("victim"), pod("bystander")
+	before := time.Now()
 	for _, p := range []signals.Pod{victim, bystander} {
 		runPod(t, c, p, t.TempDir(), cgroupParent, image, []string{"sleep"})
+	}
+	// The ready sandboxes, named and dated by the runtime (the age of a
+	// pod the pod cache has never held is its sandbox's).
+	ready, err := c.ReadySandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []signals.Pod{victim, bystander} {
+		sb, ok := ready[p.UID]
+		switch {
+		case !ok:
+			t.Errorf("ReadySandboxes has no sandbox of %s: %+v", p.UID, ready)
+		case sb.Namespace != p.Namespace || sb.Name != p.Name:
+			t.Errorf("ReadySandboxes[%s] is %s/%s, want %s", p.UID, sb.Namespace, sb.Name, p.Ref())
+		case sb.Created.Before(before.Add(-time.Second)) || sb.Created.After(time.Now()):
+			t.Errorf("ReadySandboxes[%s] created %s, want between %s and now", p.UID, sb.Created, before)
+		}
 	}
 
 	start := time.Now()
