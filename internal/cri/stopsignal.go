@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	mobysignal "github.com/moby/sys/signal"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -74,62 +73,28 @@ func stopSignalOf(runtime string, resp *runtimeapi.ContainerStatusResponse) (sig
 	return sig, true, nil
 }
 
-// The real-time signals' range as image configurations and the CRI name
-// them (RTMIN+n, RTMAX-n): glibc's, which leaves the kernel's first two
-// to itself, as Docker and containerd parse them.
-const (
-	sigRTMin = 34
-	sigRTMax = 64
-)
-
-// signalAliases are the CRI enum's names that x/sys/unix knows by
-// another: SIGCLD, SIGPOLL and SIGIOT are SIGCHLD, SIGIO and SIGABRT on
-// Linux.
-var signalAliases = map[string]string{"CLD": "CHLD", "POLL": "IO", "IOT": "ABRT"}
+// sigRTMax is the highest signal number Linux has.
+const sigRTMax = 64
 
 // parseSignal parses a signal as images (STOPSIGNAL: "SIGQUIT", "QUIT",
 // "3", "SIGRTMIN+3") and the CRI's Signal enum ("SIGQUIT",
 // "SIGRTMINPLUS3", "SIGRTMAXMINUS1"; since cri-api v0.37 with a SIGNAL_
-// prefix, "SIGNAL_SIGQUIT") name it.
+// prefix, "SIGNAL_SIGQUIT") name it: the enum's spellings made the
+// image's, then moby/sys/signal's ParseSignal, as containerd parses
+// STOPSIGNAL (the real-time signals from glibc's SIGRTMIN, 34).
 func parseSignal(s string) (syscall.Signal, error) {
 	name := strings.ToUpper(strings.TrimSpace(s))
 	name = strings.TrimPrefix(name, "SIGNAL_")
-	if n, err := strconv.Atoi(name); err == nil {
-		if n < 1 || n > sigRTMax {
-			return 0, fmt.Errorf("signal %q: not a signal number (1 to %d)", s, sigRTMax)
+	for enum, image := range map[string]string{"RTMINPLUS": "RTMIN+", "RTMAXMINUS": "RTMAX-"} {
+		if rest, found := strings.CutPrefix(strings.TrimPrefix(name, "SIG"), enum); found {
+			name = image + rest
 		}
-		return syscall.Signal(n), nil
 	}
-	name = strings.TrimPrefix(name, "SIG")
-	for _, rt := range []struct {
-		prefix      string
-		base, dir   int
-		plus, minus string
-	}{{"RTMIN", sigRTMin, 1, "+", "PLUS"}, {"RTMAX", sigRTMax, -1, "-", "MINUS"}} {
-		rest, found := strings.CutPrefix(name, rt.prefix)
-		if !found {
-			continue
-		}
-		if rest == "" {
-			return syscall.Signal(rt.base), nil
-		}
-		off, found := strings.CutPrefix(rest, rt.plus)
-		if !found {
-			off, found = strings.CutPrefix(rest, rt.minus)
-		}
-		n, err := strconv.Atoi(off)
-		if !found || err != nil || n < 0 || n > sigRTMax-sigRTMin {
-			return 0, fmt.Errorf("signal %q: not a real-time signal", s)
-		}
-		return syscall.Signal(rt.base + rt.dir*n), nil
+	sig, err := mobysignal.ParseSignal(name)
+	if err != nil || sig < 1 || sig > sigRTMax {
+		return 0, fmt.Errorf("signal %q: not a signal of Linux (a name such as SIGQUIT or RTMIN+3, or a number from 1 to %d)", s, sigRTMax)
 	}
-	if alias, found := signalAliases[name]; found {
-		name = alias
-	}
-	if sig := unix.SignalNum("SIG" + name); sig != 0 {
-		return sig, nil
-	}
-	return 0, fmt.Errorf("signal %q: unknown", s)
+	return sig, nil
 }
 
 // stopSignals holds the stop signal of each running container the
