@@ -380,11 +380,10 @@ func TestKubeletV2Guest(t *testing.T) {
 	cleanPods(t, n)
 	t.Run("pids: the fork-heavy pod", func(t *testing.T) { pids(t, n) })
 	cleanPods(t, n)
-	// TestAPIServerFaults' twin (apiServerFaults, the host's API server
-	// stopped through hostControlPlane) does not pass here yet: evictd
-	// found the API server gone within 3.2 s, but its stop of the hog
-	// through the CRI timed out under emulation and the kernel OOM-killed
-	// the hog first.
+	// TestAPIServerFaults' twin: the host's API server stopped through
+	// hostControlPlane, the hogs at half v2Scale's rates (v2SlowScale).
+	apiServerFaults(t, n, hostControlPlane{shared}, v2SlowScale)
+	cleanPods(t, n)
 	t.Run("evictd killed -9 while an evicted pod terminates, restarted by systemd", func(t *testing.T) {
 		midEviction(t, n, killed9BySystemd, v2Scale)
 	})
@@ -404,6 +403,14 @@ func TestKubeletV2Guest(t *testing.T) {
 // stopped (v2Allocatable's 2 minutes for a twin's 30 s; seen: more than
 // 30 s after evictd had stopped them itself).
 var v2Scale = memoryScale{mem: 0.5, rate: 0.4, slow: 4}
+
+// v2SlowScale is v2Scale with its hogs at half its rates, for the API
+// server down: evictd stops the hog through the runtime only once the API
+// server has not answered for --local-kill-after (2 s), and the emulated
+// guest's CRI stop takes seconds more. At v2Scale's rate (20 MiB/s, 12 s
+// from the threshold to the kubepods limit) the kernel OOM-killed the hog
+// first, with evictd's stop under way.
+var v2SlowScale = memoryScale{mem: v2Scale.mem, rate: v2Scale.rate / 2, slow: v2Scale.slow}
 
 // v2Allocatable: a steady Burstable pod and a BestEffort hog that grows
 // toward the kubepods cgroup's limit (1 GiB) at a rate the emulated guest
