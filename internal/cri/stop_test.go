@@ -95,8 +95,21 @@ func TestStopPodContainers(t *testing.T) {
 	if err := c.rs.StopPodSandbox(ctx, sbs[0].GetId()); err != nil {
 		t.Fatal(err)
 	}
-	if ready, err := c.PodSandboxReady(ctx, victim.UID); err != nil || ready {
-		t.Errorf("PodSandboxReady(victim) after its sandbox's stop = %v, %v; want false", ready, err)
+	// containerd 2 marks the sandbox not ready when it handles its
+	// task's exit, which can come after StopPodSandbox has returned (seen
+	// under a CPU burner): a ready sandbox is waited out, as evictd's
+	// wait for it (Config.SandboxReady) does.
+	stopped := time.Now()
+	for {
+		ready, err := c.PodSandboxReady(ctx, victim.UID)
+		if err == nil && !ready {
+			t.Logf("the victim's sandbox read not ready %s after its stop returned", time.Since(stopped).Round(time.Millisecond))
+			break
+		}
+		if time.Since(stopped) > 10*time.Second {
+			t.Fatalf("PodSandboxReady(victim) 10 s after its sandbox's stop = %v, %v; want false", ready, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if n, err := c.StopPodContainers(ctx, victim.UID, 1); err != nil || n != 0 {
 		t.Errorf("second StopPodContainers: stopped %d, %v; want 0, nil", n, err)
