@@ -138,6 +138,10 @@ func (s *Server) Run(ctx context.Context) error {
 
 	serveErr := make(chan error, 1)
 	tlsOn := s.srv.TLSConfig != nil
+	// Said before the first request can be answered: the listener is
+	// bound, so connections already wait in its backlog.
+	s.log.Info("serving "+s.serves, "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil, "delegatedAuth", s.delegate != nil,
+		"maxConnections", s.conns, "socketActivated", passed, "listenAttempts", attempts)
 	if tlsOn {
 		// The certificate comes from TLSConfig.GetCertificate: no
 		// file names.
@@ -145,8 +149,6 @@ func (s *Server) Run(ctx context.Context) error {
 	} else {
 		go func() { serveErr <- s.srv.Serve(ln) }()
 	}
-	s.log.Info("serving "+s.serves, "addr", addr, "tls", tlsOn, "bearerToken", s.tokenSum != nil, "delegatedAuth", s.delegate != nil,
-		"maxConnections", s.conns, "socketActivated", passed, "listenAttempts", attempts)
 
 	select {
 	case err := <-serveErr:
