@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/internal/recorder"
 	"github.com/evictd/evictd/internal/snapshot"
 	"github.com/evictd/evictd/internal/testing/testnode"
 )
@@ -32,6 +33,11 @@ func checkFlightRecord(t *testing.T, n *testnode.Node, pod, message string, grac
 			return false, err.Error()
 		}
 		for _, e := range entries {
+			// The writer's temporary file (.name.tmp) is renamed away
+			// the moment it is whole: read the records alone.
+			if !recorder.IsRecordName(e.Name()) {
+				continue
+			}
 			sc, err := snapshot.ReadFile(filepath.Join(dir, e.Name()))
 			if err != nil {
 				return false, err.Error()
@@ -44,8 +50,10 @@ func checkFlightRecord(t *testing.T, n *testnode.Node, pod, message string, grac
 		return false, "no record of " + pod + " with its relief among " + lines(entries)
 	})
 	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
-		if info, err := os.Stat(p); err != nil || info.Mode().Perm() != want {
-			t.Errorf("%s: mode %v (%v), want %v", p, info.Mode().Perm(), err, want)
+		if info, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		} else if info.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", p, info.Mode().Perm(), want)
 		}
 	}
 	d := rec.Record.Decision
@@ -107,6 +115,11 @@ func findRecord(t *testing.T, n *testnode.Node, pod string, since time.Time) str
 			return false, err.Error()
 		}
 		for _, e := range entries {
+			// The writer's temporary file (.name.tmp) is renamed away
+			// the moment it is whole: read the records alone.
+			if !recorder.IsRecordName(e.Name()) {
+				continue
+			}
 			sc, err := snapshot.ReadFile(filepath.Join(dir, e.Name()))
 			if err != nil {
 				return false, err.Error()
