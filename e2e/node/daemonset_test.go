@@ -32,6 +32,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
@@ -76,13 +77,20 @@ const (
 // settings and threshold.
 func TestDaemonSetNode(t *testing.T) {
 	n := testnode.StartForTest(t, testnode.Options{Name: "e2e-daemonset"})
-	importEvictdImage(t, n)
+	importEvictdImage(t, n, "")
+	evictdDaemonSet(t, n, n.Cluster().AdminConfig(), n.Cluster().URL(), nativeScale)
+}
+
+// evictdDaemonSet is TestDaemonSetNode on n, whose evictd image is imported,
+// with admin the API server's admin, apiServer its address from the
+// node's host network (evictd's pod's), and the hogs sized by sc.
+func evictdDaemonSet(t *testing.T, n *testnode.Node, admin *rest.Config, apiServer string, sc memoryScale) {
 	ports, err := testcluster.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs := renderChart(t, n, ports[0], ports[1], map[string]any{
-		"evictionHard":                     map[string]any{"memory.available": "500Mi"},
+		"evictionHard":                     map[string]any{"memory.available": sc.quantity(500)},
 		"evictionPressureTransitionPeriod": "5s",
 	})
 	var (
@@ -117,7 +125,7 @@ func TestDaemonSetNode(t *testing.T) {
 	// (no kube-proxy): the container's own KUBERNETES_SERVICE_HOST and
 	// _PORT, which take the place of those the kubelet sets, name the
 	// test API server, as the Service's would on a cluster.
-	u, err := url.Parse(n.Cluster().URL())
+	u, err := url.Parse(apiServer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +147,7 @@ func TestDaemonSetNode(t *testing.T) {
 		t.Errorf("the chart's DaemonSet runs evictd with args %v, configuration file:\n%s\nwant --config naming it, with kubeconfigInCluster: true",
 			ds.Spec.Template.Spec.Containers[0].Args, configFile)
 	}
-	applyAll(t, n, objs)
+	applyAll(t, n, admin, objs)
 	t.Cleanup(func() { deleteDaemonSet(t, n, ds, cms) })
 
 	first := waitEvictdPod(t, n, ds, "")
@@ -148,12 +156,21 @@ func TestDaemonSetNode(t *testing.T) {
 	// cgroup mount) and the PSI trigger (through /proc/pressure).
 	wakeups := logLinesOf(t, n, first, "wake-up source active")
 	t.Logf("evictd's pod %s ready; its wake-up sources: %v", first.Name, wakeups)
-	for _, kind := range []string{`"kind":"memcg"`, `"kind":"psi"`} {
+	// On cgroup v2 its memory wake-up is kubepods' memory.events, and its
+	// PSI trigger where the kernel keeps PSI.
+	kinds := []string{`"kind":"memcg"`, `"kind":"psi"`}
+	if !onCgroupV1(n) {
+		kinds = []string{`"kind":"memory-events"`}
+		if _, err := os.Stat("/proc/pressure/memory"); err == nil {
+			kinds = append(kinds, `"kind":"psi"`)
+		}
+	}
+	for _, kind := range kinds {
 		if !slices.ContainsFunc(wakeups, func(l string) bool { return strings.Contains(l, kind) }) {
 			t.Errorf("evictd's pod has no wake-up source of %s", kind)
 		}
 	}
-	evictHog(t, n, "hog", first)
+	evictHog(t, n, "hog", first, sc)
 	c, ctx := n.Admin(), t.Context()
 	// Its Lease in its own namespace, which the chart's RBAC lets it
 	// renew there and nowhere else.
@@ -172,7 +189,7 @@ func TestDaemonSetNode(t *testing.T) {
 	}
 	second := waitEvictdPod(t, n, ds, first.UID)
 	t.Logf("evictd's next pod %s ready", second.Name)
-	evictHog(t, n, "hog2", second)
+	evictHog(t, n, "hog2", second, sc)
 	for _, p := range []*v1.Pod{first, second} {
 		if k := evictions(t, n, p.Namespace, p.Name); k != 0 {
 			t.Errorf("evictd's pod %s: %d Evicted events, want 0", p.Name, k)
@@ -297,25 +314,25 @@ func holdIdle(ctx context.Context, addr string) {
 // evictHog starts a BestEffort pod that allocates past the hard threshold
 // and checks that evictd's pod evicts it with the hard grace period,
 // stopping its containers itself, without a kernel OOM kill, and stays.
-func evictHog(t *testing.T, n *testnode.Node, name string, evictd *v1.Pod) {
+func evictHog(t *testing.T, n *testnode.Node, name string, evictd *v1.Pod, sc memoryScale) {
 	t.Helper()
 	oomKilled := watchOOMKills(t, n)
 	deleted := watchDeletion(t, n, "default", name)
 	// 2300 MiB at 200 MiB/s, as the allocatable scenario.
-	hog := labelled(n.Pod(name, "alloc", "--mib", "2300", "--rate", "200"))
+	hog := labelled(n.Pod(name, "alloc", "--mib", sc.mibArg(2300), "--rate", sc.rateArg(200)))
 	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var d deletion
 	select {
 	case d = <-deleted:
-	case <-time.After(90 * time.Second):
-		t.Fatalf("%s not evicted within 90 s; %d OOM kills in kubepods; evictd's log:\n%s", name, oomKilled(), podLog(t, n, evictd))
+	case <-time.After(sc.wait(90 * time.Second)):
+		t.Fatalf("%s not evicted within %s; %d OOM kills in kubepods; evictd's log:\n%s", name, sc.wait(90*time.Second), oomKilled(), podLog(t, n, evictd))
 	}
 	if g := evictedGrace(t, d, "default", name, func() string { return podLog(t, n, evictd) }); g != 1 {
 		t.Errorf("%s: deletion grace %d s, want the hard threshold's 1", name, g)
 	}
-	poll(t, name+" to go", 30*time.Second, func() (bool, string) { return gone(t, n, "default", name) })
+	poll(t, name+" to go", sc.wait(30*time.Second), func() (bool, string) { return gone(t, n, "default", name) })
 	evs := evictedEvents(t, n, "default", name)
 	if len(evs) == 0 || evs[0].Source.Component != "evictd" || evs[0].Source.Host != n.Name() {
 		t.Errorf("%s: Evicted events %+v, want one from evictd on %s", name, evs, n.Name())
@@ -334,16 +351,30 @@ func evictHog(t *testing.T, n *testnode.Node, name string, evictd *v1.Pod) {
 	}
 }
 
-// importEvictdImage builds evictd's image for this machine's architecture
-// from the binary under test with hack/image, as `make image` does, and
-// imports it into the node's containerd as dsImage.
-func importEvictdImage(t *testing.T, n *testnode.Node) {
+// importEvictdImage imports evictd's image into the node's containerd as
+// dsImage: from archive, an OCI archive buildEvictdImage wrote, or else
+// built here.
+func importEvictdImage(t *testing.T, n *testnode.Node, archive string) {
+	t.Helper()
+	if archive == "" {
+		archive = buildEvictdImage(t, t.TempDir())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if err := n.Runtime().ImportArchive(ctx, archive, dsImage); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildEvictdImage builds evictd's image for this machine's architecture
+// from the binary under test with hack/image, as `make image` does, in
+// dist, and returns the OCI archive's path.
+func buildEvictdImage(t *testing.T, dist string) string {
 	t.Helper()
 	bin := os.Getenv(testnode.EnvEvictdBin)
 	if bin == "" {
 		t.Fatalf("%s is not set: the image is built from the binary under test (make e2e sets it)", testnode.EnvEvictdBin)
 	}
-	dist := t.TempDir()
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -356,11 +387,7 @@ func importEvictdImage(t *testing.T, n *testnode.Node) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/image: %v\n%s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	if err := n.Runtime().ImportArchive(ctx, filepath.Join(dist, "evictd-image-"+tag+".oci.tar"), dsImage); err != nil {
-		t.Fatal(err)
-	}
+	return filepath.Join(dist, "evictd-image-"+tag+".oci.tar")
 }
 
 // renderChart renders evictd's chart with the real helm for node n: in
@@ -431,8 +458,19 @@ func renderChart(t *testing.T, n *testnode.Node, port, healthPort int, settings 
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(file, data, 0o600); err != nil {
+	// Not in t.TempDir(): its name is the test's, which may hold a comma,
+	// where helm's --values splits a list of files.
+	f, err := os.CreateTemp("", "evictd-e2e-values-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := f.Name()
+	t.Cleanup(func() { os.Remove(file) })
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	version, err := n.Admin().Discovery().ServerVersion()
@@ -472,10 +510,9 @@ func renderChart(t *testing.T, n *testnode.Node, port, healthPort int, settings 
 // applyAll applies objs to n's API server server-side, in their order,
 // as the admin (the chart's RBAC and policy replace the ones the test
 // cluster applied from deploy/ where they share a name).
-func applyAll(t *testing.T, n *testnode.Node, objs []*unstructured.Unstructured) {
+func applyAll(t *testing.T, n *testnode.Node, admin *rest.Config, objs []*unstructured.Unstructured) {
 	t.Helper()
-	cfg := n.Cluster().AdminConfig()
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfig(admin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/internal/testing/testnode"
@@ -145,6 +149,11 @@ func runV2Node(t *testing.T, node string, systemd bool) {
 	run := "^TestKubeletV2Guest$"
 	if sub := os.Getenv(v2RunEnv); sub != "" {
 		run += "/" + sub
+	}
+	if ds, err := guestSelects(os.Getenv(v2RunEnv), v2DaemonSetRun); err != nil {
+		t.Fatal(err)
+	} else if ds && systemd {
+		env = append(env, v2ImageEnv+"="+buildEvictdImage(t, t.TempDir()))
 	}
 	res, err := testvm.Run(t.Context(), dir, testvm.Options{
 		Script:    "cd '" + wd + "' && exec '" + os.Args[0] + "' -test.run '" + strings.ReplaceAll(run, "'", `'\''`) + "' -test.v -test.count=1 -test.timeout " + guestTimeout.String(),
@@ -380,6 +389,10 @@ func TestKubeletV2Guest(t *testing.T) {
 	cleanPods(t, n)
 	t.Run("pids: the fork-heavy pod", func(t *testing.T) { pids(t, n) })
 	cleanPods(t, n)
+	t.Run("OOM kills no agent could prevent, counted for the node and for kubepods", func(t *testing.T) {
+		oomKillsNotPrevented(t, n, false) // kubepods: v2Scale's 1 GiB
+	})
+	cleanPods(t, n)
 	// TestAPIServerFaults' twin: the host's API server stopped through
 	// hostControlPlane, the hogs at half v2Scale's rates (v2SlowScale).
 	apiServerFaults(t, n, hostControlPlane{shared}, v2SlowScale)
@@ -394,6 +407,92 @@ func TestKubeletV2Guest(t *testing.T) {
 		staticSpared(t, n, manifests, v2Scale)
 	})
 	cleanPods(t, n)
+	t.Run(v2DaemonSetRun, func(t *testing.T) {
+		archive := os.Getenv(v2ImageEnv)
+		if archive == "" {
+			t.Fatalf("%s is not set: this machine builds evictd's image for the guest when its pattern selects %q", v2ImageEnv, v2DaemonSetRun)
+		}
+		importEvictdImage(t, n, archive)
+		admin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(shared, "admin.kubeconfig"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evictdDaemonSet(t, n, admin, "https://localhost:"+strconv.Itoa(proxyAPIServer(t, admin.Host)), v2DaemonSetScale)
+	})
+	cleanPods(t, n)
+}
+
+// v2DaemonSetRun is the guest's DaemonSet scenario, which needs evictd's
+// image built on this machine (hack/image under emulation takes minutes).
+const v2DaemonSetRun = "evictd run as the DaemonSet of its chart, from its image"
+
+// v2ImageEnv is the OCI archive of evictd's image, built on this machine
+// for the guest's DaemonSet scenario.
+const v2ImageEnv = "EVICTD_V2_IMAGE"
+
+// v2DaemonSetScale sizes TestDaemonSetNode's hogs for the guest: v2Scale
+// with a quarter of its rate (the twin's 200 MiB/s becomes 20, what
+// v2Allocatable's hog grows at), evictd in its pod stopping them under
+// emulation.
+var v2DaemonSetScale = memoryScale{mem: v2Scale.mem, rate: v2Scale.rate / 4, slow: v2Scale.slow}
+
+// guestSelects reports whether pattern, the guest's -test.run below
+// TestKubeletV2Guest, selects its subtest name, as go test matches: its
+// first element against the name, spaces made underscores in both.
+func guestSelects(pattern, name string) (bool, error) {
+	if pattern == "" {
+		return true, nil
+	}
+	first, _, _ := strings.Cut(pattern, "/")
+	re, err := regexp.Compile(strings.ReplaceAll(first, " ", "_"))
+	if err != nil {
+		return false, fmt.Errorf("%s %q: %w", v2RunEnv, pattern, err)
+	}
+	return re.MatchString(strings.ReplaceAll(name, " ", "_")), nil
+}
+
+// proxyAPIServer forwards a port on the guest's loopback to the API
+// server at host (the forwarded address), for evictd's pod: in-cluster it
+// reaches the API server at KUBERNETES_SERVICE_HOST, whose name must be
+// one the serving certificate has (localhost, not the forwarded address).
+// It returns the port; it stops when t ends.
+func proxyAPIServer(t *testing.T, host string) int {
+	t.Helper()
+	u, err := url.Parse(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", u.Host)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() {
+					_, _ = io.Copy(up, c)
+					up.(*net.TCPConn).CloseWrite()
+				}()
+				_, _ = io.Copy(c, up)
+			})
+		}
+	})
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // v2Scale sizes the memory scenarios for the guest's node: a kubepods
