@@ -116,8 +116,12 @@ func (p *cachedPods) Pods(ctx context.Context) ([]signals.Pod, error) {
 	if len(unknown) == 0 {
 		return pods, nil
 	}
-	// The sandboxes are listed only when the cache lacks a running pod,
-	// which a cache keeping up never does.
+	// The sandboxes are listed only when the cache lacks a running pod.
+	// A static pod's cgroup carries the UID the kubelet gave it from its
+	// manifest (the config hash), never its mirror pod's UID in the API,
+	// so the cache lacks it on every pass even when it keeps up: on a node
+	// with static pods this is one CRI ListPodSandbox per pass, as it was
+	// before the wait ran from the sandbox's creation.
 	sbs, sbErr := p.sandboxes(ctx)
 	var ranked []signals.Pod
 	for _, f := range unknown {
