@@ -468,13 +468,13 @@ func allocatable(t *testing.T, n *testnode.Node) {
 	} else {
 		t.Logf("evictd's local stop: %s", line)
 	}
-	// Before any of that, evictd's own SIGTERM to the hog's main process,
-	// and nothing of the pod left behind that a stop through the runtime
-	// would not leave.
-	if line := evictdLine("default/hog", "SIGTERM sent to the pod's containers' main processes", evictdLog(n)); line == "" {
-		t.Errorf("evictd did not send the hog's SIGTERM itself:\n%s", tail(n.LogPath("evictd"), 200))
+	// Before any of that, evictd's own stop signal to the hog's main
+	// process, and nothing of the pod left behind that a stop through the
+	// runtime would not leave.
+	if line := evictdLine("default/hog", "stop signal sent to the pod's containers' main processes", evictdLog(n)); line == "" {
+		t.Errorf("evictd did not send the hog's stop signal itself:\n%s", tail(n.LogPath("evictd"), 200))
 	} else {
-		t.Logf("evictd's direct SIGTERM: %s", line)
+		t.Logf("evictd's direct stop signal: %s", line)
 	}
 	direct := 0.0
 	for _, sig := range []string{"memory.available", "allocatableMemory.available"} {

@@ -237,8 +237,8 @@ func (a *Agent) build(ctx context.Context, opts Options) (err error) {
 		if cfg.LocalStorageEviction == config.LocalStorageKubelet && cfg.KubeletLocalStorage == nil {
 			deps.LocalStorage = &localStorageAgent{node: a.kube.status.EphemeralStorageCapacity, gauge: lsGauge, log: log}
 		}
-		deps.Pods = &cachedPods{cache: a.kube.pods, discover: func() ([]signals.Pod, error) { return host.DiscoverPods(hc) }, sandboxes: a.runtime.readySandboxes,
-			clock: clock.RealClock{}, log: log, seen: map[string]*unlisted{}}
+		deps.Pods = newCachedPods(a.kube.pods, func() ([]signals.Pod, error) { return host.DiscoverPods(hc) }, a.runtime.readySandboxes,
+			clock.RealClock{}, log)
 	}
 	if cfg.DryRun {
 		log.Info("dry run: decisions are reported, never acted on")

@@ -287,18 +287,17 @@ func newKube(cfg *config.Config, rc *rest.Config, version string, met *metrics.M
 // evictd acts on the node (rt is set: not a dry run); nil otherwise, or
 // when the signaller cannot be made (said in the log: the runtime's stop
 // remains).
-func directSignal(cfg *config.Config, rt *runtimeConn, log *slog.Logger) func(*signals.Pod) (int, error) {
+func directSignal(cfg *config.Config, rt *runtimeConn, log *slog.Logger) func(*signals.Pod) (host.Signalled, error) {
 	if !cfg.HardEvictionDirectSignal || rt == nil {
 		return nil
 	}
 	s, err := host.NewPodSignaller(HostConfig(cfg))
 	if err != nil {
-		log.Warn("hard evictions' SIGTERM goes through the container runtime alone", "err", err)
+		log.Warn("hard evictions' stop signal goes through the container runtime alone", "err", err)
 		return nil
 	}
-	return func(p *signals.Pod) (int, error) {
-		done, err := s.SignalEach(*p, func(c signals.Container) syscall.Signal { return rt.stopSignal(c.ID) })
-		return done.Processes, err
+	return func(p *signals.Pod) (host.Signalled, error) {
+		return s.SignalEach(*p, func(c signals.Container) syscall.Signal { return rt.stopSignal(c.ID) })
 	}
 }
 

@@ -42,10 +42,7 @@ const unlistedAfter = 5 * time.Second
 // known). Their eviction goes through the API server, which reads them
 // back first, or, with the API server away, through the runtime.
 type cachedPods struct {
-	cache interface {
-		manager.PodSource
-		KnownUIDs() map[string]bool
-	}
+	cache podCache
 	// discover lists the pod cgroups (host.DiscoverPods).
 	discover  func() ([]signals.Pod, error)
 	sandboxes func(context.Context) (map[string]cri.Sandbox, error)
@@ -56,6 +53,22 @@ type cachedPods struct {
 	seen map[string]*unlisted // pods the cache does not hold, by UID
 	// held is the UIDs the cache has held whose cgroups are still there.
 	held map[string]bool
+}
+
+// podCache is the pod cache cachedPods reads (podsource.Source): its pods,
+// and the UIDs of every pod it holds.
+type podCache interface {
+	manager.PodSource
+	KnownUIDs() map[string]bool
+}
+
+// newCachedPods returns the pods of cache and, beside them, those whose
+// cgroups discover lists and the cache does not hold, named after their
+// sandboxes.
+func newCachedPods(cache podCache, discover func() ([]signals.Pod, error), sandboxes func(context.Context) (map[string]cri.Sandbox, error),
+	clk clock.PassiveClock, log *slog.Logger) *cachedPods {
+	return &cachedPods{cache: cache, discover: discover, sandboxes: sandboxes, clock: clk, log: log,
+		seen: map[string]*unlisted{}, held: map[string]bool{}}
 }
 
 // unlisted is a pod cgroup the cache does not hold: since when, and
@@ -87,9 +100,6 @@ func (p *cachedPods) Pods(ctx context.Context) ([]signals.Pod, error) {
 	now := p.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.held == nil {
-		p.held = map[string]bool{}
-	}
 	var unknown []signals.Pod
 	current := map[string]bool{}
 	for _, f := range found {
@@ -116,8 +126,12 @@ func (p *cachedPods) Pods(ctx context.Context) ([]signals.Pod, error) {
 	if len(unknown) == 0 {
 		return pods, nil
 	}
-	// The sandboxes are listed only when the cache lacks a running pod,
-	// which a cache keeping up never does.
+	// The sandboxes are listed only when the cache lacks a running pod.
+	// A static pod's cgroup carries the UID the kubelet gave it from its
+	// manifest (the config hash), never its mirror pod's UID in the API,
+	// so the cache lacks it on every pass even when it keeps up: on a node
+	// with static pods this is one CRI ListPodSandbox per pass, as it was
+	// before the wait ran from the sandbox's creation.
 	sbs, sbErr := p.sandboxes(ctx)
 	var ranked []signals.Pod
 	for _, f := range unknown {

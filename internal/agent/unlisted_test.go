@@ -50,17 +50,16 @@ func TestCachedPodsUnlisted(t *testing.T) {
 		"u-system":      {Namespace: "kube-system", Name: "system", UID: "u-system", Source: cri.ConfigSourceAPI},
 	}
 	found := func() ([]signals.Pod, error) { return slices.Clone(cgroups), nil }
-	p := &cachedPods{
-		cache: cacheOf{
+	p := newCachedPods(
+		cacheOf{
 			pods:  []signals.Pod{{Namespace: "default", Name: "known", UID: "u-known"}},
 			known: map[string]bool{"u-known": true, "u-terminating": true},
 		},
-		discover:  found,
-		sandboxes: func(context.Context) (map[string]cri.Sandbox, error) { return sbs, nil },
-		clock:     clk,
-		log:       slog.New(slog.NewTextHandler(t.Output(), nil)),
-		seen:      map[string]*unlisted{},
-	}
+		found,
+		func(context.Context) (map[string]cri.Sandbox, error) { return sbs, nil },
+		clk,
+		slog.New(slog.NewTextHandler(t.Output(), nil)),
+	)
 	names := func() []string {
 		t.Helper()
 		pods, err := p.Pods(t.Context())
@@ -134,14 +133,10 @@ func TestCachedPodsUnlistedBySandboxAge(t *testing.T) {
 			sbs := map[string]cri.Sandbox{
 				"u-hog": {Namespace: "default", Name: "hog", UID: "u-hog", Source: cri.ConfigSourceAPI, Created: tt.created},
 			}
-			p := &cachedPods{
-				cache:     cacheOf{known: map[string]bool{}},
-				discover:  func() ([]signals.Pod, error) { return []signals.Pod{{UID: "u-hog", QOS: signals.BestEffort}}, nil },
-				sandboxes: func(context.Context) (map[string]cri.Sandbox, error) { return sbs, nil },
-				clock:     clk,
-				log:       slog.New(slog.NewTextHandler(t.Output(), nil)),
-				seen:      map[string]*unlisted{},
-			}
+			p := newCachedPods(cacheOf{known: map[string]bool{}},
+				func() ([]signals.Pod, error) { return []signals.Pod{{UID: "u-hog", QOS: signals.BestEffort}}, nil },
+				func(context.Context) (map[string]cri.Sandbox, error) { return sbs, nil },
+				clk, slog.New(slog.NewTextHandler(t.Output(), nil)))
 			ranked := func() bool {
 				t.Helper()
 				pods, err := p.Pods(t.Context())

@@ -24,6 +24,7 @@ import (
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
 )
 
 // Defaults of Config.
@@ -92,17 +93,18 @@ type Config struct {
 	// SignalLocally, when set, sends the stop signal itself to the main
 	// processes of the pod's containers on this node (each container's
 	// as the runtime reports it, SIGTERM where it has not said), and
-	// returns how many got it (host.PodSignaller;
-	// --hard-eviction-direct-signal). A hard eviction
-	// of a pod whose restartPolicy is Always (signals.Pod.RestartAlways)
-	// calls it first, before any API request: the containers have their
-	// SIGTERM about a millisecond after the decision, not after a CRI
-	// call, a new runtime process and its kill. A pod of any other
+	// returns how many got it and which signals went
+	// (host.PodSignaller.SignalEach; --hard-eviction-direct-signal). A
+	// hard eviction of a pod whose restartPolicy is Always
+	// (signals.Pod.RestartAlways) calls it first, before any API request:
+	// the containers have their stop signal about a millisecond after the
+	// decision, not after a CRI call, a new runtime process and its kill.
+	// A pod of any other
 	// restartPolicy waits for StopLocally, as StopWait says: a program
 	// that exits 0 on its SIGTERM before the kubelet has the pod's
 	// terminal status would make the pod Succeeded (a Job's completion).
 	// On an error or none signalled, the stop is StopLocally's alone.
-	SignalLocally func(pod *signals.Pod) (int, error)
+	SignalLocally func(pod *signals.Pod) (host.Signalled, error)
 	// OnSignalled, when set, is called once per hard eviction with the
 	// request, how its containers got their first stop signal and the
 	// time from r.Decided (by Clock), for
@@ -444,24 +446,28 @@ func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r decide.Req
 	return e.stopWithin(ctx, log, r.Pod, r.GracePeriod, onStart)
 }
 
-// signalAtOnce sends the SIGTERM of r's pod's containers through
+// signalAtOnce sends the stop signals of r's pod's containers through
 // Config.SignalLocally when r's pod restarts always (see there), and
-// reports whether any process got it.
+// reports whether any process got one. The log names the signals sent
+// (stopSignal): each container's own, which need not be SIGTERM.
 func (e *Evicter) signalAtOnce(log *slog.Logger, r decide.Request) bool {
 	if e.cfg.SignalLocally == nil || !r.Pod.RestartAlways {
 		return false
 	}
 	began := e.cfg.Clock.Now()
-	n, err := e.cfg.SignalLocally(r.Pod)
-	if n == 0 {
-		log.Warn("could not send SIGTERM to the pod's containers itself; the stop goes through the runtime", "err", err)
+	done, err := e.cfg.SignalLocally(r.Pod)
+	if done.Processes == 0 {
+		log.Warn("could not send the stop signal to the pod's containers itself; the stop goes through the runtime", "err", err)
 		return false
 	}
 	e.signalledAfter(r, metrics.SignalDirect)
+	sent := done.SignalNames()
 	if err != nil {
-		log.Warn("SIGTERM sent to some of the pod's containers, not all; the rest are stopped through the runtime", "processes", n, "err", err)
+		log.Warn("stop signal sent to some of the pod's containers, not all; the rest are stopped through the runtime",
+			"stopSignal", sent, "processes", done.Processes, "err", err)
 	} else {
-		log.Info("SIGTERM sent to the pod's containers' main processes", "processes", n, "took", e.cfg.Clock.Since(began))
+		log.Info("stop signal sent to the pod's containers' main processes",
+			"stopSignal", sent, "processes", done.Processes, "took", e.cfg.Clock.Since(began))
 	}
 	return true
 }

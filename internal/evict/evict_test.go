@@ -3,12 +3,15 @@ package evict
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +31,7 @@ import (
 	"github.com/evictd/evictd/internal/metrics"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
+	"github.com/evictd/evictd/signals/host"
 )
 
 // checkEvicted checks the pod's last state as the API server removed it:
@@ -249,11 +253,12 @@ func TestEvict(t *testing.T) {
 		checkNoAPIErrors(t, errs)
 	})
 
-	// A hard eviction of a pod that restarts always sends its SIGTERM
-	// itself before any API request; a pod of another restartPolicy, or
-	// one whose processes it cannot signal, gets its first signal from
-	// the runtime's stop; a soft eviction gets none of it.
-	t.Run("hard: the direct SIGTERM comes first, for a pod that restarts always", func(t *testing.T) {
+	// A hard eviction of a pod that restarts always sends its stop signal
+	// itself before any API request, and logs which; a pod of another
+	// restartPolicy, or one whose processes it cannot signal, gets its
+	// first signal from the runtime's stop; a soft eviction gets none of
+	// it.
+	t.Run("hard: the direct stop signal comes first, for a pod that restarts always", func(t *testing.T) {
 		ns := e.namespace(t, "direct")
 		reqs := &requestLog{}
 		cfg := rest.CopyConfig(e.agentConfig)
@@ -273,17 +278,19 @@ func TestEvict(t *testing.T) {
 			failed = map[string]bool{}
 		)
 		errs := &apiErrors{}
+		logged := &keptLog{}
+		log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, logged), &slog.HandlerOptions{Level: slog.LevelDebug}))
 		ev := New(Config{NodeName: nodeName, Pods: e.pods, PollInterval: 50 * time.Millisecond, OnAPIError: errs.inc, AsNode: e.agentNode,
 			StopWhenIssued: true, StopWait: 300 * time.Millisecond,
 			StopLocally: func(context.Context, *signals.Pod, int64) error { return nil },
-			SignalLocally: func(p *signals.Pod) (int, error) {
+			SignalLocally: func(p *signals.Pod) (host.Signalled, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				direct = append(direct, signalled{p.Name, len(reqs.get())})
 				if failed[p.Name] {
-					return 0, errors.New("test: no process visible")
+					return host.Signalled{}, errors.New("test: no process visible")
 				}
-				return 1, nil
+				return host.Signalled{Processes: 1, Containers: 1, Signals: []syscall.Signal{syscall.SIGQUIT}}, nil
 			},
 			OnSignalled: func(r decide.Request, path metrics.SignalPath, d time.Duration) {
 				mu.Lock()
@@ -293,7 +300,7 @@ func TestEvict(t *testing.T) {
 					t.Errorf("OnSignalled %s after %s", path, d)
 				}
 			},
-		}, client, e.rec, testLog(t))
+		}, client, e.rec, log)
 		evict := func(name string, hard, always bool) {
 			t.Helper()
 			pod := e.runningPod(t, ns, name, nil, 30)
@@ -321,6 +328,13 @@ func TestEvict(t *testing.T) {
 		// processes could not be signalled.
 		if wantFirst := []metrics.SignalPath{metrics.SignalDirect, metrics.SignalRuntime, metrics.SignalRuntime}; !slices.Equal(firsts, wantFirst) {
 			t.Errorf("OnSignalled paths %q, want %q", firsts, wantFirst)
+		}
+		// The log names the signal sent, the container's own stop signal.
+		if !slices.ContainsFunc(strings.Split(logged.String(), "\n"), func(line string) bool {
+			return strings.Contains(line, `msg="stop signal sent to the pod's containers' main processes"`) &&
+				strings.Contains(line, "pod="+ns+"/always ") && strings.Contains(line, "stopSignal=SIGQUIT ")
+		}) {
+			t.Errorf("no line says SIGQUIT was sent to always's containers:\n%s", logged)
 		}
 		checkNoAPIErrors(t, errs)
 	})

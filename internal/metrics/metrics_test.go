@@ -452,7 +452,7 @@ evictd_eviction_issue_latency_seconds_count{signal="memory.available"} 3
 			},
 			collect: func(m *Metrics) prometheus.Collector { return m.signalled },
 			want: `
-# HELP evictd_eviction_signal_latency_seconds Time from a hard eviction's decision to the first stop signal of the pod's containers, by path: direct (SIGTERM sent by evictd itself to the containers' main processes through pidfds, a hard eviction of a pod whose restartPolicy is Always), runtime (the stop asked of the container runtime through the CRI; the runtime's own kill follows, about 25 ms later on containerd).
+# HELP evictd_eviction_signal_latency_seconds Time from a hard eviction's decision to the first stop signal of the pod's containers, by path: direct (each container's stop signal, as the runtime reports it (SIGTERM where it has not said), sent by evictd itself to the containers' main processes through pidfds, a hard eviction of a pod whose restartPolicy is Always), runtime (the stop asked of the container runtime through the CRI; the runtime's own kill follows, about 25 ms later on containerd).
 # TYPE evictd_eviction_signal_latency_seconds histogram
 evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.0001"} 0
 evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="0.00025"} 1

@@ -19,7 +19,7 @@ const (
 )
 
 var signalPaths = []value[SignalPath]{
-	{v: SignalDirect, means: "SIGTERM sent by evictd itself to the containers' main processes through pidfds, a hard eviction of a pod whose restartPolicy is Always"},
+	{v: SignalDirect, means: "each container's stop signal, as the runtime reports it (SIGTERM where it has not said), sent by evictd itself to the containers' main processes through pidfds, a hard eviction of a pod whose restartPolicy is Always"},
 	{v: SignalRuntime, means: "the stop asked of the container runtime through the CRI; the runtime's own kill follows, about 25 ms later on containerd"},
 }
 

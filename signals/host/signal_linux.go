@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/prometheus/procfs"
@@ -74,7 +75,33 @@ type Signalled struct {
 	// Containers is how many of the pod's containers with an ID had a
 	// cgroup below the pod's.
 	Containers int
+	// Signals is the signals sent, each once, in the order of the
+	// containers first sent it.
+	Signals []syscall.Signal
 }
+
+// SignalNames names the signals sent, comma-separated, for a log:
+// SIGTERM, SIGQUIT, SIGRTMIN+3 (from glibc's SIGRTMIN, 34, as images name
+// the real-time signals).
+func (s Signalled) SignalNames() string {
+	names := make([]string, 0, len(s.Signals))
+	for _, sig := range s.Signals {
+		name := unix.SignalName(sig)
+		switch {
+		case name != "":
+		case sig >= sigRTMin:
+			name = "SIGRTMIN+" + strconv.Itoa(int(sig-sigRTMin))
+		default:
+			name = strconv.Itoa(int(sig))
+		}
+		names = append(names, name)
+	}
+	return strings.Join(names, ",")
+}
+
+// sigRTMin is glibc's SIGRTMIN, from which images number the real-time
+// signals.
+const sigRTMin = 34
 
 // Signal sends sig to the main process of each container of pod (UID,
 // QOS and Containers with their IDs set) that has a cgroup below the
@@ -107,8 +134,12 @@ func (s *PodSignaller) SignalEach(pod signals.Pod, sigOf func(signals.Container)
 			continue
 		}
 		done.Containers++
-		n, err := s.signalMain(dir, sigOf(c))
+		sig := sigOf(c)
+		n, err := s.signalMain(dir, sig)
 		done.Processes += n
+		if n > 0 && !slices.Contains(done.Signals, sig) {
+			done.Signals = append(done.Signals, sig)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("container %s (%s): %w", c.Name, c.ID, err))
 		}

@@ -116,8 +116,8 @@ func TestPodSignallerRealCgroupV1(t *testing.T) {
 	began := time.Now()
 	got, err := s.Signal(pod, syscall.SIGTERM)
 	took := time.Since(began)
-	if err != nil || got != (Signalled{Processes: 1, Containers: 1}) {
-		t.Fatalf("Signal = %+v, %v; want 1 process of 1 container", got, err)
+	if err != nil || got.Processes != 1 || got.Containers != 1 || !slices.Equal(got.Signals, []syscall.Signal{syscall.SIGTERM}) {
+		t.Fatalf("Signal = %+v, %v; want SIGTERM to 1 process of 1 container", got, err)
 	}
 	t.Logf("signalled %+v in %s", got, took)
 	select {
@@ -268,14 +268,35 @@ func TestPodSignallerEach(t *testing.T) {
 	}
 	pod := signals.Pod{Namespace: "ns", Name: "p", UID: uid, QOS: signals.Burstable, Containers: containers}
 	got, err := s.SignalEach(pod, func(c signals.Container) syscall.Signal { return want[c.Name] })
-	if err != nil || got != (Signalled{Processes: 2, Containers: 2}) {
-		t.Fatalf("SignalEach = %+v, %v; want 2 processes of 2 containers", got, err)
+	slices.Sort(got.Signals) // in the order of the containers, which want's map order made
+	if err != nil || got.Processes != 2 || got.Containers != 2 || !slices.Equal(got.Signals, []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2}) {
+		t.Fatalf("SignalEach = %+v, %v; want SIGUSR1 and SIGUSR2 to 2 processes of 2 containers", got, err)
 	}
 	for name, p := range procsOf {
 		_ = p.Wait()
 		ws, ok := p.ProcessState.Sys().(syscall.WaitStatus)
 		if !ok || !ws.Signaled() || ws.Signal() != want[name] {
 			t.Errorf("container %s's process ended %v, want by %v", name, p.ProcessState, want[name])
+		}
+	}
+}
+
+// TestSignalNames: the signals sent are named as images name them, the
+// real-time ones from glibc's SIGRTMIN.
+func TestSignalNames(t *testing.T) {
+	tests := []struct {
+		sigs []syscall.Signal
+		want string
+	}{
+		{nil, ""},
+		{[]syscall.Signal{syscall.SIGTERM}, "SIGTERM"},
+		{[]syscall.Signal{syscall.SIGQUIT, syscall.SIGTERM}, "SIGQUIT,SIGTERM"},
+		{[]syscall.Signal{syscall.Signal(37)}, "SIGRTMIN+3"},
+		{[]syscall.Signal{syscall.Signal(33)}, "33"},
+	}
+	for _, tt := range tests {
+		if got := (Signalled{Signals: tt.sigs}).SignalNames(); got != tt.want {
+			t.Errorf("SignalNames of %v = %q, want %q", tt.sigs, got, tt.want)
 		}
 	}
 }
