@@ -37,6 +37,8 @@ type daemonConfig struct {
 	// shim is the path of containerd-shim-runc-v2 (the runc runtime's
 	// runtime_path); "" for the one on PATH.
 	shim string
+	// promptGC: Options.PromptGC.
+	promptGC bool
 }
 
 // settings returns the values to set, by TOML section and key, as TOML
@@ -57,6 +59,13 @@ func (c daemonConfig) settings(version int) map[string]map[string]string {
 			runc = criRuntimeSection + ".containerd.runtimes.runc"
 		}
 		s[runc] = map[string]string{"runtime_path": strconv.Quote(c.shim)}
+	}
+	if c.promptGC {
+		gc := `plugins."io.containerd.gc.v1.scheduler"`
+		if version >= 3 {
+			gc = `plugins.'io.containerd.gc.v1.scheduler'`
+		}
+		s[gc] = map[string]string{"deletion_threshold": "1", "pause_threshold": "0.5"}
 	}
 	return s
 }

@@ -1,6 +1,8 @@
 package testruntime
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,3 +133,40 @@ imports = ['/etc/containerd/conf.d/*.toml']
   [plugins.'io.containerd.server.v1.ttrpc']
     address = '/run/containerd/containerd.sock.ttrpc'
 `
+
+// TestConfigPromptGC renders Options.PromptGC into the default configs of
+// both lanes' containerd (2.x's version 4, 1.6's version 2): the garbage
+// collector's section gets its deletion and pause thresholds, and a
+// containerd whose defaults lack them fails the render.
+func TestConfigPromptGC(t *testing.T) {
+	bins := map[string]string{"PATH's": "containerd"}
+	if dir, err := testcluster.ContainerdBinDir(); err == nil && dir != "" {
+		bins["the default lane's"] = filepath.Join(dir, "containerd")
+	}
+	ran := 0
+	for lane, bin := range bins {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Logf("%s containerd (%s): %v", lane, bin, err)
+			continue
+		}
+		defaults, err := runCommand(bin, "config", "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := daemonConfig{root: "/r", state: "/s", socket: "/d/containerd.sock", cniDir: "/d/cni",
+			sandboxImage: PauseImage, snapshotter: "native", statsPeriodSec: 1, promptGC: true}
+		got, err := c.render(defaults)
+		if err != nil {
+			t.Fatalf("%s containerd: %v", lane, err)
+		}
+		for _, want := range []string{"deletion_threshold = 1\n", "pause_threshold = 0.5\n", "mutation_threshold = 100\n"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s containerd's config lacks %q:\n%s", lane, want, got)
+			}
+		}
+		ran++
+	}
+	if ran == 0 && os.Getenv("CI") == "true" {
+		t.Fatal("no containerd to take the default config of, and CI=true")
+	}
+}

@@ -65,6 +65,15 @@ type Options struct {
 	// (scopes under the pods' slices), for a kubelet with the systemd
 	// cgroup driver; it needs systemd as PID 1.
 	SystemdCgroup bool
+	// PromptGC has containerd collect garbage after every deletion
+	// (deletion_threshold 1) and as often as every other collection's
+	// length (pause_threshold 0.5), so that a removed container's snapshot
+	// is freed at once. By default (0 and 0.02) a deletion triggers no
+	// collection and collections are spaced by 50 times their length: on a
+	// busy machine a removed container's layer came back after evictd's
+	// 5 s reclaim settle, which a test of what reclaim frees cannot tell
+	// from evictd's own fault.
+	PromptGC bool
 	// BinDir is a directory holding the containerd, ctr and
 	// containerd-shim-runc-v2 to run (the default lane's,
 	// testcluster.ContainerdBinDir); runc stays the one on PATH. Default:
@@ -155,7 +164,7 @@ func (r *Runtime) start(ctx context.Context) error {
 	cfg := daemonConfig{
 		root: r.root, state: r.state, socket: r.socket, cniDir: filepath.Join(r.dir, "cni"),
 		sandboxImage: PauseImage, snapshotter: r.snapshotter, statsPeriodSec: r.opts.StatsCollectPeriod,
-		systemdCgroup: r.opts.SystemdCgroup,
+		systemdCgroup: r.opts.SystemdCgroup, promptGC: r.opts.PromptGC,
 	}
 	if r.opts.BinDir != "" {
 		cfg.shim = r.bin("containerd-shim-runc-v2")
