@@ -16,7 +16,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -894,19 +893,13 @@ func fill(t *testing.T, path string) {
 func hardLinkAttack(t *testing.T, n *testnode.Node) {
 	startEvictd(t, n, "--eviction-pressure-transition-period=5s")
 	offset := logSize(t, n)
-	withDir := func(name string, args ...string) *v1.Pod {
-		p := labelled(n.Pod(name, args...))
-		p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
-		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
-		return p
-	}
-	steady := withDir("steady", "write", "--dir", "/data", "--mib", "5")
+	steady := emptyDirPod(n, "steady", "write", "--dir", "/data", "--mib", "5")
 	run(t, n, steady)
 	const links = 1_100_000
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range 2 {
-		p := run(t, n, withDir(fmt.Sprintf("links-%d", i+1), "sleep"))
+		p := run(t, n, emptyDirPod(n, fmt.Sprintf("links-%d", i+1), "sleep"))
 		dir := filepath.Join(n.RootDir(), "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", "data")
 		wg.Add(1)
 		go func() {
@@ -928,9 +921,7 @@ func hardLinkAttack(t *testing.T, n *testnode.Node) {
 		return v+e >= 4, fmt.Sprintf("cut for time %v, for entries %v", v, e)
 	})
 
-	over := withDir("over", "write", "--dir", "/data", "--mib", "60")
-	limit := resource.MustParse("20Mi")
-	over.Spec.Volumes[0].EmptyDir.SizeLimit = &limit
+	over := overSizeLimit(n)
 	deleted := watchDeletion(t, n, "default", "over")
 	run(t, n, over)
 	started := time.Now()

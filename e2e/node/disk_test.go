@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/evictd/evictd/internal/testing/testnode"
@@ -37,12 +38,7 @@ func diskPressure(t *testing.T, n *testnode.Node) {
 			t.Fatal(err)
 		}
 	}
-	writer := func(name string) *v1.Pod {
-		p := labelled(n.Pod(name, "sleep"))
-		p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
-		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
-		return p
-	}
+	writer := func(name string) *v1.Pod { return emptyDirPod(n, name, "sleep") }
 	// The small writer is Burstable and the big one BestEffort, but disk
 	// ranking goes by usage over request first: big is the one to go.
 	small := writer("small")
@@ -152,4 +148,51 @@ func statfsFree(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	return int64(st.Bavail) * st.Bsize
+}
+
+// localStorageLimit: a pod that writes 60 MiB into an emptyDir of sizeLimit
+// 20Mi beside a steady one, with no disk threshold near: evictd evicts it
+// for its own limit (--local-storage-eviction=evictd, the default) within
+// the wait, once, in the kubelet's words, and the steady pod stays. The
+// kubelet beside it enforces the same limit (localStorageCapacityIsolation
+// on by default) but measures emptyDirs once a minute
+// (volumeStatsAggPeriod), so evictd is first; which agent evicted is in the
+// event's source. The v1 twins: TestChaosNode's hard links and
+// TestMigrationNode.
+func localStorageLimit(t *testing.T, n *testnode.Node, wait time.Duration) {
+	startEvictd(t, n)
+	run(t, n, emptyDirPod(n, "steady", "write", "--dir", "/data", "--mib", "5"))
+	over := overSizeLimit(n)
+	deleted := watchDeletion(t, n, "default", "over")
+	run(t, n, over)
+	started := time.Now()
+	select {
+	case d := <-deleted:
+		t.Logf("over evicted %s after it ran", d.at.Sub(started).Round(time.Millisecond))
+	case <-time.After(wait):
+		t.Fatalf("over not evicted within %s; last lines of evictd's log:\n%s", wait, tail(n.LogPath("evictd"), 30))
+	}
+	evs := evictedEvents(t, n, "default", "over")
+	if len(evs) != 1 || evs[0].Source.Component != "evictd" || !strings.Contains(evs[0].Message, `Usage of EmptyDir volume "data" exceeds the limit "20Mi".`) {
+		t.Errorf("over's Evicted events: %+v; want one from evictd, for its emptyDir's limit", evs)
+	}
+	alive(t, n, "default", "steady")
+}
+
+// emptyDirPod is a test pod running the workload with args, with an
+// emptyDir "data" mounted at /data.
+func emptyDirPod(n *testnode.Node, name string, args ...string) *v1.Pod {
+	p := labelled(n.Pod(name, args...))
+	p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	return p
+}
+
+// overSizeLimit is the pod "over", which writes 60 MiB into its emptyDir
+// of sizeLimit 20Mi.
+func overSizeLimit(n *testnode.Node) *v1.Pod {
+	p := emptyDirPod(n, "over", "write", "--dir", "/data", "--mib", "60")
+	limit := resource.MustParse("20Mi")
+	p.Spec.Volumes[0].EmptyDir.SizeLimit = &limit
+	return p
 }

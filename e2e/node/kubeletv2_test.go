@@ -395,13 +395,21 @@ func TestKubeletV2Guest(t *testing.T) {
 	cleanPods(t, n)
 	// TestAPIServerFaults' twin: the host's API server stopped through
 	// hostControlPlane, the hogs at half v2Scale's rates (v2SlowScale).
-	apiServerFaults(t, n, hostControlPlane{shared}, v2SlowScale)
+	// In a subtest of its own: the evictd it starts stops with it, before
+	// the next family starts its own.
+	t.Run("the API server stopped and started", func(t *testing.T) {
+		apiServerFaults(t, n, hostControlPlane{shared}, v2SlowScale)
+	})
 	cleanPods(t, n)
 	t.Run("evictd killed -9 while an evicted pod terminates, restarted by systemd", func(t *testing.T) {
 		midEviction(t, n, killed9BySystemd, v2Scale)
 	})
 	cleanPods(t, n)
 	t.Run("disk: reclaim through the CRI, then the biggest local storage user evicted; inodes", func(t *testing.T) { diskPressure(t, n) })
+	cleanPods(t, n)
+	t.Run("local storage: a pod over its emptyDir's sizeLimit evicted", func(t *testing.T) {
+		localStorageLimit(t, n, v2Scale.wait(30*time.Second))
+	})
 	cleanPods(t, n)
 	t.Run("a real static pod spared, a tenant's pod claiming config.source file evicted", func(t *testing.T) {
 		staticSpared(t, n, manifests, v2Scale)
