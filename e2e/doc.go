@@ -14,9 +14,11 @@
 //	e2e/guest      a cgroup v2 qemu guest, evictd alone or under     e2e-guest
 //	               systemd as PID 1
 //
-// `make test` runs host, apiserver and guest with every other package,
-// then node alone, so that no other test's processes or memory blur its
-// thresholds. `make test-v2` runs every test that boots a guest: the
+// `make test` runs host, apiserver and guest with every other package
+// (make test-tier1, at a lower CPU priority) beside node (make e2e-run):
+// each node has its own runtime, API server, ports, bridge and cgroups,
+// and its thresholds are on its own kubepods cgroup and loop-mounted
+// disks, so no other test's memory or files move them. `make test-v2` runs every test that boots a guest: the
 // guest tier and the node tier's TestKubeletV2Node.
 //
 // Where two tiers test the same area they assert different things.

@@ -4,5 +4,5 @@
 // ServiceAccount. TestKubeletV2Node runs such a node in a cgroup v2 guest
 // (internal/testing/testvm) against a control plane on this machine. Run
 // them with `make e2e-node` or `make e2e` (as root); `make test` runs them
-// too, alone, after every other package.
+// too, beside every other package (those at a lower CPU priority).
 package node
