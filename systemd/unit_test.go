@@ -212,7 +212,7 @@ func TestVerifyCatchesMistakes(t *testing.T) {
 // "OK" on systemd 252; 2.0 before CAP_KILL, 2.2 before IPAddressDeny=):
 // what is left is what evictd needs (root's uid for root-owned files and
 // the CRI socket, CAP_DAC_READ_SEARCH for pods' volumes, CAP_KILL for a
-// hard eviction's own SIGTERM, the host's network and /proc,
+// hard eviction's own stop signal, the host's network and /proc,
 // block devices for filesystem discovery; see the comments in the unit). A
 // change that loosens the sandbox raises the score and fails
 // TestUnitSecurity.

@@ -271,7 +271,7 @@ func (o *Options) addEvictdFlags(fs *pflag.FlagSet) {
 		"For a hard eviction, also stop the pod's containers through the container runtime with the same grace period, as soon as the kubelet has taken the evicted pod over "+
 			"(at most --hard-eviction-stop-wait after the eviction began), instead of waiting for the kubelet to stop them; their preStop hooks may then not run.")
 	fs.BoolVar(&o.directSignal, "hard-eviction-direct-signal", true,
-		"For a hard eviction of a pod whose restartPolicy is Always, send SIGTERM to the main process of each of its containers at once, through pidfds on the processes of the containers' own cgroups, "+
+		"For a hard eviction of a pod whose restartPolicy is Always, send each of its containers' main process its stop signal at once (the one the runtime reports, SIGTERM where it has not said), through pidfds on the processes of the containers' own cgroups, "+
 			"before the API requests and the stop through the container runtime (about a millisecond after the decision rather than 25 ms or more); needs CAP_KILL and the host's PID namespace. "+
 			"Pods of another restartPolicy, and pods whose processes evictd cannot see, get their first signal from the runtime's stop.")
 	fs.DurationVar(&o.stopWait, "hard-eviction-stop-wait", defaultHardEvictionStopWait,

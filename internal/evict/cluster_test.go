@@ -486,21 +486,3 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = testWriter{}
-
-// keptLog keeps the lines written to it, for a test to read.
-type keptLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *keptLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *keptLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

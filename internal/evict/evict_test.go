@@ -29,6 +29,7 @@ import (
 	"github.com/evictd/evictd/internal/decide"
 	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/metrics"
+	"github.com/evictd/evictd/internal/testing/testagent"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/signals"
 	"github.com/evictd/evictd/signals/host"
@@ -278,7 +279,7 @@ func TestEvict(t *testing.T) {
 			failed = map[string]bool{}
 		)
 		errs := &apiErrors{}
-		logged := &keptLog{}
+		logged := &testagent.Log{}
 		log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, logged), &slog.HandlerOptions{Level: slog.LevelDebug}))
 		ev := New(Config{NodeName: nodeName, Pods: e.pods, PollInterval: 50 * time.Millisecond, OnAPIError: errs.inc, AsNode: e.agentNode,
 			StopWhenIssued: true, StopWait: 300 * time.Millisecond,
