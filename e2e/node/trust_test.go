@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,16 @@ func staticSpared(t *testing.T, n *testnode.Node, manifests string, sc memorySca
 	alive(t, n, "default", mirrorName)
 	if got := evictions(t, n, "default", mirrorName); got != 0 {
 		t.Errorf("Evicted events on the static pod's mirror: %d, want 0", got)
+	}
+	// The static pod's cgroup carries its manifest's UID, not its
+	// mirror's: no sign of a pod cache behind the API server.
+	logged, err := os.ReadFile(n.LogPath("evictd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(logged), "\n") {
+		if strings.Contains(line, "not in the pod cache") && strings.Contains(line, mirrorName) {
+			t.Errorf("evictd took the static pod for one its pod cache lacks: %s", line)
+		}
 	}
 }

@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,6 +97,30 @@ func TestCachedPodsUnlisted(t *testing.T) {
 	}
 	if _, ok := p.seen["u-hog"]; ok {
 		t.Error("the hog is still remembered as unlisted once the cache holds it")
+	}
+	// A static pod: the cache holds its mirror pod, whose UID is not its
+	// cgroup's. It is ranked as static, with no warning of a cache
+	// behind; a tenant's pod whose sandbox says api is warned of.
+	var logged bytes.Buffer
+	p.log = slog.New(slog.NewTextHandler(&logged, nil))
+	cgroups = append(cgroups, signals.Pod{UID: "u-static-hash", QOS: signals.Burstable}, signals.Pod{UID: "u-late", QOS: signals.BestEffort})
+	sbs["u-static-hash"] = cri.Sandbox{Namespace: "kube-system", Name: "etcd-node", UID: "u-static-hash", Source: "file", Created: clk.Now().Add(-time.Hour)}
+	sbs["u-late"] = cri.Sandbox{Namespace: "default", Name: "late", UID: "u-late", Source: cri.ConfigSourceAPI, Created: clk.Now().Add(-time.Hour)}
+	pods, err := p.Pods(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var static *signals.Pod
+	for i := range pods {
+		if pods[i].UID == "u-static-hash" {
+			static = &pods[i]
+		}
+	}
+	if static == nil || !static.Static || !static.Critical() {
+		t.Errorf("the static pod's cgroup ranked as %+v, want static and critical", static)
+	}
+	if out := logged.String(); strings.Contains(out, "etcd-node") || !strings.Contains(out, "default/late") {
+		t.Errorf("want a warning for default/late alone, none for the static pod:\n%s", out)
 	}
 	// Cgroups that cannot be read: the cache's pods alone.
 	p.discover = func() ([]signals.Pod, error) { return nil, fmt.Errorf("no kubepods") }
