@@ -318,7 +318,8 @@ func softMemory(t *testing.T, n *testnode.Node, sc memoryScale) {
 	deleted := watchDeletion(t, n, "default", "hog")
 	history := watchHistory(t, n, "default", "hog")
 	hog := labelled(n.Pod("hog", "alloc", "--mib", sc.mibArg(900), "--rate", sc.rateArg(100)))
-	if _, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{}); err != nil {
+	hog, err := n.Admin().CoreV1().Pods("default").Create(t.Context(), hog, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	poll(t, "the crossing", 60*time.Second, func() (bool, string) { return !s.crossedAt().IsZero(), "not crossed" })
@@ -366,7 +367,7 @@ func softMemory(t *testing.T, n *testnode.Node, sc memoryScale) {
 	if evs[0].Type != v1.EventTypeWarning {
 		t.Errorf("Evicted event type %s, want Warning", evs[0].Type)
 	}
-	checkFlightRecord(t, n, "default/hog", msg, 7)
+	checkFlightRecord(t, n, "default/hog", string(hog.UID), msg, 7)
 	alive(t, n, "default", "guaranteed")
 	alive(t, n, "default", "burstable")
 	alive(t, n, "kube-system", "critical")

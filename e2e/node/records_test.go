@@ -15,12 +15,13 @@ import (
 )
 
 // checkFlightRecord finds the flight record of evictd's eviction of pod
-// (namespace/name) on n, and checks it against what the API server
+// (namespace/name, of uid: an earlier scenario on the node may have
+// evicted a pod of the same name) on n, and checks it against what the API server
 // showed (the Evicted event's message, the deletion's grace period), then
 // replays it with `evictd simulate` (the same pod, grace period and
 // message) and explains it with `evictd explain` from the node's state
 // directory alone.
-func checkFlightRecord(t *testing.T, n *testnode.Node, pod, message string, grace int64) {
+func checkFlightRecord(t *testing.T, n *testnode.Node, pod, uid, message string, grace int64) {
 	t.Helper()
 	dir := filepath.Join(n.StateDir(), "records")
 	var path string
@@ -42,12 +43,12 @@ func checkFlightRecord(t *testing.T, n *testnode.Node, pod, message string, grac
 			if err != nil {
 				return false, err.Error()
 			}
-			if sc.Record.Decision.Pod == pod && sc.Record.Outcome.Relief != nil {
+			if sc.Record.Decision.Pod == pod && sc.Record.Decision.UID == uid && sc.Record.Outcome.Relief != nil {
 				path, rec = filepath.Join(dir, e.Name()), sc
 				return true, ""
 			}
 		}
-		return false, "no record of " + pod + " with its relief among " + lines(entries)
+		return false, "no record of " + pod + " (uid " + uid + ") with its relief among " + lines(entries)
 	})
 	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
 		if info, err := os.Stat(p); err != nil {
