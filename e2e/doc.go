@@ -18,7 +18,9 @@
 // (make test-tier1, at a lower CPU priority) beside node (make e2e-run):
 // each node has its own runtime, API server, ports, bridge and cgroups,
 // and its thresholds are on its own kubepods cgroup and loop-mounted
-// disks, so no other test's memory or files move them. `make test-v2` runs every test that boots a guest: the
+// disks, so no other test's memory or files move them. The chaos matrix's
+// clock step, which every process on the machine sees, runs after tier 1
+// (make e2e-clock). `make test-v2` runs every test that boots a guest: the
 // guest tier and the node tier's TestKubeletV2Node.
 //
 // Where two tiers test the same area they assert different things.

@@ -624,7 +624,9 @@ func apiServerFlapping(t *testing.T, n *testnode.Node) {
 // an hour back and forward again, inside a soft threshold's 30 s grace
 // period: the grace period is measured on evictd's own clock, so the
 // victim is evicted 30 s after the pressure began, neither at the first
-// step nor an hour late, once, and the condition does not flap.
+// step nor an hour late, once, and the condition does not flap. Every
+// process on the machine sees the steps: make test runs this alone, after
+// the tests it runs beside the others (make e2e-clock).
 func clockStepped(t *testing.T, n *testnode.Node) {
 	const gracePeriod = 30 * time.Second
 	startEvictd(t, n,
