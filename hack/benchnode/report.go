@@ -48,7 +48,7 @@ func msBetween(from, to time.Time) (float64, bool) {
 func writeTable(w io.Writer, cfg config, known map[string]side, results []result) {
 	fmt.Fprintf(w, "kubepods limit %d MiB, threshold allocatableMemory.available<T (derived from memory.available<T), T = %s MiB, the headroom to the limit; hog: Burstable (request 64Mi, no limit, restartPolicy %s), base %d MiB short of the threshold, then the rate to %d MiB past the limit; harness poll %s; %d reps per cell\n\n",
 		cfg.podsMiB, joinInts(cfg.thresholdsMiB), cfg.restart, cfg.baseBelow, cfg.overshoot, cfg.poll, cfg.reps)
-	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | crossing → eviction issued, ms | crossing → hog's SIGTERM, ms (median) | (p99) | crossing → relief, ms (median) | (p99) | OOM kills first | evicted | peak working set MiB | measured ramp MiB/s |")
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | crossing → eviction issued, ms | crossing → hog's SIGTERM, ms (median) | (p99) | crossing → relief, ms (median) | (p99) | OOM kills first | evicted | peak working set MiB | measured ramp to the crossing MiB/s |")
 	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, threshold := range cfg.thresholdsMiB {
 		for _, rate := range cfg.rates {

@@ -56,24 +56,29 @@ func (b *bench) setSide(ctx context.Context, s side, started bool) error {
 
 // result is what one run measured.
 type result struct {
-	side          string
-	threshold     int // MiB: the headroom from the threshold to the kubepods limit
-	rate, rep     int
-	baseMiB       int64
-	crossed       time.Time // available first below the threshold, by the harness's poll
-	relief        time.Time // available back at or above the threshold after the crossing, by the harness's poll
-	issued        time.Time // eviction issued, by the evictor's log
-	seen          time.Time // eviction seen by the harness's watch
-	terminated    time.Time // "workload: terminated" in the container's log
-	passStart     time.Time // evictd: the deciding pass's start (its wake-up), by its decision log
-	decided       time.Time // evictd: the decision logged, after the pass's reads; the CRI stop follows at once
-	evicted       bool
-	oomKills      int64  // the machine's oom_kill (/proc/vmstat), after − before
-	treeOOMKills  int64  // oom_kill of memory.oom_control over the kubepods tree, after − before
-	reason        string // the container's terminated reason
-	peakWS        int64
-	peakUsage     int64
-	rampMiBPerSec float64 // growth of the working set measured from the crossing to the peak
+	side         string
+	threshold    int // MiB: the headroom from the threshold to the kubepods limit
+	rate, rep    int
+	baseMiB      int64
+	crossed      time.Time // available first below the threshold, by the harness's poll
+	relief       time.Time // available back at or above the threshold after the crossing, by the harness's poll
+	issued       time.Time // eviction issued, by the evictor's log
+	seen         time.Time // eviction seen by the harness's watch
+	terminated   time.Time // "workload: terminated" in the container's log
+	passStart    time.Time // evictd: the deciding pass's start (its wake-up), by its decision log
+	decided      time.Time // evictd: the decision logged, after the pass's reads; the CRI stop follows at once
+	evicted      bool
+	oomKills     int64  // the machine's oom_kill (/proc/vmstat), after − before
+	treeOOMKills int64  // oom_kill of memory.oom_control over the kubepods tree, after − before
+	reason       string // the container's terminated reason
+	peakWS       int64
+	peakUsage    int64
+	// rampMiBPerSec is the working set's growth on the way to the
+	// crossing, over the second half of the ramp from the base: the rate
+	// the race was run at. From the crossing on the hog is being stopped
+	// or, near the limit, slowed by the kernel's reclaim, so the growth
+	// to the peak says less of the rate asked for.
+	rampMiBPerSec float64
 	samples       int
 }
 
@@ -218,7 +223,11 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 	defer tick.Stop()
 	deadline := time.After(b.cfg.runTimeout + time.Duration(total/int64(rate))*time.Second)
 	var crossWS int64
-	var peakAt time.Time
+	// The ramp is timed from the first sample past halfway from the base
+	// to the crossing (midWS at midAt) to the crossing.
+	mid := limit - threshold - int64(b.cfg.baseBelow)<<19
+	var midWS int64
+	var midAt time.Time
 poll:
 	for {
 		select {
@@ -234,9 +243,12 @@ poll:
 			}
 			r.samples++
 			if smp.workingSet > r.peakWS {
-				r.peakWS, peakAt = smp.workingSet, now
+				r.peakWS = smp.workingSet
 			}
 			r.peakUsage = max(r.peakUsage, smp.usage)
+			if midAt.IsZero() && smp.workingSet >= mid {
+				midWS, midAt = smp.workingSet, now
+			}
 			below := limit-smp.workingSet < threshold
 			if below && r.crossed.IsZero() {
 				r.crossed, crossWS = now, smp.workingSet
@@ -256,9 +268,7 @@ poll:
 		}
 	}
 	r.treeOOMKills = mem.treeOOMKills() - treeBefore
-	if !r.crossed.IsZero() && peakAt.After(r.crossed) {
-		r.rampMiBPerSec = float64(r.peakWS-crossWS) / float64(1<<20) / peakAt.Sub(r.crossed).Seconds()
-	}
+	r.rampMiBPerSec = rampBetween(midWS, midAt, crossWS, r.crossed)
 	// The kubelet reports an OOM kill and an eviction's status a moment
 	// after the container ends.
 	time.Sleep(2 * time.Second)
@@ -377,4 +387,14 @@ func (b *bench) waitQuiet(ctx context.Context, s side) error {
 		}
 	}
 	return errors.New("the node did not quiet down in 4 minutes: " + last)
+}
+
+// rampBetween is the growth in MiB/s from ws0 at t0 to ws1 at t1; 0 when
+// either is missing or t1 is not after t0 (the base and the crossing in
+// one sample).
+func rampBetween(ws0 int64, t0 time.Time, ws1 int64, t1 time.Time) float64 {
+	if t0.IsZero() || t1.IsZero() || !t1.After(t0) {
+		return 0
+	}
+	return float64(ws1-ws0) / float64(1<<20) / t1.Sub(t0).Seconds()
 }
