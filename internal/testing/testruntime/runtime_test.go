@@ -156,16 +156,18 @@ func testRuntime(t *testing.T, root, snapshotter, cgroupParent string) {
 	})
 	t.Logf("ImageFsInfo: %s", imageFs)
 
-	// SIGTERM ends the workload at once, with exit code 0.
+	// SIGTERM ends the workload, with exit code 0: one that ignored it
+	// would be killed when the 10 s timeout ran out, with 137. How long
+	// the stop took is logged, not bounded: on a busy machine (make test,
+	// tier 1 at a lower priority beside e2e/node) it took 9.8 s once, and
+	// the workload had still exited 0 on its SIGTERM.
 	begin = time.Now()
 	if err := rs.StopContainer(ctx, writer.ctr, 10); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(begin); took > 5*time.Second {
-		t.Errorf("StopContainer took %s; the workload should exit on SIGTERM", took)
-	}
+	t.Logf("StopContainer took %s", time.Since(begin).Round(time.Millisecond))
 	if st := mustStatus(t, rs, writer.ctr).GetStatus(); st.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED || st.GetExitCode() != 0 {
-		t.Errorf("writer after StopContainer: %s, exit code %d; want exited with 0", st.GetState(), st.GetExitCode())
+		t.Errorf("writer after StopContainer: %s, exit code %d (reason %q); want exited with 0, on its SIGTERM", st.GetState(), st.GetExitCode(), st.GetReason())
 	}
 	for _, step := range []func() error{
 		func() error { return rs.RemoveContainer(ctx, writer.ctr) },
