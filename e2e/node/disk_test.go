@@ -162,21 +162,29 @@ func statfsFree(t *testing.T, dir string) int64 {
 func localStorageLimit(t *testing.T, n *testnode.Node, wait time.Duration) {
 	startEvictd(t, n)
 	run(t, n, emptyDirPod(n, "steady", "write", "--dir", "/data", "--mib", "5"))
-	over := overSizeLimit(n)
-	deleted := watchDeletion(t, n, "default", "over")
-	run(t, n, over)
-	started := time.Now()
-	select {
-	case d := <-deleted:
-		t.Logf("over evicted %s after it ran", d.at.Sub(started).Round(time.Millisecond))
-	case <-time.After(wait):
-		t.Fatalf("over not evicted within %s; last lines of evictd's log:\n%s", wait, tail(n.LogPath("evictd"), 30))
-	}
+	t.Logf("over evicted %s after it ran", overEvicted(t, n, wait).Round(time.Millisecond))
 	evs := evictedEvents(t, n, "default", "over")
 	if len(evs) != 1 || evs[0].Source.Component != "evictd" || !strings.Contains(evs[0].Message, `Usage of EmptyDir volume "data" exceeds the limit "20Mi".`) {
 		t.Errorf("over's Evicted events: %+v; want one from evictd, for its emptyDir's limit", evs)
 	}
 	alive(t, n, "default", "steady")
+}
+
+// overEvicted runs overSizeLimit's pod on n and returns how long after it
+// ran its deletion came; it fails t, with the end of evictd's log, when
+// none came within wait.
+func overEvicted(t *testing.T, n *testnode.Node, wait time.Duration) time.Duration {
+	t.Helper()
+	deleted := watchDeletion(t, n, "default", "over")
+	run(t, n, overSizeLimit(n))
+	started := time.Now()
+	select {
+	case d := <-deleted:
+		return d.at.Sub(started)
+	case <-time.After(wait):
+		t.Fatalf("over not evicted within %s; last lines of evictd's log:\n%s", wait, tail(n.LogPath("evictd"), 30))
+		return 0
+	}
 }
 
 // emptyDirPod is a test pod running the workload with args, with an

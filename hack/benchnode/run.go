@@ -225,7 +225,7 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 	var crossWS int64
 	// The ramp is timed from the first sample past halfway from the base
 	// to the crossing (midWS at midAt) to the crossing.
-	mid := limit - threshold - int64(b.cfg.baseBelow)<<19
+	mid := limit - threshold - int64(b.cfg.baseBelow)<<20/2
 	var midWS int64
 	var midAt time.Time
 poll:

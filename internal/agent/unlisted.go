@@ -147,19 +147,21 @@ func (p *cachedPods) Pods(ctx context.Context) ([]signals.Pod, error) {
 		if r.Namespace == "" { // no ready sandbox: not running
 			continue
 		}
-		if u := p.seen[r.UID]; !u.said && r.Static {
-			// Not a sign of a cache behind: a static pod's cgroup never
-			// carries its mirror pod's UID (see above). The runtime's
-			// sandbox, whose config source the kubelet writes, says it
-			// is static; it is spared as its mirror pod is.
+		if u := p.seen[r.UID]; !u.said {
 			u.said = true
-			p.log.Debug("a static pod running on the node, known by its cgroup and sandbox; ranked as static beside its mirror pod",
-				"pod", r.Ref(), "uid", r.UID, "qos", r.QOS)
-		} else if !u.said {
-			u.said = true
-			p.log.Warn("a pod running on the node is not in the pod cache (behind the API server); ranked as standalone evictd ranks it",
-				"pod", r.Ref(), "uid", r.UID, "qos", r.QOS, "spared", r.Spared, "unlistedFor", now.Sub(u.since).Round(time.Second),
-				"sandboxAge", sandboxAge(sbs[r.UID], now))
+			if r.Static {
+				// Not a sign of a cache behind: a static pod's cgroup
+				// never carries its mirror pod's UID (see above). The
+				// runtime's sandbox, whose config source the kubelet
+				// writes, says it is static; it is spared as its mirror
+				// pod is.
+				p.log.Debug("a static pod running on the node, known by its cgroup and sandbox; ranked as static beside its mirror pod",
+					"pod", r.Ref(), "uid", r.UID, "qos", r.QOS)
+			} else {
+				p.log.Warn("a pod running on the node is not in the pod cache (behind the API server); ranked as standalone evictd ranks it",
+					"pod", r.Ref(), "uid", r.UID, "qos", r.QOS, "spared", r.Spared, "unlistedFor", now.Sub(u.since).Round(time.Second),
+					"sandboxAge", sandboxAge(sbs[r.UID], now))
+			}
 		}
 		pods = append(pods, r)
 	}
