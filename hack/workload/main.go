@@ -190,28 +190,45 @@ var errUsage = errors.New("usage")
 // held keeps the allocated memory reachable for the life of the process.
 var held [][]byte
 
-// alloc allocates mib MiB, the first base MiB at once and then one MiB
-// every 1/rate s, touching every page so the memory is resident, and keeps
-// it.
+// alloc allocates mib MiB, the first base MiB at once and then the rest at
+// rate MiB/s, and keeps it. Each MiB is one mapping whose pages the kernel
+// faults in (MAP_POPULATE), about twice as fast as faulting them one by
+// one: 1,600 MiB/s is reached on one core of the development machine. The
+// rate is paced by deadline: MiB base+k is due k/rate s after the ramp
+// starts, and a late wake-up (a busy CPU, a timer's floor of about a
+// millisecond) allocates every MiB that fell due meanwhile at once, where a
+// ticker would drop the ticks missed. The ready line says the rate reached.
 func alloc(mib, rate, base int) error {
-	var tick <-chan time.Time
+	var start time.Time
 	for i := range mib {
 		if i == base && base > 0 {
 			fmt.Printf("workload: base allocated (%d MiB)\n", base)
 		}
-		if i >= base && rate > 0 && tick == nil {
-			t := time.NewTicker(time.Second / time.Duration(rate))
-			defer t.Stop()
-			tick = t.C
+		if i >= base && rate > 0 {
+			if i == base {
+				start = time.Now()
+			}
+			if wait := time.Until(start.Add(time.Duration(i-base) * time.Second / time.Duration(rate))); wait > 0 {
+				time.Sleep(wait)
+			}
 		}
-		if tick != nil && i > base {
-			<-tick
+		b, err := syscall.Mmap(-1, 0, 1<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_POPULATE)
+		if err != nil {
+			return fmt.Errorf("mmap MiB %d of %d: %w", i+1, mib, err)
 		}
-		b := make([]byte, 1<<20)
+		// Written to as well: a page the populate could not charge to
+		// the cgroup is faulted in here, where the kernel's OOM killer
+		// acts as on any user fault.
 		for j := 0; j < len(b); j += 4096 {
 			b[j] = 1
 		}
 		held = append(held, b)
+	}
+	if rate > 0 && mib > base {
+		took := time.Since(start)
+		fmt.Printf("workload: ready (allocated %d MiB; %d MiB at %.0f MiB/s of %d asked, in %s)\n",
+			mib, mib-base, float64(mib-base)/took.Seconds(), rate, took.Round(time.Millisecond))
+		return nil
 	}
 	fmt.Printf("workload: ready (allocated %d MiB)\n", mib)
 	return nil
