@@ -332,11 +332,19 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	if m.deps.Status != nil {
 		m.deps.Status.Publish(start, decide.PressureReports(dec.Evaluation, obs))
 	}
+	m.lastObs = obs
+	result := m.act(ctx, dec, inFlight)
+	// The wake-ups are re-armed after acting, not before: re-arming a
+	// memcg notifier registers an eventfd through cgroup.event_control
+	// and reads memory.stat, which can take milliseconds on a busy node,
+	// and a hard eviction's signal must not wait for it. The levels do
+	// not depend on the pass's available memory, only on the thresholds,
+	// the capacity and the inactive page cache read now; a wake-up the
+	// loop would get during act is taken after it anyway, and an issued
+	// eviction runs the next pass at once.
 	if m.deps.Wakeups != nil {
 		m.deps.Wakeups.Update(obs)
 	}
-	m.lastObs = obs
-	result := m.act(ctx, dec, inFlight)
 	m.followExhaustion(start, obs, dec, result, pods, stats, kinds)
 	if countsOOMKills(trigger) {
 		m.countOOMKills(ctx, start)

@@ -703,16 +703,22 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...stri
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "missing"}, func() float64 { return 0 })
 }
 
-// rearmer records the observations each pass hands it.
+// rearmer records the observations each pass hands it, and what
+// evictedBy said at each call when set.
 type rearmer struct {
-	mu  sync.Mutex
-	got []signals.Observations
+	mu        sync.Mutex
+	got       []signals.Observations
+	evictedBy func() []string
+	evicted   [][]string
 }
 
 func (r *rearmer) Update(obs signals.Observations) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, obs)
+	if r.evictedBy != nil {
+		r.evicted = append(r.evicted, r.evictedBy())
+	}
 }
 
 func (r *rearmer) last() (signals.Observations, int) {
@@ -740,6 +746,28 @@ func TestLoopRearmsWakeupsWithEachPassObservations(t *testing.T) {
 	o, ok := obs[signals.MemoryAvailable]
 	if !ok || o.Available != 50*mi || !o.Time.Equal(t0.Add(10*time.Second)) {
 		t.Errorf("last Update's memory.available = %+v (present %v), want 50Mi at %s", o, ok, t0.Add(10*time.Second))
+	}
+}
+
+// TestLoopRearmsAfterActing: the pass that evicts re-arms the wake-ups
+// after the eviction, so that a hard eviction's stop signal does not wait
+// for the kernel's notifier registration.
+func TestLoopRearmsAfterActing(t *testing.T) {
+	ths := mustParse(t, thresholds.Settings{Hard: map[string]string{"memory.available": "100Mi"}})
+	r := &rearmer{}
+	h := newHarnessTuned(t, false, ths, defaultPods(), defaultStats(), func(_ *Config, d *Deps) { d.Wakeups = r })
+	r.evictedBy = h.ev.evicted
+	h.next("start")
+	h.src.set(50 * mi)
+	if st := h.tick(); st.Result != "evicted default/hog" {
+		t.Fatalf("result: got %q, want the hog evicted", st.Result)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// The eviction wakes the loop for a pass of its own, which may
+	// have re-armed too by now.
+	if len(r.evicted) < 2 || len(r.evicted[0]) != 0 || !slices.Equal(r.evicted[1], []string{"hog"}) {
+		t.Errorf("pods evicted at each re-arming = %q, want none at the start's and the hog at the evicting pass's", r.evicted)
 	}
 }
 
