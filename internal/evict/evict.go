@@ -441,7 +441,7 @@ func (s *localStop) kill() {
 func (e *Evicter) stopBeside(ctx context.Context, log *slog.Logger, r decide.Request, signalled bool) *localStop {
 	var onStart func()
 	if !signalled {
-		onStart = func() { e.signalledAfter(r, metrics.SignalRuntime) }
+		onStart = func() { e.signalledAt(r, metrics.SignalRuntime, e.cfg.Clock.Now()) }
 	}
 	return e.stopWithin(ctx, log, r.Pod, r.GracePeriod, onStart)
 }
@@ -460,22 +460,23 @@ func (e *Evicter) signalAtOnce(log *slog.Logger, r decide.Request) bool {
 		log.Warn("could not send the stop signal to the pod's containers itself; the stop goes through the runtime", "err", err)
 		return false
 	}
-	e.signalledAfter(r, metrics.SignalDirect)
+	e.signalledAt(r, metrics.SignalDirect, began.Add(done.FirstAfter))
 	sent := done.SignalNames()
 	if err != nil {
 		log.Warn("stop signal sent to some of the pod's containers, not all; the rest are stopped through the runtime",
 			"stopSignal", sent, "processes", done.Processes, "err", err)
 	} else {
 		log.Info("stop signal sent to the pod's containers' main processes",
-			"stopSignal", sent, "processes", done.Processes, "took", e.cfg.Clock.Since(began))
+			"stopSignal", sent, "processes", done.Processes, "firstAfter", done.FirstAfter, "took", e.cfg.Clock.Since(began))
 	}
 	return true
 }
 
-// signalledAfter calls Config.OnSignalled for r's first stop signal.
-func (e *Evicter) signalledAfter(r decide.Request, path metrics.SignalPath) {
+// signalledAt calls Config.OnSignalled for r's first stop signal, sent
+// at at.
+func (e *Evicter) signalledAt(r decide.Request, path metrics.SignalPath, at time.Time) {
 	if e.cfg.OnSignalled != nil && !r.Decided.IsZero() {
-		e.cfg.OnSignalled(r, path, e.cfg.Clock.Since(r.Decided))
+		e.cfg.OnSignalled(r, path, at.Sub(r.Decided))
 	}
 }
 

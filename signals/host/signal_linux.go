@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
@@ -78,6 +79,11 @@ type Signalled struct {
 	// Signals is the signals sent, each once, in the order of the
 	// containers first sent it.
 	Signals []syscall.Signal
+	// FirstAfter is the time from the call's start to its first signal
+	// sent (zero when none was). What follows it (the other containers,
+	// closing the pidfds, the scheduler giving the CPU to the process
+	// just signalled) is not the victim's wait.
+	FirstAfter time.Duration
 }
 
 // SignalNames names the signals sent, comma-separated, for a log:
@@ -118,6 +124,7 @@ func (s *PodSignaller) Signal(pod signals.Pod, sig syscall.Signal) (Signalled, e
 // would send.
 func (s *PodSignaller) SignalEach(pod signals.Pod, sigOf func(signals.Container) syscall.Signal) (Signalled, error) {
 	var done Signalled
+	start := time.Now()
 	v, err := s.cgroups.version()
 	if err != nil {
 		return done, err
@@ -135,7 +142,10 @@ func (s *PodSignaller) SignalEach(pod signals.Pod, sigOf func(signals.Container)
 		}
 		done.Containers++
 		sig := sigOf(c)
-		n, err := s.signalMain(dir, sig)
+		n, first, err := s.signalMain(dir, sig)
+		if n > 0 && done.Processes == 0 {
+			done.FirstAfter = first.Sub(start)
+		}
 		done.Processes += n
 		if n > 0 && !slices.Contains(done.Signals, sig) {
 			done.Signals = append(done.Signals, sig)
@@ -156,10 +166,11 @@ func (s *PodSignaller) SignalEach(pod signals.Pod, sigOf func(signals.Container)
 // signalMain sends sig to the main processes of the container whose
 // cgroup is dir (and those of its descendants, which a container's
 // systemd may make): the processes whose parent is not one of them.
-func (s *PodSignaller) signalMain(dir string, sig syscall.Signal) (int, error) {
+// first is when the first of them got it.
+func (s *PodSignaller) signalMain(dir string, sig syscall.Signal) (n int, first time.Time, err error) {
 	listed, err := procsBelow(dir)
 	if err != nil {
-		return 0, err
+		return 0, first, err
 	}
 	in := map[int]string{}
 	for _, p := range listed {
@@ -186,17 +197,19 @@ func (s *PodSignaller) signalMain(dir string, sig syscall.Signal) (int, error) {
 			errs = append(errs, fmt.Errorf("process %d: %w", p.pid, err))
 		}
 	}
-	n := 0
 	for _, p := range mains {
 		ok, err := signalListed(p, sig)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
 		case ok:
+			if n == 0 {
+				first = time.Now()
+			}
 			n++
 		}
 	}
-	return n, errors.Join(errs...)
+	return n, first, errors.Join(errs...)
 }
 
 // listedProc is a process a cgroup.procs listed, with the cgroup

@@ -267,7 +267,14 @@ func TestPodSignallerEach(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := signals.Pod{Namespace: "ns", Name: "p", UID: uid, QOS: signals.Burstable, Containers: containers}
+	began := time.Now()
 	got, err := s.SignalEach(pod, func(c signals.Container) syscall.Signal { return want[c.Name] })
+	took := time.Since(began)
+	// The first signal's time is within the call; the test cannot
+	// know it better than that.
+	if got.FirstAfter <= 0 || got.FirstAfter > took {
+		t.Errorf("FirstAfter = %s, want within the call's %s", got.FirstAfter, took)
+	}
 	slices.Sort(got.Signals) // in the order of the containers, which want's map order made
 	if err != nil || got.Processes != 2 || got.Containers != 2 || !slices.Equal(got.Signals, []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2}) {
 		t.Fatalf("SignalEach = %+v, %v; want SIGUSR1 and SIGUSR2 to 2 processes of 2 containers", got, err)
