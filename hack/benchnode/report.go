@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,8 +119,10 @@ func joinInts(vs []int) string {
 // writeBreakdown writes, for the evictd runs that logged their decision,
 // where the time from the crossing to the hog's SIGTERM went: the wake-up
 // (crossing → the deciding pass's start), the pass's reads and decision
-// (→ the decision logged), and the rest (→ the SIGTERM in the hog's log:
-// the CRI StopContainer call, runc's kill and the signal's delivery).
+// (→ the decision logged), the first stop signal sent (by evictd's own
+// clock, with the path it took: evictd's pidfd signal, or the CRI stop)
+// and the rest (→ the SIGTERM in the hog's log: for the CRI stop,
+// containerd's shim and runc's kill; then the signal's delivery).
 // The crossing is the harness's, read every cfg.poll, so the wake-up is
 // known to within that.
 func writeBreakdown(w io.Writer, cfg config, results []result) {
@@ -130,12 +134,13 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 		return
 	}
 	fmt.Fprintf(w, "\nWhere evictd's time went, ms, median (p99) over the runs that logged their decision (crossing read every %s):\n\n", cfg.poll)
-	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up) | pass start → decision (reads, decide) | decision → SIGTERM (signal, or CRI stop and runc kill) |")
-	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up) | pass start → decision (reads, decide) | decision → first stop signal sent, by evictd's clock | signal paths | decision → SIGTERM in the hog's log |")
+	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---|---:|")
 	for _, cellKey := range gridKeys(cfg) {
 		threshold, rate, name := cellKey.threshold, cellKey.rate, cellKey.side
 		{
-			var wake, pass, stop []float64
+			var wake, pass, signal, stop []float64
+			paths := map[string]int{}
 			for _, r := range results {
 				if r.side != name || r.threshold != threshold || r.rate != rate || r.decided.IsZero() {
 					continue
@@ -149,17 +154,28 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 				if v, ok := msBetween(r.decided, r.terminated); ok {
 					stop = append(stop, v)
 				}
+				if r.signalPath != "" {
+					signal = append(signal, float64(r.toSignal.Microseconds())/1000)
+					paths[r.signalPath]++
+				}
 			}
 			if len(pass) == 0 {
 				continue
 			}
 			cell := func(vs []float64) string { return median(vs, tenths) + " (" + p99(vs, tenths) + ")" }
-			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s | %s |\n", threshold, rate, name, len(pass), cell(wake), cell(pass), cell(stop))
+			var counted []string
+			for _, p := range slices.Sorted(maps.Keys(paths)) {
+				counted = append(counted, fmt.Sprintf("%s %d", p, paths[p]))
+			}
+			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s | %s | %s | %s |\n", threshold, rate, name, len(pass), cell(wake), cell(pass),
+				median(signal, hundredths)+" ("+p99(signal, hundredths)+")", cmp.Or(strings.Join(counted, ", "), "-"), cell(stop))
 		}
 	}
 }
 
 func tenths(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+func hundredths(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 // gridKey is one cell of the grid and a side.
 type gridKey struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,17 +57,23 @@ func (b *bench) setSide(ctx context.Context, s side, started bool) error {
 
 // result is what one run measured.
 type result struct {
-	side         string
-	threshold    int // MiB: the headroom from the threshold to the kubepods limit
-	rate, rep    int
-	baseMiB      int64
-	crossed      time.Time // available first below the threshold, by the harness's poll
-	relief       time.Time // available back at or above the threshold after the crossing, by the harness's poll
-	issued       time.Time // eviction issued, by the evictor's log
-	seen         time.Time // eviction seen by the harness's watch
-	terminated   time.Time // "workload: terminated" in the container's log
-	passStart    time.Time // evictd: the deciding pass's start (its wake-up), by its decision log
-	decided      time.Time // evictd: the decision logged, after the pass's reads; the CRI stop follows at once
+	side       string
+	threshold  int // MiB: the headroom from the threshold to the kubepods limit
+	rate, rep  int
+	baseMiB    int64
+	crossed    time.Time // available first below the threshold, by the harness's poll
+	relief     time.Time // available back at or above the threshold after the crossing, by the harness's poll
+	issued     time.Time // eviction issued, by the evictor's log
+	seen       time.Time // eviction seen by the harness's watch
+	terminated time.Time // "workload: terminated" in the container's log
+	passStart  time.Time // evictd: the deciding pass's start (its wake-up), by its decision log
+	decided    time.Time // evictd: the decision logged, after the pass's reads; the CRI stop follows at once
+	// signalPath and toSignal are evictd's first stop signal of the hog:
+	// how it went (direct: evictd's own through pidfds; runtime: the CRI
+	// stop) and its time from the decision, by evictd's clock (the
+	// change of evictd_eviction_signal_latency_seconds over the run).
+	signalPath   string
+	toSignal     time.Duration
 	evicted      bool
 	oomKills     int64  // the machine's oom_kill (/proc/vmstat), after − before
 	treeOOMKills int64  // oom_kill of memory.oom_control over the kubepods tree, after − before
@@ -90,9 +97,13 @@ func ms(from, to time.Time) string {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("run side=%s threshold=%dMiB rate=%d rep=%d base=%dMiB cross->relief=%sms cross->issued=%sms cross->seen=%sms cross->terminated=%sms cross->pass=%sms pass->decided=%sms decided->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
+	signal := "-"
+	if r.signalPath != "" {
+		signal = strconv.FormatFloat(float64(r.toSignal.Microseconds())/1000, 'f', 2, 64) + "ms"
+	}
+	return fmt.Sprintf("run side=%s threshold=%dMiB rate=%d rep=%d base=%dMiB cross->relief=%sms cross->issued=%sms cross->seen=%sms cross->terminated=%sms cross->pass=%sms pass->decided=%sms decided->signal=%s signal_path=%s decided->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
 		r.side, r.threshold, r.rate, r.rep, r.baseMiB, ms(r.crossed, r.relief), ms(r.crossed, r.issued), ms(r.crossed, r.seen), ms(r.crossed, r.terminated),
-		ms(r.crossed, r.passStart), ms(r.passStart, r.decided), ms(r.decided, r.terminated),
+		ms(r.crossed, r.passStart), ms(r.passStart, r.decided), signal, cmp.Or(r.signalPath, "-"), ms(r.decided, r.terminated),
 		r.evicted, r.oomKills, r.treeOOMKills, r.reason, r.peakWS>>20, r.peakUsage>>20, r.rampMiBPerSec, r.samples)
 }
 
@@ -180,6 +191,12 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 		return r, err
 	}
 	treeBefore := mem.treeOOMKills()
+	var signalledBefore signalTotals
+	if s.evictd != nil {
+		if signalledBefore, err = readSignalTotals(ctx, b.n); err != nil {
+			return r, err
+		}
+	}
 	threshold := int64(b.threshold) << 20
 	r.baseMiB = (limit - threshold - int64(b.cfg.baseBelow)<<20 - before.workingSet) >> 20
 	total := limit>>20 + int64(b.cfg.overshoot)
@@ -310,6 +327,13 @@ poll:
 			r.issued = r.seen
 		}
 		r.decided, r.passStart, _ = decisionLine(b.n.LogPath("evictd"), start, pod.Namespace+"/"+name)
+		after, err := readSignalTotals(ctx, b.n)
+		if err != nil {
+			return r, err
+		}
+		if path, d, ok := signalledBetween(signalledBefore, after); ok {
+			r.signalPath, r.toSignal = path, d
+		}
 	} else {
 		// The kubelet's eviction shows in the pod's status (reason
 		// Evicted, a DisruptionTarget condition), and it was issued when
