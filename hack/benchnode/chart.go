@@ -18,7 +18,7 @@ func gridSVG(cfg config, side string, results []result) []byte {
 		left, top    = 110, 70
 	)
 	width := left + cellW*len(cfg.rates) + 20
-	height := top + cellH*len(cfg.thresholdsMiB) + 70
+	height := top + cellH*len(cfg.thresholdsMiB) + 88
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
@@ -45,7 +45,11 @@ func gridSVG(cfg config, side string, results []result) []byte {
 			default:
 				fill = "#ef9a9a"
 			}
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="#555"/>`+"\n", x, y, cellW, cellH, fill)
+			dash := ""
+			if c.slow(rate) {
+				dash = ` stroke-dasharray="6 4" stroke-width="2"`
+			}
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="#555"%s/>`+"\n", x, y, cellW, cellH, fill, dash)
 			if c.runs == 0 {
 				fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">not run</text>`+"\n", x+cellW/2, y+cellH/2+4)
 				continue
@@ -53,7 +57,7 @@ func gridSVG(cfg config, side string, results []result) []byte {
 			lines := []string{
 				fmt.Sprintf("SIGTERM %s ms (p99 %s)", median(c.term, whole), p99(c.term, whole)),
 				fmt.Sprintf("relief %s ms (p99 %s)", median(c.relief, whole), p99(c.relief, whole)),
-				fmt.Sprintf("OOM kills %d/%d", c.oom, c.runs),
+				fmt.Sprintf("OOM kills %d/%d, ramp %s MiB/s", c.oom, c.runs, median(c.ramp, whole)),
 			}
 			for k, l := range lines {
 				fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", x+cellW/2, y+22+k*18, html.EscapeString(l))
@@ -66,6 +70,7 @@ func gridSVG(cfg config, side string, results []result) []byte {
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="14" fill="%s" stroke="#555"/><text x="%d" y="%d">%s</text>`+"\n", x, ly, l.fill, x+20, ly+12, l.text)
 	}
 	fmt.Fprintf(&b, `<text x="10" y="%d">times from the crossing of the threshold (the harness's %s poll): the hog's SIGTERM, and available memory back above the threshold</text>`+"\n", ly+36, cfg.poll)
+	fmt.Fprintf(&b, `<text x="10" y="%d">ramp: the hog's measured growth to the crossing (median); a dashed cell ran under %.0f%% of its column's rate</text>`+"\n", ly+54, reachedShare*100)
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }

@@ -61,7 +61,7 @@ func writeTable(w io.Writer, cfg config, known map[string]side, results []result
 				}
 				fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %d/%d | %d/%d | %s | %s |\n", threshold, rate, name,
 					median(c.issued, whole), median(c.term, whole), p99(c.term, whole), median(c.relief, whole), p99(c.relief, whole),
-					c.oom, c.runs, c.evicted, c.runs, median(c.peak, whole), median(c.ramp, whole))
+					c.oom, c.runs, c.evicted, c.runs, median(c.peak, whole), rampCell(c, rate))
 			}
 		}
 	}
@@ -70,6 +70,35 @@ func writeTable(w io.Writer, cfg config, known map[string]side, results []result
 		fmt.Fprintf(w, "- %s: %s\n", name, known[name].what)
 	}
 	writeBreakdown(w, cfg, results)
+}
+
+// reachedShare is the share of the rate asked below which a cell's
+// measured ramp says the race was run slower than its column says.
+const reachedShare = 0.9
+
+// slow reports whether c's median measured ramp is below reachedShare of
+// rate; a cell without a measured ramp is not.
+func (c cell) slow(rate int) bool {
+	if len(c.ramp) == 0 {
+		return false
+	}
+	s := slices.Clone(c.ramp)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return m < reachedShare*float64(rate)
+}
+
+// rampCell is the table's measured ramp of c, marked when below
+// reachedShare of the rate asked.
+func rampCell(c cell, rate int) string {
+	v := median(c.ramp, whole)
+	if c.slow(rate) {
+		v += fmt.Sprintf(" (under %.0f%% of %d)", reachedShare*100, rate)
+	}
+	return v
 }
 
 // cell is what the runs of one side, headroom and rate measured.
