@@ -1,35 +1,33 @@
 package main
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
 
 func TestSignalledBetween(t *testing.T) {
-	const before = `# TYPE evictd_eviction_signal_latency_seconds histogram
-evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="+Inf"} 2
-evictd_eviction_signal_latency_seconds_sum{path="direct",signal="memory.available"} 0.004
-evictd_eviction_signal_latency_seconds_count{path="direct",signal="memory.available"} 2
-evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="+Inf"} 1
-evictd_eviction_signal_latency_seconds_sum{path="runtime",signal="memory.available"} 0.03
-evictd_eviction_signal_latency_seconds_count{path="runtime",signal="memory.available"} 1
-`
-	const oneDirect = `# TYPE evictd_eviction_signal_latency_seconds histogram
-evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="+Inf"} 3
-evictd_eviction_signal_latency_seconds_sum{path="direct",signal="memory.available"} 0.0055
-evictd_eviction_signal_latency_seconds_count{path="direct",signal="memory.available"} 3
-evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="+Inf"} 1
-evictd_eviction_signal_latency_seconds_sum{path="runtime",signal="memory.available"} 0.03
-evictd_eviction_signal_latency_seconds_count{path="runtime",signal="memory.available"} 1
-`
-	const twoMore = `# TYPE evictd_eviction_signal_latency_seconds histogram
-evictd_eviction_signal_latency_seconds_bucket{path="direct",signal="memory.available",le="+Inf"} 4
-evictd_eviction_signal_latency_seconds_sum{path="direct",signal="memory.available"} 0.006
-evictd_eviction_signal_latency_seconds_count{path="direct",signal="memory.available"} 4
-evictd_eviction_signal_latency_seconds_bucket{path="runtime",signal="memory.available",le="+Inf"} 2
-evictd_eviction_signal_latency_seconds_sum{path="runtime",signal="memory.available"} 0.06
-evictd_eviction_signal_latency_seconds_count{path="runtime",signal="memory.available"} 2
-`
+	// exposition is the family as evictd serves it, with n signals
+	// taking sum seconds in all on each path.
+	exposition := func(directN int, directSum float64, runtimeN int, runtimeSum float64) string {
+		var b strings.Builder
+		b.WriteString("# TYPE evictd_eviction_signal_latency_seconds histogram\n")
+		for _, p := range []struct {
+			path string
+			n    int
+			sum  float64
+		}{{"direct", directN, directSum}, {"runtime", runtimeN, runtimeSum}} {
+			labels := fmt.Sprintf(`path=%q,signal="memory.available"`, p.path)
+			fmt.Fprintf(&b, "evictd_eviction_signal_latency_seconds_bucket{%s,le=\"+Inf\"} %d\n", labels, p.n)
+			fmt.Fprintf(&b, "evictd_eviction_signal_latency_seconds_sum{%s} %g\n", labels, p.sum)
+			fmt.Fprintf(&b, "evictd_eviction_signal_latency_seconds_count{%s} %d\n", labels, p.n)
+		}
+		return b.String()
+	}
+	before := exposition(2, 0.004, 1, 0.03)
+	oneDirect := exposition(3, 0.0055, 1, 0.03)
+	twoMore := exposition(4, 0.006, 2, 0.06)
 	parse := func(s string) signalTotals {
 		t.Helper()
 		v, err := parseSignalTotals(s)
