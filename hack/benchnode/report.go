@@ -163,7 +163,7 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 		return
 	}
 	fmt.Fprintf(w, "\nWhere evictd's time went, ms, median (p99) over the runs that logged their decision (crossing read every %s):\n\n", cfg.poll)
-	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up) | pass start → decision (reads, decide) | decision → first stop signal sent, by evictd's clock | signal paths | decision → SIGTERM in the hog's log |")
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up) | pass start → decision (reads, decide) | pass start → first stop signal sent, by evictd's clock | signal paths | decision → SIGTERM in the hog's log |")
 	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---|---:|")
 	for _, cellKey := range gridKeys(cfg) {
 		threshold, rate, name := cellKey.threshold, cellKey.rate, cellKey.side
