@@ -71,27 +71,32 @@ func TestStopPodContainers(t *testing.T) {
 	// in make test beside e2e/node and a CPU burner, where a StopContainer
 	// that had to kill after its timeout found the shim gone and returned
 	// at once, the exit handled more than a second later. The victim's
-	// state is read until it says exited, for at most 10 s.
-	var states map[string]runtimeapi.ContainerState
+	// container is waited for (waitExited) before the states are read.
 	stopReturned := time.Now()
-	for {
-		states = map[string]runtimeapi.ContainerState{}
-		ctrs, err := c.rs.ListContainers(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
+	states := map[string]runtimeapi.ContainerState{}
+	var victimID string
+	ctrs, err := c.rs.ListContainers(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ctr := range ctrs {
+		if ctr.GetLabels()[labelPodUID] == victim.UID {
+			victimID = ctr.GetId()
 		}
-		for _, ctr := range ctrs {
-			states[ctr.GetLabels()[labelPodUID]] = ctr.GetState()
-		}
-		if states[victim.UID] == runtimeapi.ContainerState_CONTAINER_EXITED || time.Since(stopReturned) > 10*time.Second {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	}
+	if victimID == "" {
+		t.Fatalf("the runtime lists no container of the victim %s", victim.UID)
+	}
+	waitExited(t, c, victimID)
+	t.Logf("the victim's container read exited %s after its stop returned", time.Since(stopReturned).Round(time.Millisecond))
+	if ctrs, err = c.rs.ListContainers(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, ctr := range ctrs {
+		states[ctr.GetLabels()[labelPodUID]] = ctr.GetState()
 	}
 	if got := states[victim.UID]; got != runtimeapi.ContainerState_CONTAINER_EXITED {
-		t.Errorf("victim's container %s 10 s after its stop returned, want exited", got)
-	} else {
-		t.Logf("the victim's container read exited %s after its stop returned", time.Since(stopReturned).Round(time.Millisecond))
+		t.Errorf("victim's container %s, want exited", got)
 	}
 	if got := states[bystander.UID]; got != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("bystander's container %s, want running", got)

@@ -336,8 +336,9 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	result := m.act(ctx, dec, inFlight)
 	// The wake-ups are re-armed after acting, not before: re-arming a
 	// memcg notifier registers an eventfd through cgroup.event_control
-	// and reads memory.stat, which can take milliseconds on a busy node,
-	// and a hard eviction's signal must not wait for it. The levels do
+	// and reads memory.stat, and a hard eviction's signal need not wait
+	// for it (about half a millisecond at the median on the real node,
+	// docs/BENCHMARKS.md). The levels do
 	// not depend on the pass's available memory, only on the thresholds,
 	// the capacity and the inactive page cache read now; a wake-up the
 	// loop would get during act is taken after it anyway, and an issued
