@@ -91,11 +91,16 @@ run: build
 # time on 2 cores, seconds afterwards (hack/build-k8s.sh): etcd, the control
 # plane (kube-apiserver, kube-controller-manager, kube-scheduler) and the
 # kubelet of today's node with its containerd and runc shim (the real-node
-# tests' default lane), and the previous lane's kubelet, which runs on the
-# node's packaged containerd (`make runtime`). The versions are pinned in
-# hack/tools/{k8s,k8s-previous,containerd,etcd}/go.mod.
+# tests' default lane: node-bins), and the previous lane's kubelet, which
+# runs on the node's packaged containerd (`make runtime`; previous-bins).
+# The versions are pinned in hack/tools/{k8s,k8s-previous,containerd,etcd}/go.mod.
+.PHONY: node-bins previous-bins
 k8s-bins:
 	hack/build-k8s.sh
+node-bins:
+	hack/build-k8s.sh node
+previous-bins:
+	hack/build-k8s.sh previous
 
 # helm and kustomize, for the tests of deploy/chart/evictd and
 # deploy/kustomize, built from the Go module proxy into .cache/bin
@@ -141,37 +146,53 @@ vm:
 # soft, PID, evictd-restart, disk and static-pod scenarios. One guest at a
 # time. As root; about 30 minutes. `make test` runs the guests'
 # allocatable scenario only (E2E_V2_GUEST_RUN).
-test-v2: vm k8s-bins runtime build
+test-v2: vm node-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -p 1 -count=1 -timeout 50m -v -run '^(TestBootCgroupV2|TestForward|TestCgroupV2Node|TestSystemdNode|TestKubeletV2Node)$$' ./internal/testing/testvm/ ./e2e/guest/ ./e2e/node/
 
 # A whole node on this machine (control plane, containerd, a real kubelet)
 # with evictd beside it: one memory eviction told as it happens, then
 # everything stopped (Ctrl-C too). As root; DEMO_ARGS=--hold keeps the node up.
-demo: k8s-bins runtime build
+demo: node-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/demo $(DEMO_ARGS)
 
-# Every test: tier 1 (test-tier1: the packages' own tests against real
-# cgroups, containerd, API servers and whole nodes, the end-to-end tiers of
-# e2e/host, e2e/apiserver and e2e/guest (e2e/doc.go), then fuzz-short)
-# beside the real-node scenarios of e2e/node and their previous lane
-# (e2e-run). They can share the machine: each node has its own containerd,
-# API server, ports, bridge and cgroups, its memory thresholds are on its
-# own kubepods cgroup, its disks are loop-mounted, and no scenario reads a
-# machine-wide figure another test moves. Tier 1 runs at a lower CPU
-# priority (TIER1_NICE), so that the scenarios' races keep the CPU they
-# have on a machine of their own. The one scenario that changes the
-# machine for everyone, the chaos matrix's clock step (the real-time
-# clock an hour forward and back), waits for tier 1's end (e2e-clock).
-# Fails if any part fails, after all have run.
+# Every test. Once today's node can run (the runtime, the guest's qemu,
+# evictd, and node-bins), three things run side by side:
+# - the real-node scenarios of e2e/node's default lane (e2e-default);
+# - at a lower CPU priority (TIER1_NICE), the checks (vet, fmt-check, the
+#   Prometheus rules) and tier 1 (test-tier1: the packages' own tests
+#   against real cgroups, containerd, API servers and whole nodes, the
+#   end-to-end tiers of e2e/host, e2e/apiserver and e2e/guest (e2e/doc.go),
+#   then fuzz-short), after the tools they need (test-beside);
+# - at the same priority, the previous lane's kubelet build (previous-bins),
+#   whose scenarios (e2e-previous) follow the default lane's.
+# On a fresh machine the builds then cost the default lane's scenarios'
+# wait only for what today's node needs, not for helm, kustomize and the
+# previous kubelet too. They can share the machine: each node has its own
+# containerd, API server, ports, bridge and cgroups, its memory thresholds
+# are on its own kubepods cgroup, its disks are loop-mounted, and no
+# scenario reads a machine-wide figure another test moves; the lower
+# priority keeps the scenarios' races as they are on a machine of their
+# own. The one scenario that changes the machine for everyone, the chaos
+# matrix's clock step (the real-time clock an hour forward and back),
+# waits for tier 1's end (e2e-clock). Fails if any part fails, after all
+# have run.
 TIER1_NICE ?= 10
 E2E_SKIP_BESIDE ?= ^(TestKubeletV2Node|TestChaosNode)/^(cgroupfs|clock_stepped)
-test: vet fmt-check k8s-bins tools runtime vm rpm-tools build monitoring-check
-	@nice -n $(TIER1_NICE) $(MAKE) --no-print-directory test-tier1 & tier1=$$!; \
-	e2e=0; $(MAKE) --no-print-directory e2e-run E2E_SKIP='$(E2E_SKIP_BESIDE)' || e2e=$$?; \
-	t1=0; wait $$tier1 || t1=$$?; \
+test: runtime vm build node-bins
+	@nice -n $(TIER1_NICE) $(MAKE) --no-print-directory test-beside & beside=$$!; \
+	nice -n $(TIER1_NICE) $(MAKE) --no-print-directory previous-bins & previous=$$!; \
+	e2e=0; $(MAKE) --no-print-directory e2e-default E2E_SKIP='$(E2E_SKIP_BESIDE)' || e2e=$$?; \
+	prev=0; { wait $$previous && $(MAKE) --no-print-directory e2e-previous; } || prev=$$?; \
+	t1=0; wait $$beside || t1=$$?; \
 	clock=0; $(MAKE) --no-print-directory e2e-clock || clock=$$?; \
-	echo "make test: tier 1 exit $$t1, e2e/node exit $$e2e, its clock step exit $$clock"; \
-	[ $$t1 -eq 0 ] && [ $$e2e -eq 0 ] && [ $$clock -eq 0 ]
+	echo "make test: checks and tier 1 exit $$t1, e2e/node exit $$e2e, its previous lane exit $$prev, its clock step exit $$clock"; \
+	[ $$t1 -eq 0 ] && [ $$e2e -eq 0 ] && [ $$prev -eq 0 ] && [ $$clock -eq 0 ]
+
+# What runs beside the default lane in make test: the checks, the tools
+# tier 1 needs, then tier 1.
+.PHONY: test-beside
+test-beside: vet fmt-check tools rpm-tools monitoring-check
+	@$(MAKE) --no-print-directory test-tier1
 
 # The chaos matrix's clock step alone (TestChaosNode): it steps this
 # machine's real-time clock an hour forward and back, which every other
@@ -261,10 +282,14 @@ E2E_SKIP ?= ^TestKubeletV2Node$$/^cgroupfs
 e2e e2e-node: k8s-bins runtime build
 	$(MAKE) --no-print-directory e2e-run
 
-e2e-run:
+e2e-run: e2e-default
+	$(MAKE) --no-print-directory e2e-previous
+
+# The default lane's scenarios alone, without the prerequisites.
+.PHONY: e2e-default
+e2e-default:
 	@eval "$$(hack/build-k8s.sh --print-env)" && echo "e2e/node, default lane: $$($$EVICTD_K8S_BIN_DIR/kubelet --version), $$($$EVICTD_CONTAINERD_BIN_DIR/containerd --version)"
 	EVICTD_BIN=$(abspath $(BIN)) EVICTD_V2_GUEST_RUN='$(E2E_V2_GUEST_RUN)' $(GO) test -count=1 -timeout 60m -skip '$(E2E_SKIP)' ./e2e/node/
-	$(MAKE) --no-print-directory e2e-previous
 
 # The previous lane (EVICTD_NODE_LANE=previous): the memory, disk and
 # runtime-fault scenarios again on the previous kubelet with the node's
@@ -286,7 +311,7 @@ e2e-host: build
 # against a real kube-apiserver, with pod memory in real cgroup v1 pod
 # cgroups (TestAPIServerE2E) and pod containers in a real containerd on
 # small loop-mounted filesystems (TestDiskE2E). As root; about 2.5 minutes.
-e2e-apiserver: k8s-bins runtime build
+e2e-apiserver: node-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./e2e/apiserver/
 
 # The cgroup v2 guest's tier (e2e/guest): evictd alone in a qemu guest on
@@ -315,7 +340,7 @@ bench: build
 # table of medians on stdout and in bench-node.out. As root; about 10 min.
 # BENCH_NODE_ARGS e.g. --sides kubelet,evictd --rates 200 --reps 5.
 .PHONY: bench-node bench-v2
-bench-node: k8s-bins runtime build
+bench-node: node-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchnode $(BENCH_NODE_ARGS)
 
 # How soon evictd decides after a memory threshold is crossed on a cgroup
@@ -337,7 +362,7 @@ bench-v2: vm build
 # root, containerd or kubelet needed. BENCH_FLEET_ARGS e.g. --nodes 250,
 # --scenarios idle --idle 3m, --dir /tmp/fleet (keeps every log).
 .PHONY: bench-fleet
-bench-fleet: k8s-bins build
+bench-fleet: node-bins build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchfleet $(BENCH_FLEET_ARGS)
 
 # /etc/evictd holds evictd's credentials (kubeconfig, token, TLS key) as
@@ -376,7 +401,7 @@ clean:
 # default (SOAK_ARGS e.g. --duration 10m); samples.csv, summary.md and
 # evictd.log in soak-out/.
 .PHONY: soak
-soak: k8s-bins runtime build
+soak: node-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/soak --out soak-out $(SOAK_ARGS)
 
 # evictd's own cost beside a real kubelet with 110 and 250 running pods:
@@ -385,5 +410,5 @@ soak: k8s-bins runtime build
 # As root; about 10 min. COST_NODE_ARGS e.g. --pods 110 --window 120s, or
 # --compare /tmp/old,bin/evictd --rounds 3 for two builds side by side.
 .PHONY: bench-cost
-bench-cost: k8s-bins runtime build
+bench-cost: node-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/costnode $(COST_NODE_ARGS)

@@ -20,8 +20,13 @@
 # never leaves a broken binary behind. Needs only Go and the module proxy
 # (CGO_ENABLED=0: no C toolchain).
 #
-# Usage: hack/build-k8s.sh [--print-env]
+# Usage: hack/build-k8s.sh [--print-env | all | node | previous]
 #   --print-env  print the directories the tests take them from and exit
+#   all          build everything (the default)
+#   node         only what today's node needs: etcd, the control plane, the
+#                default kubelet and containerd
+#   previous     only the previous lane's kubelet
+# make test builds node first and previous beside the default lane's tests.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,8 +51,10 @@ if [[ "${1:-}" == "--print-env" ]]; then
 	echo "EVICTD_CONTAINERD_BIN_DIR=$containerd_dir"
 	echo "EVICTD_ETCD_BIN=$etcd_dir/etcd"
 	exit 0
-elif [[ $# -gt 0 ]]; then
-	echo "usage: $0 [--print-env]" >&2
+fi
+which=${1:-all}
+if [[ $# -gt 1 ]] || [[ ! "$which" =~ ^(all|node|previous)$ ]]; then
+	echo "usage: $0 [--print-env | all | node | previous]" >&2
 	exit 2
 fi
 
@@ -63,22 +70,34 @@ k8s_ldflags() {
 	echo "$flags"
 }
 
-build "$tools/etcd" "$etcd_dir" "-s -w" \
-	etcd=go.etcd.io/etcd/server/v3
-build "$tools/k8s" "$k8s_dir" "$(k8s_ldflags "$k8s_version")" \
-	kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
-	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
-	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
-	kubelet=k8s.io/kubernetes/cmd/kubelet
-build "$tools/k8s-previous" "$previous_dir" "$(k8s_ldflags "$previous_version")" \
-	kubelet=k8s.io/kubernetes/cmd/kubelet
+build_node() {
+	build "$tools/etcd" "$etcd_dir" "-s -w" \
+		etcd=go.etcd.io/etcd/server/v3
+	build "$tools/k8s" "$k8s_dir" "$(k8s_ldflags "$k8s_version")" \
+		kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+		kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+		kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+		kubelet=k8s.io/kubernetes/cmd/kubelet
 
-# containerd's own static build, without cgo: no_btrfs leaves out the btrfs
-# snapshotter (its library is cgo). The version stamps are those of
-# containerd's Makefile, so `containerd --version` reports the pinned one.
-containerd_pkg=github.com/containerd/containerd/v2
-build_tags="no_btrfs" build "$tools/containerd" "$containerd_dir" \
-	"-s -w -X $containerd_pkg/version.Version=$containerd_version -X $containerd_pkg/version.Package=$containerd_pkg" \
-	containerd=$containerd_pkg/cmd/containerd \
-	containerd-shim-runc-v2=$containerd_pkg/cmd/containerd-shim-runc-v2 \
-	ctr=$containerd_pkg/cmd/ctr
+	# containerd's own static build, without cgo: no_btrfs leaves out the
+	# btrfs snapshotter (its library is cgo). The version stamps are those
+	# of containerd's Makefile, so `containerd --version` reports the
+	# pinned one.
+	local pkg=github.com/containerd/containerd/v2
+	build_tags="no_btrfs" build "$tools/containerd" "$containerd_dir" \
+		"-s -w -X $pkg/version.Version=$containerd_version -X $pkg/version.Package=$pkg" \
+		containerd=$pkg/cmd/containerd \
+		containerd-shim-runc-v2=$pkg/cmd/containerd-shim-runc-v2 \
+		ctr=$pkg/cmd/ctr
+}
+
+build_previous() {
+	build "$tools/k8s-previous" "$previous_dir" "$(k8s_ldflags "$previous_version")" \
+		kubelet=k8s.io/kubernetes/cmd/kubelet
+}
+
+case $which in
+all) build_node; build_previous ;;
+node) build_node ;;
+previous) build_previous ;;
+esac
