@@ -64,37 +64,52 @@ func criStamp(line string) (time.Time, bool) {
 	return t, err == nil
 }
 
+// decision is evictd's decision to evict a pod, from its log.
+type decision struct {
+	// at is the line's time: the decision made, after the pass's reads.
+	at time.Time
+	// passStart is its observedAt: the pass's start, the wake-up.
+	passStart time.Time
+	// predicted: time to exhaustion acted before the threshold was met
+	// (the line's predicted=).
+	predicted bool
+}
+
 // decisionLine finds evictd's decision to evict pod (namespace/name) at or
-// after since in its slog text log: the line's time (the decision made,
-// after the pass's reads) and its observedAt (the pass's start, the
-// wake-up).
-func decisionLine(path string, since time.Time, pod string) (decided, passStart time.Time, ok bool) {
+// after since in its slog text log.
+func decisionLine(path string, since time.Time, pod string) (decision, bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return time.Time{}, time.Time{}, false
+		return decision{}, false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if !strings.Contains(line, "msg=decision outcome=evict") || !strings.Contains(line, " pod="+pod+" ") {
-			continue
+		if d, ok := parseDecision(sc.Text(), since, pod); ok {
+			return d, true
 		}
-		t, tok := slogStamp(line)
-		if !tok || t.Before(since) {
-			continue
-		}
-		_, rest, found := strings.Cut(line, " observedAt=")
-		if !found {
-			continue
-		}
-		v, _, _ := strings.Cut(rest, " ")
-		at, err := time.Parse(time.RFC3339Nano, strings.Trim(v, `"`))
-		if err != nil {
-			continue
-		}
-		return t, at, true
 	}
-	return time.Time{}, time.Time{}, false
+	return decision{}, false
+}
+
+// parseDecision reads one log line as decisionLine looks for it.
+func parseDecision(line string, since time.Time, pod string) (decision, bool) {
+	if !strings.Contains(line, "msg=decision outcome=evict") || !strings.Contains(line, " pod="+pod+" ") {
+		return decision{}, false
+	}
+	t, ok := slogStamp(line)
+	if !ok || t.Before(since) {
+		return decision{}, false
+	}
+	_, rest, found := strings.Cut(line, " observedAt=")
+	if !found {
+		return decision{}, false
+	}
+	v, _, _ := strings.Cut(rest, " ")
+	at, err := time.Parse(time.RFC3339Nano, strings.Trim(v, `"`))
+	if err != nil {
+		return decision{}, false
+	}
+	return decision{at: t, passStart: at, predicted: strings.Contains(line, " predicted=")}, true
 }

@@ -151,7 +151,10 @@ func joinInts(vs []int) string {
 // (→ the decision logged), the first stop signal sent (by evictd's own
 // clock, with the path it took: evictd's pidfd signal, or the CRI stop)
 // and the rest (→ the SIGTERM in the hog's log: for the CRI stop,
-// containerd's shim and runc's kill; then the signal's delivery).
+// containerd's shim and runc's kill; then the signal's delivery), and
+// how many of the decisions time to exhaustion made before the threshold
+// was met (for those the crossing, if the harness saw one at all, came
+// after the pass).
 // The crossing is the harness's, read every cfg.poll, so the wake-up is
 // known to within that.
 func writeBreakdown(w io.Writer, cfg config, results []result) {
@@ -163,18 +166,21 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 		return
 	}
 	fmt.Fprintf(w, "\nWhere evictd's time went, ms, median (p99) over the runs that logged their decision (crossing read every %s):\n\n", cfg.poll)
-	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up) | pass start → decision (reads, decide) | pass start → first stop signal sent, by evictd's clock | signal paths | decision → SIGTERM in the hog's log |")
-	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---|---:|")
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up, threshold decisions only) | pass start → decision (reads, decide) | pass start → first stop signal sent, by evictd's clock | signal paths | decision → SIGTERM in the hog's log | decided before the threshold (time to exhaustion) |")
+	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---|---:|---:|")
 	for _, cellKey := range gridKeys(cfg) {
 		threshold, rate, name := cellKey.threshold, cellKey.rate, cellKey.side
 		{
 			var wake, pass, signal, stop []float64
 			paths := map[string]int{}
+			predicted := 0
 			for _, r := range results {
 				if r.side != name || r.threshold != threshold || r.rate != rate || r.decided.IsZero() {
 					continue
 				}
-				if v, ok := msBetween(r.crossed, r.passStart); ok {
+				if r.predicted {
+					predicted++
+				} else if v, ok := msBetween(r.crossed, r.passStart); ok {
 					wake = append(wake, v)
 				}
 				if v, ok := msBetween(r.passStart, r.decided); ok {
@@ -196,8 +202,8 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 			for _, p := range slices.Sorted(maps.Keys(paths)) {
 				counted = append(counted, fmt.Sprintf("%s %d", p, paths[p]))
 			}
-			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s | %s | %s | %s |\n", threshold, rate, name, len(pass), cell(wake), cell(pass),
-				median(signal, hundredths)+" ("+p99(signal, hundredths)+")", cmp.Or(strings.Join(counted, ", "), "-"), cell(stop))
+			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s | %s | %s | %s | %d |\n", threshold, rate, name, len(pass), cell(wake), cell(pass),
+				median(signal, hundredths)+" ("+p99(signal, hundredths)+")", cmp.Or(strings.Join(counted, ", "), "-"), cell(stop), predicted)
 		}
 	}
 }

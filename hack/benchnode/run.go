@@ -72,8 +72,11 @@ type result struct {
 	// how it went (direct: evictd's own through pidfds; runtime: the CRI
 	// stop) and its time from the decision, by evictd's clock (the
 	// change of evictd_eviction_signal_latency_seconds over the run).
-	signalPath   string
-	toSignal     time.Duration
+	signalPath string
+	toSignal   time.Duration
+	// predicted: evictd decided by time to exhaustion, before the
+	// threshold was met (its decision log says so).
+	predicted    bool
 	evicted      bool
 	oomKills     int64  // the machine's oom_kill (/proc/vmstat), after − before
 	treeOOMKills int64  // oom_kill of memory.oom_control over the kubepods tree, after − before
@@ -101,9 +104,9 @@ func (r result) line() string {
 	if r.signalPath != "" {
 		signal = strconv.FormatFloat(float64(r.toSignal.Microseconds())/1000, 'f', 2, 64) + "ms"
 	}
-	return fmt.Sprintf("run side=%s threshold=%dMiB rate=%d rep=%d base=%dMiB cross->relief=%sms cross->issued=%sms cross->seen=%sms cross->terminated=%sms cross->pass=%sms pass->decided=%sms decided->signal=%s signal_path=%s decided->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
+	return fmt.Sprintf("run side=%s threshold=%dMiB rate=%d rep=%d base=%dMiB cross->relief=%sms cross->issued=%sms cross->seen=%sms cross->terminated=%sms cross->pass=%sms pass->decided=%sms decided->signal=%s signal_path=%s predicted=%t decided->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
 		r.side, r.threshold, r.rate, r.rep, r.baseMiB, ms(r.crossed, r.relief), ms(r.crossed, r.issued), ms(r.crossed, r.seen), ms(r.crossed, r.terminated),
-		ms(r.crossed, r.passStart), ms(r.passStart, r.decided), signal, cmp.Or(r.signalPath, "-"), ms(r.decided, r.terminated),
+		ms(r.crossed, r.passStart), ms(r.passStart, r.decided), signal, cmp.Or(r.signalPath, "-"), r.predicted, ms(r.decided, r.terminated),
 		r.evicted, r.oomKills, r.treeOOMKills, r.reason, r.peakWS>>20, r.peakUsage>>20, r.rampMiBPerSec, r.samples)
 }
 
@@ -326,7 +329,9 @@ poll:
 		if r.evicted {
 			r.issued = r.seen
 		}
-		r.decided, r.passStart, _ = decisionLine(b.n.LogPath("evictd"), start, pod.Namespace+"/"+name)
+		if d, ok := decisionLine(b.n.LogPath("evictd"), start, pod.Namespace+"/"+name); ok {
+			r.decided, r.passStart, r.predicted = d.at, d.passStart, d.predicted
+		}
 		after, err := readSignalTotals(ctx, b.n)
 		if err != nil {
 			return r, err

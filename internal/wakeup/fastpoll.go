@@ -24,8 +24,9 @@ const HeadroomShare = 0.25
 // FastPoll calls a cheap check while it is active, and wakes the loop when
 // the check says so. It is the fallback for what the kernel does not
 // notify: it is made active while a memory signal is within a margin of a
-// threshold, and idles (no timer) otherwise. The check also says when to
-// look next (PollWithin): sooner than the interval when memory grows fast
+// threshold, and idles (no timer) otherwise. Its first check after it is
+// made active comes MinFastPollInterval later; the check says when to look
+// next (PollWithin): sooner than the interval when memory grows fast
 // enough to use up the headroom, never sooner than MinFastPollInterval.
 type FastPoll struct {
 	interval time.Duration
@@ -82,15 +83,20 @@ func (p *FastPoll) SetActive(on bool) {
 
 // Run polls while active until ctx is done.
 func (p *FastPoll) Run(ctx context.Context, wake func()) error {
-	wait := p.interval
+	wait := min(MinFastPollInterval, p.interval)
 	for {
 		if !p.active.Load() {
-			wait = p.interval
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-p.kick:
 			}
+			// Made active: memory has just come near a threshold. The
+			// first check comes at the soonest, not an interval later,
+			// so that the pace of the next ones (the check's growth)
+			// is known before memory growing fast has crossed the
+			// margin unread.
+			wait = min(MinFastPollInterval, p.interval)
 			continue
 		}
 		t := p.clock.NewTimer(wait)

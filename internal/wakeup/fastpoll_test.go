@@ -9,8 +9,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// TestFastPoll steps a fake clock: no timer while inactive, a check per
-// interval while active, a wake-up when the check says so.
+// TestFastPoll steps a fake clock: no timer while inactive, the first
+// check MinFastPollInterval after it is made active, then one per
+// interval, a wake-up when the check says so.
 func TestFastPoll(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 	var checks atomic.Int32
@@ -29,8 +30,19 @@ func TestFastPoll(t *testing.T) {
 	}
 	fp.SetActive(true)
 	waitFor(t, "the fast poll's timer", clk.HasWaiters)
-	clk.Step(250 * time.Millisecond)
-	waitFor(t, "a check", func() bool { return checks.Load() == 1 })
+	clk.Step(MinFastPollInterval - time.Millisecond)
+	if checks.Load() != 0 {
+		t.Fatal("a check before MinFastPollInterval")
+	}
+	clk.Step(time.Millisecond)
+	waitFor(t, "the first check, MinFastPollInterval after it was made active", func() bool { return checks.Load() == 1 })
+	waitFor(t, "the next timer", clk.HasWaiters)
+	clk.Step(250*time.Millisecond - time.Millisecond)
+	if checks.Load() != 1 {
+		t.Fatal("a second check before the interval, though the first asked for none sooner")
+	}
+	clk.Step(time.Millisecond)
+	waitFor(t, "a check an interval later", func() bool { return checks.Load() == 2 })
 	answer.Store(true)
 	waitFor(t, "the next timer", clk.HasWaiters)
 	clk.Step(250 * time.Millisecond)

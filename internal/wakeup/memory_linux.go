@@ -93,8 +93,8 @@ type watch struct {
 	known    bool
 	capacity int64
 	met      bool
-	// The fast poll's last reading: the headroom above the threshold and
-	// when it was read (zero before the first).
+	// The last reading, the fast poll's or a pass's: the headroom above
+	// the threshold and when it was read (zero before the first).
 	headroom int64
 	readAt   time.Time
 }
@@ -206,12 +206,14 @@ func (m *Memory) Run(ctx context.Context, wake func()) error {
 }
 
 // Update re-arms the memcg notifiers from a pass's observations, at each
-// threshold's usage level (UsageLevel, with the cgroup's inactive page cache
-// read now) and at the fast poll's margin above it, and turns the fast poll on while an observed memory signal's
-// headroom above a threshold (thresholds.Headroom) is within the margin, or
-// at all times when a threshold has no kernel notification (Memory.always). A
-// signal not observed keeps its last arming. Errors are logged when they
-// change, not at every pass.
+// threshold's usage level (UsageLevel, with the cgroup's inactive page
+// cache read now) and at the fast poll's margin above it, and turns the
+// fast poll on while an observed memory signal's headroom above a
+// threshold (thresholds.Headroom) is within the margin, or at all times
+// when a threshold has no kernel notification (Memory.always). The pass's
+// observations are the poll's last readings, which its next check paces
+// itself by. A signal not observed keeps its last arming. Errors are
+// logged when they change, not at every pass.
 func (m *Memory) Update(obs signals.Observations) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -226,6 +228,13 @@ func (m *Memory) Update(obs signals.Observations) {
 		}
 		headroom := thresholds.Headroom(w.th, o)
 		w.known, w.capacity, w.met = true, o.Capacity, headroom < 0
+		// The pass's reading paces the fast poll as its own would: the
+		// first check after the poll is made active then already sees
+		// how fast memory grows (PollWithin). A check may have read
+		// since the pass did.
+		if o.Time.After(w.readAt) {
+			w.headroom, w.readAt = headroom, o.Time
+		}
 		if headroom <= thresholds.Quantity(m.cfg.FastPollMargin, o.Capacity) {
 			near = true
 		}

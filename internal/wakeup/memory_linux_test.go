@@ -146,6 +146,62 @@ func TestMemoryCheckNext(t *testing.T) {
 	}
 }
 
+// TestMemoryCheckNextFromPass: the pass that makes the fast poll active
+// paces its first check, so that memory growing fast is seen growing at
+// once, not only at the second check.
+func TestMemoryCheckNextFromPass(t *testing.T) {
+	const mi = 1 << 20
+	q := resource.MustParse("100Mi")
+	dir := t.TempDir()
+	write := func(usage int64) {
+		t.Helper()
+		for name, content := range map[string]string{
+			"memory.usage_in_bytes": fmt.Sprintf("%d\n", usage),
+			"memory.stat":           "total_inactive_file 0\n",
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	m, err := NewMemory(MemoryConfig{
+		Thresholds:       []thresholds.Threshold{{Signal: signals.AllocatableMemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
+		KubepodsDir:      dir,
+		KernelMemcg:      true, // the poll idles far from the threshold
+		FastPollInterval: time.Second,
+		FastPollMargin:   thresholds.Value{Percentage: 0.5},
+		Clock:            clk,
+		Log:              testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := func(available int64) {
+		m.Update(signals.Observations{signals.AllocatableMemoryAvailable: {Signal: signals.AllocatableMemoryAvailable, Available: available, Capacity: 1 << 30, Time: clk.Now()}})
+	}
+	// Far (900Mi available of 1Gi, the margin 512Mi): the poll idles.
+	write(124 * mi)
+	pass(900 * mi)
+	if m.fast.active.Load() {
+		t.Fatal("fast poll active 800Mi above the threshold with a 512Mi margin")
+	}
+	// A pass 5s later sees 424Mi available: the poll starts. 20ms on,
+	// its first check reads 20Mi more used, 1000 MiB/s, with 304Mi of
+	// headroom left: a quarter of it lasts 76ms.
+	clk.Step(5 * time.Second)
+	write(600 * mi)
+	pass(424 * mi)
+	if !m.fast.active.Load() {
+		t.Fatal("fast poll idle 324Mi above the threshold with a 512Mi margin")
+	}
+	clk.Step(20 * time.Millisecond)
+	write(620 * mi)
+	if _, next := m.check(); next != 76*time.Millisecond {
+		t.Errorf("first check 20Mi used past the pass's reading in 20ms: next %s, want 76ms", next)
+	}
+}
+
 // TestMemoryFastPollAlways: the fast poll stops far from every threshold
 // only when each has a kernel notification to say memory nears it again
 // (v1 memcg thresholds); on v2, or with memcg notifications off, it runs

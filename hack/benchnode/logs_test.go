@@ -1,0 +1,38 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// TestParseDecision reads evictd's decision lines as the runs find them:
+// the decision's time, its pass's start, and whether time to exhaustion
+// made it; other pods', other outcomes' and earlier lines are not it.
+func TestParseDecision(t *testing.T) {
+	since := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	const (
+		threshold = `time=2026-11-29T05:00:01.660Z level=INFO msg=decision outcome=evict reason="hard threshold allocatableMemory.available<200Mi met; default/hog-1 ranks first" signal=allocatableMemory.available pod=default/hog-1 gracePeriodSeconds=1 observedAt=2026-11-29T05:00:01.657Z`
+		predicted = `time=2026-11-29T05:00:02.104Z level=INFO msg=decision outcome=evict reason="hard threshold allocatableMemory.available<200Mi predicted" signal=allocatableMemory.available pod=default/hog-1 gracePeriodSeconds=1 observedAt=2026-11-29T05:00:02.101Z predicted="allocatableMemory.available predicted to run out in 312ms at 1.6Gi/s; threshold allocatableMemory.available<200Mi not met yet" releaseEstimate=1s margin=500ms`
+	)
+	for _, tc := range []struct {
+		name, line, pod string
+		want            decision
+		ok              bool
+	}{
+		{name: "the threshold's", line: threshold, pod: "default/hog-1", ok: true, want: decision{
+			at: time.Date(2026, 11, 29, 5, 0, 1, 660e6, time.UTC), passStart: time.Date(2026, 11, 29, 5, 0, 1, 657e6, time.UTC)}},
+		{name: "time to exhaustion's", line: predicted, pod: "default/hog-1", ok: true, want: decision{
+			at: time.Date(2026, 11, 29, 5, 0, 2, 104e6, time.UTC), passStart: time.Date(2026, 11, 29, 5, 0, 2, 101e6, time.UTC), predicted: true}},
+		{name: "another pod's", line: threshold, pod: "default/hog"},
+		{name: "before since", line: `time=2026-11-29T04:59:59.000Z` + threshold[len(`time=2026-11-29T05:00:01.660Z`):], pod: "default/hog-1"},
+		{name: "no eviction", line: `time=2026-11-29T05:00:01.660Z level=INFO msg=decision outcome=none reason="no threshold met" pod=default/hog-1 observedAt=2026-11-29T05:00:01.657Z`, pod: "default/hog-1"},
+		{name: "no observedAt", line: threshold[:len(threshold)-len(` observedAt=2026-11-29T05:00:01.657Z`)], pod: "default/hog-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseDecision(tc.line, since, tc.pod)
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("parseDecision = %+v, %t; want %+v, %t", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
