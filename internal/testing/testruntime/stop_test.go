@@ -14,10 +14,14 @@ import (
 )
 
 // TestStartFailureCleansUp makes Start fail once containerd runs (a ready
-// timeout too short to meet) and checks that nothing is left behind.
+// timeout too short to meet) and checks that nothing is left behind. Its
+// runtime directory is made in a temporary directory of its own: other
+// tests start runtimes in the machine's at the same time (make test runs
+// tier 1 beside e2e/node), and theirs are not this Start's.
 func TestStartFailureCleansUp(t *testing.T) {
 	requireRoot(t)
 	root := MountTmpfs(t, "64m", 2000)
+	t.Setenv("TMPDIR", t.TempDir())
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "evictd-testruntime-*"))
 	_, err := Start(t.Context(), Options{Root: root, ReadyTimeout: time.Nanosecond})
 	if errors.Is(err, ErrNotInstalled) {
