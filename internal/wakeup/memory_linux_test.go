@@ -95,16 +95,10 @@ func TestMemoryCheck(t *testing.T) {
 	}
 }
 
-// TestMemoryCheckNext: the fast poll's check asks for its next look from
-// the growth between two reads of the cgroup's files: none from the first
-// read nor without growth; a quarter of the headroom left, at the rate
-// seen, once memory grows.
-func TestMemoryCheckNext(t *testing.T) {
-	const mi = 1 << 20
-	q := resource.MustParse("100Mi")
-	hundredMi := thresholds.Value{Quantity: &q}
-	dir := t.TempDir()
-	write := func(usage int64) {
+// usageWriter returns a function that writes a v1 cgroup's memory files
+// in dir: its usage, and no inactive page cache.
+func usageWriter(t *testing.T, dir string) func(usage int64) {
+	return func(usage int64) {
 		t.Helper()
 		for name, content := range map[string]string{
 			"memory.usage_in_bytes": fmt.Sprintf("%d\n", usage),
@@ -115,6 +109,18 @@ func TestMemoryCheckNext(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMemoryCheckNext: the fast poll's check asks for its next look from
+// the growth between two reads of the cgroup's files: none from the first
+// read nor without growth; a quarter of the headroom left, at the rate
+// seen, once memory grows.
+func TestMemoryCheckNext(t *testing.T) {
+	const mi = 1 << 20
+	q := resource.MustParse("100Mi")
+	hundredMi := thresholds.Value{Quantity: &q}
+	dir := t.TempDir()
+	write := usageWriter(t, dir)
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 	m, err := NewMemory(MemoryConfig{
 		Thresholds:       []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: hundredMi}},
@@ -153,17 +159,7 @@ func TestMemoryCheckNextFromPass(t *testing.T) {
 	const mi = 1 << 20
 	q := resource.MustParse("100Mi")
 	dir := t.TempDir()
-	write := func(usage int64) {
-		t.Helper()
-		for name, content := range map[string]string{
-			"memory.usage_in_bytes": fmt.Sprintf("%d\n", usage),
-			"memory.stat":           "total_inactive_file 0\n",
-		} {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	write := usageWriter(t, dir)
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 	m, err := NewMemory(MemoryConfig{
 		Thresholds:       []thresholds.Threshold{{Signal: signals.AllocatableMemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
