@@ -54,7 +54,7 @@ if [[ "${1:-}" == "--print-env" ]]; then
 fi
 which=${1:-all}
 if [[ $# -gt 1 ]] || [[ ! "$which" =~ ^(all|node|previous)$ ]]; then
-	echo "usage: $0 [--print-env | all | node | previous]" >&2
+	echo "$prog: unknown arguments \"$*\"; usage: $0 [--print-env | all | node | previous]" >&2
 	exit 2
 fi
 

@@ -65,7 +65,7 @@ func (p *FastPoll) next(asked time.Duration) time.Duration {
 	case asked <= 0 || asked >= p.interval:
 		return p.interval
 	case asked < MinFastPollInterval:
-		return min(MinFastPollInterval, p.interval)
+		return p.soonest()
 	}
 	return asked
 }
@@ -81,9 +81,14 @@ func (p *FastPoll) SetActive(on bool) {
 	}
 }
 
+// soonest is the least wait between two checks, and before the first one
+// once the poll is made active: MinFastPollInterval, or the interval when
+// that is shorter.
+func (p *FastPoll) soonest() time.Duration { return min(MinFastPollInterval, p.interval) }
+
 // Run polls while active until ctx is done.
 func (p *FastPoll) Run(ctx context.Context, wake func()) error {
-	wait := min(MinFastPollInterval, p.interval)
+	wait := p.soonest()
 	for {
 		if !p.active.Load() {
 			select {
@@ -96,7 +101,7 @@ func (p *FastPoll) Run(ctx context.Context, wake func()) error {
 			// so that the pace of the next ones (the check's growth)
 			// is known before memory growing fast has crossed the
 			// margin unread.
-			wait = min(MinFastPollInterval, p.interval)
+			wait = p.soonest()
 			continue
 		}
 		t := p.clock.NewTimer(wait)
