@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,7 +67,7 @@ func TestBenchV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	touch := touchTime(benchTouchMiB)
+	touch := testvm.TouchTime(benchTouchMiB)
 	t.Logf("this machine touches %d MiB of new memory in %s", benchTouchMiB, touch.Round(time.Millisecond))
 	res, err := testvm.Run(t.Context(), t.TempDir(), testvm.Options{
 		Script: "exec '" + os.Args[0] + "' -test.run '^TestBenchV2Guest$' -test.v -test.count=1 -test.timeout 50m",
@@ -90,23 +89,6 @@ func TestBenchV2(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Errorf("the guest's benchmark failed (exit %d)", res.ExitCode)
 	}
-}
-
-// touchTime is how long it takes to allocate and touch mib MiB of new
-// memory, page by page: what a growing pod costs the kernel.
-func touchTime(mib int) time.Duration {
-	start := time.Now()
-	held := make([][]byte, 0, mib)
-	for range mib {
-		b := make([]byte, 1<<20)
-		for j := 0; j < len(b); j += 4096 {
-			b[j] = 1
-		}
-		held = append(held, b)
-	}
-	d := time.Since(start)
-	runtime.KeepAlive(held)
-	return d
 }
 
 // benchRun is what one run measured.
@@ -132,7 +114,7 @@ func TestBenchV2Guest(t *testing.T) {
 		t.Fatalf("%s=%q: want a number of runs", benchV2Env, os.Getenv(benchV2Env))
 	}
 	workload := os.Getenv(benchV2Workload)
-	guestTouch := touchTime(benchTouchMiB)
+	guestTouch := testvm.TouchTime(benchTouchMiB)
 	s := float64(guestTouch) / float64(hostTouch)
 	t.Logf("the guest touches %d MiB of new memory in %s: slowdown s = %.1f", benchTouchMiB, guestTouch.Round(time.Millisecond), s)
 

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -304,36 +303,9 @@ func writeGuestKubeconfig(path string, c *testcluster.Cluster, token string) err
 }
 
 // writeEvictdKubeconfig waits for the guest's Node object and writes
-// evictd's kubeconfig for the guest, with a token bound to it (renamed
-// into place, so the guest never reads half a file).
+// evictd's kubeconfig for the guest, with a token bound to it.
 func writeEvictdKubeconfig(ctx context.Context, c *testcluster.Cluster, node, path string) error {
-	admin, err := kubernetes.NewForConfig(c.AdminConfig())
-	if err != nil {
-		return err
-	}
-	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		_, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		return err == nil, notFoundIsNil(err)
-	})
-	if err != nil {
-		return err
-	}
-	token, err := c.EvictdNodeToken(ctx, node)
-	if err != nil {
-		return err
-	}
-	if err := writeGuestKubeconfig(path+".new", c, token); err != nil {
-		return err
-	}
-	return os.Rename(path+".new", path)
-}
-
-// notFoundIsNil returns err unless it is NotFound.
-func notFoundIsNil(err error) error {
-	if err == nil || apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	return c.WriteEvictdKubeconfigVia(ctx, node, path, "https://"+testvm.ForwardAddr+":"+strconv.Itoa(v2APIPort), "localhost")
 }
 
 // TestKubeletV2Guest runs in TestKubeletV2Node's guest: the node joins the

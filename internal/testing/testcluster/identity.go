@@ -51,6 +51,36 @@ func (c *Cluster) EvictdNodeToken(ctx context.Context, node string) (string, err
 	return token, nil
 }
 
+// WriteEvictdKubeconfigVia waits until the Node object node exists, then
+// writes at path a kubeconfig with a token of EvictdNodeToken bound to it,
+// reaching the API server at server as WriteKubeconfigVia does. The file is
+// renamed into place, so a node in a test guest polling for it never reads
+// half of it.
+func (c *Cluster) WriteEvictdKubeconfigVia(ctx context.Context, node, path, server, serverName string) error {
+	admin, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("wait for node %s: %w", node, err)
+	}
+	token, err := c.EvictdNodeToken(ctx, node)
+	if err != nil {
+		return err
+	}
+	if err := c.WriteKubeconfigVia(path+".new", token, server, serverName); err != nil {
+		return err
+	}
+	return os.Rename(path+".new", path)
+}
+
 // waitPolicy waits until the API server, which learns of RBAC bindings and
 // admission policies through watches, enforces both for token: RBAC lets it
 // create events and the policy refuses one that claims to come from
