@@ -229,7 +229,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.runtime, err = testruntime.Start(ctx, testruntime.Options{Root: n.opts.ImageFs, PodNetwork: true, SystemdCgroup: n.opts.SystemdDriver, BinDir: containerdDir})
+	n.runtime, err = testruntime.Start(ctx, testruntime.Options{Root: n.opts.ImageFs, PodNetwork: true, SystemdCgroup: n.opts.SystemdDriver, BinDir: containerdDir,
+		// Under emulation (a test guest) containerd's start alone can take
+		// half a minute: it gets the node's time.
+		ReadyTimeout: n.opts.ReadyTimeout})
 	if err != nil {
 		return err
 	}
