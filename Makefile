@@ -340,9 +340,20 @@ bench: build
 # and with evictd (kubelet thresholds off), at several allocation rates: a
 # table of medians on stdout and in bench-node.out. As root; about 10 min.
 # BENCH_NODE_ARGS e.g. --sides kubelet,evictd --rates 200 --reps 5.
-.PHONY: bench-node bench-v2
+.PHONY: bench-node bench-node-v2 bench-v2
 bench-node: node-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchnode $(BENCH_NODE_ARGS)
+
+# The same grid on cgroup v2 against a real kubelet: the node (containerd,
+# the kubelet, evictd) in the qemu guest of test-v2, the control plane
+# here, every amount of memory divided by the guest's slowdown measured in
+# the same run (times stay native). Sides kubelet, evictd, evictd-tte (the
+# kubelet has no memcg notification on v2). As root; the node's start
+# takes about 6 minutes, each run about half a minute.
+# BENCH_NODE_V2_ARGS e.g. --rates 200,800 --threshold-mib 500 --reps 3.
+BENCH_NODE_V2_ARGS ?= --sides kubelet,evictd,evictd-tte
+bench-node-v2: vm node-bins runtime build
+	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchnode --guest --out bench-node-v2.out $(BENCH_NODE_V2_ARGS)
 
 # How soon evictd decides after a memory threshold is crossed on a cgroup
 # v2 kernel (the qemu guest of test-v2), against the kubelet's 10 s polling

@@ -33,7 +33,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/containerd/cgroups/v3"
+
 	"github.com/evictd/evictd/internal/testing/testnode"
+	"github.com/evictd/evictd/internal/testing/testvm"
 )
 
 // side is one way of running eviction on the node.
@@ -98,6 +101,16 @@ type config struct {
 	jitter        time.Duration
 	restart       v1.RestartPolicy
 	scenario      string
+	// guest runs the grid in a cgroup v2 guest (guest.go); inGuest is set
+	// there: the directory it shares with this machine. nativeTouch is
+	// this machine's testvm.TouchTime, from which the guest's slowdown,
+	// scale, follows (1 natively); v2 is the unified hierarchy.
+	guest        bool
+	guestTimeout time.Duration
+	inGuest      string
+	nativeTouch  time.Duration
+	scale        float64
+	v2           bool
 }
 
 func parseFlags(args []string) (config, error) {
@@ -117,8 +130,21 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.jitter, "jitter", 10*time.Second, "each hog starts after a random delay up to this, so the crossing falls at a random phase of both sides' 10 s housekeeping")
 	restartFlag := fs.String("restart-policy", "Always", "the hog's restartPolicy: Always (a Deployment's pod; evictd sends its SIGTERM itself) or Never (a Job's; evictd's stop waits for the kubelet's takeover)")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 90*time.Second, "longest a run may take once the hog is running")
+	fs.BoolVar(&c.guest, "guest", false, "run the memory scenario on cgroup v2: in a qemu guest with a real kubelet, every amount of memory divided by the guest's measured slowdown (as root; hack/install-vm.sh)")
+	fs.DurationVar(&c.guestTimeout, "guest-timeout", 3*time.Hour, "longest the --guest run may take, the guest's boot and node included")
+	fs.StringVar(&c.inGuest, "in-guest", "", "set by --guest for the run in the guest: the directory shared with the host")
+	fs.DurationVar(&c.nativeTouch, "native-touch", 0, "set by --guest for the run in the guest: the host's time to touch 256 MiB of new memory")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.guest && c.inGuest != "" {
+		return c, errors.New("--guest and --in-guest: the first runs the second in the guest; give only --guest")
+	}
+	if c.inGuest != "" && c.nativeTouch <= 0 {
+		return c, fmt.Errorf("--in-guest needs --native-touch, the host's time to touch %d MiB (got %s)", guestTouchMiB, c.nativeTouch)
+	}
+	if (c.guest || c.inGuest != "") && c.scenario != "memory" {
+		return c, fmt.Errorf("--guest: only the memory scenario runs in the guest, not %q", c.scenario)
 	}
 	var known []string
 	switch c.scenario {
@@ -161,13 +187,25 @@ func parseFlags(args []string) (config, error) {
 		if err != nil || v <= 0 {
 			return c, fmt.Errorf("--threshold-mib: %q is not a positive number", t)
 		}
-		if v+c.baseBelow >= c.podsMiB {
-			return c, fmt.Errorf("--threshold-mib %d + --base-below %d must stay below --pods-mib %d", v, c.baseBelow, c.podsMiB)
-		}
 		c.thresholdsMiB = append(c.thresholdsMiB, v)
 	}
 	c.thresholdMiB = c.thresholdsMiB[0]
-	return c, nil
+	if c.guest || c.inGuest != "" {
+		return c, nil // checked in the guest, scaled
+	}
+	return c, c.checkHeadroom()
+}
+
+// checkHeadroom checks that every threshold with the base's distance to it
+// fits below the kubepods limit, in the guest scaled.
+func (c config) checkHeadroom() error {
+	for _, v := range c.thresholdsMiB {
+		if c.scaled(v)+c.scaled(c.baseBelow) >= c.podsMiB {
+			return fmt.Errorf("--threshold-mib %d + --base-below %d (scaled to the guest: %d + %d MiB) must stay below --pods-mib %d",
+				v, c.baseBelow, c.scaled(v), c.scaled(c.baseBelow), c.podsMiB)
+		}
+	}
+	return nil
 }
 
 func main() {
@@ -181,7 +219,12 @@ func main() {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, cfg); err != nil {
+	if cfg.guest {
+		err = runGuest(ctx, cfg, os.Args[1:])
+	} else {
+		err = run(ctx, cfg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchnode:", err)
 		os.Exit(1)
 	}
@@ -200,15 +243,29 @@ func run(ctx context.Context, cfg config) (err error) {
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(out, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
 	}
-	known := sides(cfg.thresholdMiB, cfg.transition)
+	cfg.v2 = cgroups.Mode() == cgroups.Unified
+	if cfg.v2 && slices.Contains(cfg.sides, "kubelet-memcg") {
+		return errors.New("--sides kubelet-memcg: the kubelet's kernelMemcgNotification works only on cgroup v1, and this is v2")
+	}
+	opts := testnode.Options{Name: "bench-node", PodsMemory: int64(cfg.podsMiB) << 20}
+	if cfg.inGuest != "" {
+		touch := testvm.TouchTime(guestTouchMiB)
+		cfg.scale = float64(touch) / float64(cfg.nativeTouch)
+		logf("the guest touches %d MiB of new memory in %s, the host in %s: slowdown s = %.1f; every amount of memory below is divided by it, the tables keep the native ones",
+			guestTouchMiB, touch.Round(time.Millisecond), cfg.nativeTouch.Round(time.Millisecond), cfg.scale)
+		if err := cfg.checkHeadroom(); err != nil {
+			return err
+		}
+		opts = guestNodeOptions(cfg, opts.Kubelet)
+	}
+	known := sides(cfg.scaled(cfg.thresholdMiB), cfg.transition)
 	// The local-storage scenario's kubelet: thresholds off,
 	// localStorageCapacityIsolation at its default, on.
-	var kubelet testnode.KubeletOptions
 	if cfg.scenario == "memory" {
-		kubelet = known[cfg.sides[0]].kubelet
+		opts.Kubelet = known[cfg.sides[0]].kubelet
 	}
-	logf("starting the node (kubepods limit %d MiB)", cfg.podsMiB)
-	n, err := testnode.Start(ctx, testnode.Options{Name: "bench-node", PodsMemory: int64(cfg.podsMiB) << 20, Kubelet: kubelet})
+	logf("starting the node (kubepods limit %d MiB, cgroup v2 %t)", cfg.podsMiB, cfg.v2)
+	n, err := testnode.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -229,7 +286,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	first := true
 	for _, threshold := range cfg.thresholdsMiB {
 		b.threshold = threshold
-		known := sides(threshold, cfg.transition)
+		known := sides(cfg.scaled(threshold), cfg.transition)
 		for _, name := range cfg.sides {
 			s := known[name]
 			if err := b.setSide(ctx, s, first); err != nil {

@@ -32,7 +32,7 @@ type bench struct {
 	threshold int
 }
 
-func (b *bench) mem() memcg { return memcg{dir: b.n.PodsMemoryCgroup()} }
+func (b *bench) mem() memcg { return memcg{dir: b.n.PodsMemoryCgroup(), v2: b.cfg.v2} }
 
 // setSide configures the node for s: the kubelet's thresholds (a restart,
 // unless the node was started with them) and evictd running or not.
@@ -181,7 +181,7 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 	if err := b.waitQuiet(ctx, s); err != nil {
 		return r, err
 	}
-	limit, err := mem.int("memory.limit_in_bytes")
+	limit, err := mem.limit()
 	if err != nil {
 		return r, err
 	}
@@ -200,13 +200,17 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 			return r, err
 		}
 	}
-	threshold := int64(b.threshold) << 20
-	r.baseMiB = (limit - threshold - int64(b.cfg.baseBelow)<<20 - before.workingSet) >> 20
-	total := limit>>20 + int64(b.cfg.overshoot)
+	// In a guest every amount of memory is scaled (guest.go); the run is
+	// labelled with the native ones.
+	threshold := int64(b.cfg.scaled(b.threshold)) << 20
+	baseBelow := int64(b.cfg.scaled(b.cfg.baseBelow)) << 20
+	r.baseMiB = (limit - threshold - baseBelow - before.workingSet) >> 20
+	total := limit>>20 + int64(b.cfg.scaled(b.cfg.overshoot))
+	hogRate := b.cfg.scaled(rate)
 
 	name := fmt.Sprintf("hog-%s-%d-%d-%d", s.name, b.threshold, rate, rep)
 	pod := testnode.Resources(b.n.Pod(name, "alloc",
-		"--base", strconv.FormatInt(r.baseMiB, 10), "--mib", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(rate)),
+		"--base", strconv.FormatInt(r.baseMiB, 10), "--mib", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(hogRate)),
 		"64Mi", "", "")
 	pod.Spec.RestartPolicy = b.cfg.restart
 	pods := b.n.Admin().CoreV1().Pods(pod.Namespace)
@@ -241,11 +245,11 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 	}()
 	tick := time.NewTicker(b.cfg.poll)
 	defer tick.Stop()
-	deadline := time.After(b.cfg.runTimeout + time.Duration(total/int64(rate))*time.Second)
+	deadline := time.After(b.cfg.runTimeout + time.Duration(total/int64(hogRate))*time.Second)
 	var crossWS int64
 	// The ramp is timed from the first sample past halfway from the base
 	// to the crossing (midWS at midAt) to the crossing.
-	mid := limit - threshold - int64(b.cfg.baseBelow)<<20/2
+	mid := limit - threshold - baseBelow/2
 	var midWS int64
 	var midAt time.Time
 poll:
@@ -349,7 +353,7 @@ poll:
 		}
 	}
 	if r.crossed.IsZero() {
-		b.logf("run %s: the harness never saw available < %d MiB (peak working set %d MiB)", name, b.threshold, r.peakWS>>20)
+		b.logf("run %s: the harness never saw available < %d MiB (peak working set %d MiB)", name, threshold>>20, r.peakWS>>20)
 	}
 	return r, nil
 }
