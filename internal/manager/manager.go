@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -288,9 +289,12 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	defer m.passStarted.Store(0)
 
 	obs, err := signals.Collect(ctx, start, m.deps.Sources)
+	var took passTook
+	took.collect = m.deps.Clock.Since(start)
 	m.warnOnChange(&m.lastObsErr, err, "some signals could not be read; they cannot trigger an eviction")
 	signals.DeriveContainerFs(obs, m.cfg.Decider.Layout)
 	pods, err := m.deps.Pods.Pods(ctx)
+	took.pods = m.deps.Clock.Since(start)
 	m.warnOnChange(&m.lastPodsErr, err, "could not list pods")
 	pods = m.leaveOutReportedGone(pods, start)
 	inFlight := m.notGone(m.deps.Pods.InFlight(), start)
@@ -316,6 +320,7 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	if len(pods) > 0 {
 		stats, statsErr = m.deps.Stats.PodStats(ctx, start, pods, kinds)
 	}
+	took.stats = m.deps.Clock.Since(start)
 	pods = m.leaveOutActedWithoutStats(pods, stats, m.decider.RankNeeds(acting), start)
 	last := m.lastStatsErr[kinds]
 	m.warnOnChange(&last, statsErr, "some pod stats could not be read; those pods rank first")
@@ -325,10 +330,11 @@ func (m *Manager) pass(ctx context.Context, trigger metrics.Trigger) {
 	if !m.cfg.DryRun {
 		dec = m.reclaimFirst(ctx, dec)
 	}
+	took.decide = m.deps.Clock.Since(start)
 	m.lastEvaluation = dec.Evaluation
 	m.export(start, obs, dec)
 	m.exportShadows(start, obs)
-	m.logDecision(dec)
+	m.logDecision(dec, took)
 	if m.deps.Status != nil {
 		m.deps.Status.Publish(start, decide.PressureReports(dec.Evaluation, obs))
 	}
@@ -380,9 +386,26 @@ func (m *Manager) warnOnChange(last *string, err error, msg string) {
 	}
 }
 
+// passTook is how long a pass had run when each of its stages ended,
+// from its start: the node's signals read, the pods listed, the pods'
+// usage read, the decision made (reclaim included). A decision to evict
+// logs it, so that a slow one shows where its time went.
+type passTook struct {
+	collect, pods, stats, decide time.Duration
+}
+
+// String is the stages' ends in milliseconds, e.g.
+// "signals=0.41ms pods=0.45ms stats=0.98ms decided=1.02ms".
+func (t passTook) String() string {
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + "ms"
+	}
+	return "signals=" + ms(t.collect) + " pods=" + ms(t.pods) + " stats=" + ms(t.stats) + " decided=" + ms(t.decide)
+}
+
 // logDecision writes one Info line when the decision or its reason changes,
 // and a Debug line otherwise, so a steady node does not fill the journal.
-func (m *Manager) logDecision(dec decide.Decision) {
+func (m *Manager) logDecision(dec decide.Decision, took passTook) {
 	log := m.deps.Log
 	for _, p := range signals.Pressures() {
 		active := dec.Evaluation.Pressure[p].Active
@@ -404,7 +427,7 @@ func (m *Manager) logDecision(dec decide.Decision) {
 		// observedAt is the pass's time, at which the thresholds were
 		// last known met: the transition period runs from it, not from
 		// when the eviction is issued.
-		args = append(args, "pod", dec.Pod.Ref(), "gracePeriodSeconds", dec.GracePeriod, "observedAt", dec.Time)
+		args = append(args, "pod", dec.Pod.Ref(), "gracePeriodSeconds", dec.GracePeriod, "observedAt", dec.Time, "took", took)
 	}
 	if p := dec.Predicted; p != nil {
 		args = append(args, "predicted", p.Words(), "releaseEstimate", p.Release, "margin", p.Margin)

@@ -822,3 +822,10 @@ func (s *switchStats) PodStats(context.Context, time.Time, []signals.Pod, signal
 	defer s.mu.Unlock()
 	return s.stats, nil
 }
+
+func TestPassTookString(t *testing.T) {
+	took := passTook{collect: 410 * time.Microsecond, pods: 450 * time.Microsecond, stats: 981 * time.Microsecond, decide: 1020 * time.Microsecond}
+	if got, want := took.String(), "signals=0.41ms pods=0.45ms stats=0.98ms decided=1.02ms"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
