@@ -10,8 +10,8 @@ import (
 // a column per growth rate, a row per headroom (the largest on top), each
 // cell coloured by the share of its runs the kernel's OOM killer reached
 // first (green none, amber some, red all) and labelled with the crossing
-// → SIGTERM median and p99, the crossing → relief median and the OOM
-// kills out of the runs.
+// → SIGTERM median and p99 (to the CRI log's stamp of the hog's line), the
+// crossing → relief median and the OOM kills out of the runs.
 func gridSVG(cfg config, side string, results []result) []byte {
 	const (
 		cellW, cellH = 190, 74

@@ -64,6 +64,22 @@ func criStamp(line string) (time.Time, bool) {
 	return t, err == nil
 }
 
+// receivedStamp parses the time the workload says it received its signal,
+// the end of its line "workload: terminated, ... (received at <RFC 3339>)";
+// a line from a workload built before it printed that time has none.
+func receivedStamp(line string) (time.Time, bool) {
+	_, rest, found := strings.Cut(line, " (received at ")
+	if !found {
+		return time.Time{}, false
+	}
+	v, _, found := strings.Cut(rest, ")")
+	if !found {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	return t, err == nil
+}
+
 // decision is evictd's decision to evict a pod, from its log.
 type decision struct {
 	// at is the line's time: the decision made, after the pass's reads.

@@ -36,3 +36,32 @@ func TestParseDecision(t *testing.T) {
 		})
 	}
 }
+
+// TestReceivedStamp reads the hog's own time of its SIGTERM from its line
+// in the CRI log; a line without it (an older workload's) or with a time
+// that does not parse has none.
+func TestReceivedStamp(t *testing.T) {
+	const stamp = "2026-11-29T07:40:01.187654321Z stdout F "
+	for _, tc := range []struct {
+		name, line string
+		want       time.Time
+		ok         bool
+	}{
+		{name: "exiting", line: stamp + "workload: terminated, exiting with status 0 (received at 2026-11-29T07:40:01.123456789Z)",
+			want: time.Date(2026, 11, 29, 7, 40, 1, 123456789, time.UTC), ok: true},
+		{name: "ignored", line: stamp + "workload: terminated, ignored (received at 2026-11-29T07:40:01.12Z)",
+			want: time.Date(2026, 11, 29, 7, 40, 1, 120e6, time.UTC), ok: true},
+		{name: "an older workload's", line: stamp + "workload: terminated, exiting with status 0"},
+		{name: "garbled time", line: stamp + "workload: terminated, exiting with status 0 (received at 2026-11-29T07:40:0x.1Z)"},
+		{name: "cut short", line: stamp + "workload: terminated, exiting with status 0 (received at 2026-11-29T07:40:01.1"},
+		{name: "empty time", line: stamp + "workload: terminated, exiting with status 0 (received at )"},
+		{name: "empty line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := receivedStamp(tc.line)
+			if ok != tc.ok || !got.Equal(tc.want) {
+				t.Errorf("receivedStamp = %s, %t; want %s, %t", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}

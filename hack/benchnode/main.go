@@ -11,8 +11,10 @@
 // rate to --overshoot-mib past the kubepods cgroup's hard limit. The harness
 // polls the kubepods memory cgroup itself to timestamp the crossing and the
 // peak, reads when the eviction was issued from the evictor's own log, when
-// the hog ended from its container log, and whether the kernel's OOM killer
-// fired first from memory.oom_control and the container status.
+// the hog had its SIGTERM from its line in its container log (the CRI log's
+// stamp, when containerd read the line, and the time the hog says it
+// received the signal, by its own clock), and whether the kernel's OOM
+// killer fired first from memory.oom_control and the container status.
 //
 //	benchnode [--scenario memory|local-storage] [--sides kubelet,kubelet-memcg,evictd-10s,evictd] [--rates 50,200,800] [--reps 3] [--restart-policy Always|Never] [--out bench-node.out]
 package main

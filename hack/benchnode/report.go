@@ -50,8 +50,8 @@ func msBetween(from, to time.Time) (float64, bool) {
 func writeTable(w io.Writer, cfg config, known map[string]side, results []result) {
 	fmt.Fprintf(w, "kubepods limit %d MiB, threshold allocatableMemory.available<T (derived from memory.available<T), T = %s MiB, the headroom to the limit; hog: Burstable (request 64Mi, no limit, restartPolicy %s), base %d MiB short of the threshold, then the rate to %d MiB past the limit; harness poll %s; %d reps per cell\n\n",
 		cfg.podsMiB, joinInts(cfg.thresholdsMiB), cfg.restart, cfg.baseBelow, cfg.overshoot, cfg.poll, cfg.reps)
-	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | crossing → eviction issued, ms | crossing → hog's SIGTERM, ms (median) | (p99) | crossing → relief, ms (median) | (p99) | OOM kills first | evicted | peak working set MiB | measured ramp to the crossing MiB/s |")
-	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | crossing → eviction issued, ms | crossing → hog's SIGTERM, ms (median) | (p99) | crossing → SIGTERM received by the hog, ms (median) | (p99) | crossing → relief, ms (median) | (p99) | OOM kills first | evicted | peak working set MiB | measured ramp to the crossing MiB/s |")
+	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, threshold := range cfg.thresholdsMiB {
 		for _, rate := range cfg.rates {
 			for _, name := range cfg.sides {
@@ -59,8 +59,9 @@ func writeTable(w io.Writer, cfg config, known map[string]side, results []result
 				if c.runs == 0 {
 					continue
 				}
-				fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %d/%d | %d/%d | %s | %s |\n", threshold, rate, name,
-					median(c.issued, whole), median(c.term, whole), p99(c.term, whole), median(c.relief, whole), p99(c.relief, whole),
+				fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d | %d/%d | %s | %s |\n", threshold, rate, name,
+					median(c.issued, whole), median(c.term, whole), p99(c.term, whole), median(c.received, whole), p99(c.received, whole),
+					median(c.relief, whole), p99(c.relief, whole),
 					c.oom, c.runs, c.evicted, c.runs, median(c.peak, whole), rampCell(c, rate))
 			}
 		}
@@ -101,10 +102,13 @@ func rampCell(c cell, rate int) string {
 	return v
 }
 
-// cell is what the runs of one side, headroom and rate measured.
+// cell is what the runs of one side, headroom and rate measured. term is
+// from the crossing to the CRI log's stamp of the hog's SIGTERM line,
+// received from the crossing to the time the hog itself says it received
+// the signal.
 type cell struct {
-	runs, oom, evicted               int
-	issued, term, relief, peak, ramp []float64
+	runs, oom, evicted                         int
+	issued, term, received, relief, peak, ramp []float64
 }
 
 func cellOf(results []result, side string, threshold, rate int) cell {
@@ -119,6 +123,9 @@ func cellOf(results []result, side string, threshold, rate int) cell {
 		}
 		if v, ok := msBetween(r.crossed, r.terminated); ok {
 			c.term = append(c.term, v)
+		}
+		if v, ok := msBetween(r.crossed, r.received); ok {
+			c.received = append(c.received, v)
 		}
 		if v, ok := msBetween(r.crossed, r.relief); ok {
 			c.relief = append(c.relief, v)
@@ -149,12 +156,15 @@ func joinInts(vs []int) string {
 // where the time from the crossing to the hog's SIGTERM went: the wake-up
 // (crossing → the deciding pass's start), the pass's reads and decision
 // (→ the decision logged), the first stop signal sent (by evictd's own
-// clock, with the path it took: evictd's pidfd signal, or the CRI stop)
-// and the rest (→ the SIGTERM in the hog's log: for the CRI stop,
-// containerd's shim and runc's kill; then the signal's delivery), and
+// clock, with the path it took: evictd's pidfd signal, or the CRI stop),
+// the rest to the signal's receipt (→ the time the hog says it received
+// its SIGTERM, by its own clock: for the CRI stop, containerd's shim and
+// runc's kill; then the signal's delivery), and from there to the line
+// in the CRI log (containerd's stamp, when it read the hog's stdout), and
 // how many of the decisions time to exhaustion made before the threshold
 // was met (for those the crossing, if the harness saw one at all, came
-// after the pass).
+// after the pass). Runs of a workload that does not say when it received
+// the signal have neither of the last two times.
 // The crossing is the harness's, read every cfg.poll, so the wake-up is
 // known to within that.
 func writeBreakdown(w io.Writer, cfg config, results []result) {
@@ -166,12 +176,12 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 		return
 	}
 	fmt.Fprintf(w, "\nWhere evictd's time went, ms, median (p99) over the runs that logged their decision (crossing read every %s):\n\n", cfg.poll)
-	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up, threshold decisions only) | pass start → decision (reads, decide) | pass start → first stop signal sent, by evictd's clock | signal paths | decision → SIGTERM in the hog's log | decided before the threshold (time to exhaustion) |")
-	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---|---:|---:|")
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up, threshold decisions only) | pass start → decision (reads, decide) | pass start → first stop signal sent, by evictd's clock | signal paths | decision → SIGTERM received (the hog's clock) | received → in the CRI log (containerd's stamp) | decided before the threshold (time to exhaustion) |")
+	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|")
 	for _, cellKey := range gridKeys(cfg) {
 		threshold, rate, name := cellKey.threshold, cellKey.rate, cellKey.side
 		{
-			var wake, pass, signal, stop []float64
+			var wake, pass, signal, received, logged []float64
 			paths := map[string]int{}
 			predicted := 0
 			for _, r := range results {
@@ -186,8 +196,11 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 				if v, ok := msBetween(r.passStart, r.decided); ok {
 					pass = append(pass, v)
 				}
-				if v, ok := msBetween(r.decided, r.terminated); ok {
-					stop = append(stop, v)
+				if v, ok := msBetween(r.decided, r.received); ok {
+					received = append(received, v)
+				}
+				if v, ok := msBetween(r.received, r.terminated); ok {
+					logged = append(logged, v)
 				}
 				if r.signalPath != "" {
 					signal = append(signal, float64(r.toSignal.Microseconds())/1000)
@@ -202,8 +215,8 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 			for _, p := range slices.Sorted(maps.Keys(paths)) {
 				counted = append(counted, fmt.Sprintf("%s %d", p, paths[p]))
 			}
-			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s | %s | %s | %s | %d |\n", threshold, rate, name, len(pass), cell(wake), cell(pass),
-				median(signal, hundredths)+" ("+p99(signal, hundredths)+")", cmp.Or(strings.Join(counted, ", "), "-"), cell(stop), predicted)
+			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s | %s | %s | %s | %s | %d |\n", threshold, rate, name, len(pass), cell(wake), cell(pass),
+				median(signal, hundredths)+" ("+p99(signal, hundredths)+")", cmp.Or(strings.Join(counted, ", "), "-"), cell(received), cell(logged), predicted)
 		}
 	}
 }

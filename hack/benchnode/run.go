@@ -65,7 +65,8 @@ type result struct {
 	relief     time.Time // available back at or above the threshold after the crossing, by the harness's poll
 	issued     time.Time // eviction issued, by the evictor's log
 	seen       time.Time // eviction seen by the harness's watch
-	terminated time.Time // "workload: terminated" in the container's log
+	terminated time.Time // "workload: terminated" in the container's log: the CRI log's stamp, when containerd read the line
+	received   time.Time // that line's "received at": the hog's own time of its SIGTERM (zero from an older workload)
 	passStart  time.Time // evictd: the deciding pass's start (its wake-up), by its decision log
 	decided    time.Time // evictd: the decision logged, after the pass's reads; the CRI stop follows at once
 	// signalPath and toSignal are evictd's first stop signal of the hog:
@@ -104,9 +105,10 @@ func (r result) line() string {
 	if r.signalPath != "" {
 		signal = strconv.FormatFloat(float64(r.toSignal.Microseconds())/1000, 'f', 2, 64) + "ms"
 	}
-	return fmt.Sprintf("run side=%s threshold=%dMiB rate=%d rep=%d base=%dMiB cross->relief=%sms cross->issued=%sms cross->seen=%sms cross->terminated=%sms cross->pass=%sms pass->decided=%sms decided->signal=%s signal_path=%s predicted=%t decided->terminated=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
+	return fmt.Sprintf("run side=%s threshold=%dMiB rate=%d rep=%d base=%dMiB cross->relief=%sms cross->issued=%sms cross->seen=%sms cross->terminated=%sms cross->pass=%sms pass->decided=%sms decided->signal=%s signal_path=%s predicted=%t decided->terminated=%sms cross->received=%sms received->logged=%sms evicted=%t oom_kill=%d kubepods_oom_kill=%d reason=%s peak_ws=%dMiB peak_usage=%dMiB ramp=%.0fMiB/s samples=%d",
 		r.side, r.threshold, r.rate, r.rep, r.baseMiB, ms(r.crossed, r.relief), ms(r.crossed, r.issued), ms(r.crossed, r.seen), ms(r.crossed, r.terminated),
 		ms(r.crossed, r.passStart), ms(r.passStart, r.decided), signal, cmp.Or(r.signalPath, "-"), r.predicted, ms(r.decided, r.terminated),
+		ms(r.crossed, r.received), ms(r.received, r.terminated),
 		r.evicted, r.oomKills, r.treeOOMKills, r.reason, r.peakWS>>20, r.peakUsage>>20, r.rampMiBPerSec, r.samples)
 }
 
@@ -321,6 +323,7 @@ poll:
 			for line := range strings.SplitSeq(string(b), "\n") {
 				if strings.Contains(line, "workload: terminated") {
 					r.terminated, _ = criStamp(line)
+					r.received, _ = receivedStamp(line)
 				}
 			}
 		}

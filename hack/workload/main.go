@@ -17,7 +17,17 @@
 //	workload --on-term=ignore alloc --mib 1000
 //
 // It prints one line when it holds what it was asked for ("workload: ready
-// ...") so tests can wait for it in the container's log. stubborn idles
+// ...") so tests can wait for it in the container's log, and one for each
+// SIGTERM ("terminated") or SIGINT ("interrupt") with the time it was
+// received, RFC 3339 with nanoseconds in UTC:
+//
+//	workload: terminated, exiting with status 0 (received at 2026-11-29T07:40:01.123456789Z)
+//	workload: terminated, ignored (received at 2026-11-29T07:40:01.123456789Z)
+//
+// That time is taken when main receives the signal from its channel, just
+// after the Go runtime's handler has it, by the node's clock (a container
+// shares it); the container log's own stamp is later, when the runtime
+// read the line from the program's stdout. stubborn idles
 // and ignores SIGTERM and SIGINT, printing a line for each, until SIGKILL:
 // a container that needs its grace period's end. --on-term, before the
 // command, says what SIGTERM and SIGINT do to any command: exit:N exits
@@ -70,18 +80,21 @@ func main() {
 	if args[0] == "stubborn" {
 		onTerm = ignoreTerm
 	}
-	terminated := func(sig os.Signal) {
+	// terminated prints the signal's line with at, the time it was taken
+	// off the channel, and exits or not as --on-term says.
+	terminated := func(sig os.Signal, at time.Time) {
+		received := at.UTC().Format(time.RFC3339Nano)
 		if onTerm == ignoreTerm {
-			fmt.Printf("workload: %s, ignored\n", sig)
+			fmt.Printf("workload: %s, ignored (received at %s)\n", sig, received)
 			return
 		}
-		fmt.Printf("workload: %s, exiting with status %d\n", sig, onTerm)
+		fmt.Printf("workload: %s, exiting with status %d (received at %s)\n", sig, onTerm, received)
 		os.Exit(onTerm)
 	}
 	if args[0] == "stubborn" {
 		fmt.Println("workload: ready (stubborn)")
 		for sig := range stop {
-			terminated(sig)
+			terminated(sig, time.Now())
 		}
 	}
 	done := make(chan error, 1)
@@ -90,7 +103,7 @@ func main() {
 	for finished := false; !finished; {
 		select {
 		case sig := <-stop:
-			terminated(sig)
+			terminated(sig, time.Now())
 		case err := <-done:
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "workload %s: %v\n", args[0], err)
@@ -103,7 +116,7 @@ func main() {
 		}
 	}
 	for sig := range stop {
-		terminated(sig)
+		terminated(sig, time.Now())
 	}
 }
 

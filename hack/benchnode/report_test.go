@@ -1,0 +1,67 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestTables writes both tables from made-up evictd runs: every row has
+// as many cells as its header, and the SIGTERM's times are split at the
+// hog's own receipt of it; a run of an older workload, whose line does
+// not say when it received the signal, counts only for the CRI log's.
+func TestTables(t *testing.T) {
+	cfg := config{rates: []int{800}, thresholdsMiB: []int{200}, reps: 3, podsMiB: 2048, poll: 5 * time.Millisecond,
+		restart: v1.RestartPolicyAlways, sides: []string{"evictd"}}
+	t0 := time.Date(2026, 11, 29, 7, 40, 0, 0, time.UTC)
+	run := func(decided, received, logged time.Duration) result {
+		r := result{side: "evictd", threshold: 200, rate: 800, crossed: t0, passStart: t0.Add(2 * time.Millisecond),
+			decided: t0.Add(decided), terminated: t0.Add(logged), relief: t0.Add(100 * time.Millisecond), rampMiBPerSec: 800}
+		if received > 0 {
+			r.received = t0.Add(received)
+		}
+		return r
+	}
+	results := []result{
+		run(4*time.Millisecond, 6*time.Millisecond, 8*time.Millisecond),
+		run(4*time.Millisecond, 8*time.Millisecond, 40*time.Millisecond),
+		run(4*time.Millisecond, 0, 10*time.Millisecond), // an older workload's line
+	}
+	var b strings.Builder
+	writeTable(&b, cfg, map[string]side{}, results)
+	out := b.String()
+
+	var tables [][]string
+	var rows []string
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.HasPrefix(line, "|") {
+			rows = append(rows, line)
+			continue
+		}
+		if rows != nil {
+			tables, rows = append(tables, rows), nil
+		}
+	}
+	if len(tables) != 2 {
+		t.Fatalf("%d tables, want the main one and the breakdown:\n%s", len(tables), out)
+	}
+	for i, want := range []int{14, 11} {
+		for _, row := range tables[i] {
+			if n := strings.Count(row, "|") - 1; n != want {
+				t.Errorf("table %d: %d cells, want %d: %s", i+1, n, want, row)
+			}
+		}
+	}
+	for _, want := range []string{
+		"| crossing → hog's SIGTERM, ms (median) | (p99) | crossing → SIGTERM received by the hog, ms (median) | (p99) | crossing → relief",
+		"| 200 | 800 | evictd | - | 10 | 40 | 7 | 8 | 100 | 100 |",
+		"| decision → SIGTERM received (the hog's clock) | received → in the CRI log (containerd's stamp) |",
+		"| 3.0 (4.0) | 17.0 (32.0) | 0 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tables lack %q:\n%s", want, out)
+		}
+	}
+}
