@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -89,6 +90,48 @@ type decision struct {
 	// predicted: time to exhaustion acted before the threshold was met
 	// (the line's predicted=).
 	predicted bool
+	// took is how long the pass had run at the end of each stage, by
+	// evictd's clock (the line's took=): its signals read, its pods
+	// listed, their usage read, the decision made. Zero for an evictd
+	// that did not log it.
+	took stages
+}
+
+// stages is a pass's took=, in ms from its start.
+type stages struct {
+	signals, pods, stats, decided float64
+}
+
+// parseTook reads took="signals=0.41ms pods=0.45ms stats=0.98ms
+// decided=1.02ms" from a decision line; false without it or when any of
+// the four does not parse.
+func parseTook(line string) (stages, bool) {
+	_, rest, found := strings.Cut(line, ` took="`)
+	if !found {
+		return stages{}, false
+	}
+	v, _, found := strings.Cut(rest, `"`)
+	if !found {
+		return stages{}, false
+	}
+	var st stages
+	fields := map[string]*float64{"signals": &st.signals, "pods": &st.pods, "stats": &st.stats, "decided": &st.decided}
+	seen := 0
+	for kv := range strings.FieldsSeq(v) {
+		k, val, ok := strings.Cut(kv, "=")
+		dst, known := fields[k]
+		num, isMS := strings.CutSuffix(val, "ms")
+		f, err := strconv.ParseFloat(num, 64)
+		if !ok || !known || !isMS || err != nil {
+			return stages{}, false
+		}
+		*dst = f
+		seen++
+	}
+	if seen != len(fields) {
+		return stages{}, false
+	}
+	return st, true
 }
 
 // decisionLine finds evictd's decision to evict pod (namespace/name) at or
@@ -127,5 +170,6 @@ func parseDecision(line string, since time.Time, pod string) (decision, bool) {
 	if err != nil {
 		return decision{}, false
 	}
-	return decision{at: t, passStart: at, predicted: strings.Contains(line, " predicted=")}, true
+	took, _ := parseTook(line)
+	return decision{at: t, passStart: at, predicted: strings.Contains(line, " predicted="), took: took}, true
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,6 +33,32 @@ func TestParseDecision(t *testing.T) {
 			got, ok := parseDecision(tc.line, since, tc.pod)
 			if ok != tc.ok || got != tc.want {
 				t.Errorf("parseDecision = %+v, %t; want %+v, %t", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// TestParseTook reads the stages of the deciding pass from its decision
+// line; a line without them, or with one missing or garbled, has none.
+func TestParseTook(t *testing.T) {
+	const line = `time=2026-11-29T05:00:01.660Z level=INFO msg=decision outcome=evict pod=default/hog-1 observedAt=2026-11-29T05:00:01.657Z took="signals=0.41ms pods=0.45ms stats=0.98ms decided=1.02ms"`
+	for _, tc := range []struct {
+		name, line string
+		want       stages
+		ok         bool
+	}{
+		{name: "all four", line: line, ok: true, want: stages{signals: 0.41, pods: 0.45, stats: 0.98, decided: 1.02}},
+		{name: "an older evictd's", line: line[:strings.Index(line, " took=")]},
+		{name: "one missing", line: strings.Replace(line, " stats=0.98ms", "", 1)},
+		{name: "not ms", line: strings.Replace(line, "pods=0.45ms", "pods=0.45s", 1)},
+		{name: "garbled", line: strings.Replace(line, "0.41", "0.4x", 1)},
+		{name: "unknown stage", line: strings.Replace(line, "pods=", "nodes=", 1)},
+		{name: "unterminated", line: strings.TrimSuffix(line, `"`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseTook(tc.line)
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("parseTook = %+v, %t; want %+v, %t", got, ok, tc.want, tc.ok)
 			}
 		})
 	}

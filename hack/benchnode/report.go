@@ -176,12 +176,13 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 		return
 	}
 	fmt.Fprintf(w, "\nWhere evictd's time went, ms, median (p99) over the runs that logged their decision (crossing read every %s):\n\n", cfg.poll)
-	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up, threshold decisions only) | pass start → decision (reads, decide) | pass start → first stop signal sent, by evictd's clock | signal paths | decision → SIGTERM received (the hog's clock) | received → in the CRI log (containerd's stamp) | decided before the threshold (time to exhaustion) |")
-	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|")
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs | crossing → pass start (wake-up, threshold decisions only) | pass start → decision (reads, decide) | the pass's stages by evictd's clock: signals read / pods listed / their usage read / decided, ms from its start (median) | pass start → first stop signal sent, by evictd's clock | signal paths | decision → SIGTERM received (the hog's clock) | received → in the CRI log (containerd's stamp) | decided before the threshold (time to exhaustion) |")
+	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---|---:|---|---:|---:|---:|")
 	for _, cellKey := range gridKeys(cfg) {
 		threshold, rate, name := cellKey.threshold, cellKey.rate, cellKey.side
 		{
 			var wake, pass, signal, received, logged []float64
+			var took [4][]float64
 			paths := map[string]int{}
 			predicted := 0
 			for _, r := range results {
@@ -195,6 +196,11 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 				}
 				if v, ok := msBetween(r.passStart, r.decided); ok {
 					pass = append(pass, v)
+				}
+				if r.took != (stages{}) {
+					for i, v := range []float64{r.took.signals, r.took.pods, r.took.stats, r.took.decided} {
+						took[i] = append(took[i], v)
+					}
 				}
 				if v, ok := msBetween(r.decided, r.received); ok {
 					received = append(received, v)
@@ -215,7 +221,11 @@ func writeBreakdown(w io.Writer, cfg config, results []result) {
 			for _, p := range slices.Sorted(maps.Keys(paths)) {
 				counted = append(counted, fmt.Sprintf("%s %d", p, paths[p]))
 			}
-			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s | %s | %s | %s | %s | %d |\n", threshold, rate, name, len(pass), cell(wake), cell(pass),
+			stagesCell := "-"
+			if len(took[0]) > 0 {
+				stagesCell = median(took[0], hundredths) + " / " + median(took[1], hundredths) + " / " + median(took[2], hundredths) + " / " + median(took[3], hundredths)
+			}
+			fmt.Fprintf(w, "| %d | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %d |\n", threshold, rate, name, len(pass), cell(wake), cell(pass), stagesCell,
 				median(signal, hundredths)+" ("+p99(signal, hundredths)+")", cmp.Or(strings.Join(counted, ", "), "-"), cell(received), cell(logged), predicted)
 		}
 	}

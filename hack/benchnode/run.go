@@ -77,7 +77,9 @@ type result struct {
 	toSignal   time.Duration
 	// predicted: evictd decided by time to exhaustion, before the
 	// threshold was met (its decision log says so).
-	predicted    bool
+	predicted bool
+	// took: the deciding pass's stages, from its decision line.
+	took         stages
 	evicted      bool
 	oomKills     int64  // the machine's oom_kill (/proc/vmstat), after − before
 	treeOOMKills int64  // oom_kill of memory.oom_control over the kubepods tree, after − before
@@ -337,7 +339,7 @@ poll:
 			r.issued = r.seen
 		}
 		if d, ok := decisionLine(b.n.LogPath("evictd"), start, pod.Namespace+"/"+name); ok {
-			r.decided, r.passStart, r.predicted = d.at, d.passStart, d.predicted
+			r.decided, r.passStart, r.predicted, r.took = d.at, d.passStart, d.predicted, d.took
 		}
 		after, err := readSignalTotals(ctx, b.n)
 		if err != nil {
