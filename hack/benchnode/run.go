@@ -178,6 +178,9 @@ func (w *watchState) get() (pod *v1.Pod, evictedAt, endedAt time.Time) {
 	return w.pod, w.evictedAt, w.endedAt
 }
 
+// startTimeout bounds a hog pod's wait to start running.
+const startTimeout = 3 * time.Minute
+
 // runOnce runs the hog once at rate on side s and measures it.
 func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, error) {
 	r := result{side: s.name, threshold: b.threshold, rate: rate, rep: rep}
@@ -249,7 +252,11 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 	}()
 	tick := time.NewTicker(b.cfg.poll)
 	defer tick.Stop()
-	deadline := time.After(b.cfg.runTimeout + time.Duration(total/int64(hogRate))*time.Second)
+	// The run's time counts from the hog's start: until then, the pod
+	// has startTimeout to start (a guest under emulation takes seconds).
+	deadline := time.NewTimer(startTimeout)
+	defer deadline.Stop()
+	running := false
 	var crossWS int64
 	// The ramp is timed from the first sample past halfway from the base
 	// to the crossing (midWS at midAt) to the crossing.
@@ -261,7 +268,7 @@ poll:
 		select {
 		case <-ctx.Done():
 			return r, ctx.Err()
-		case <-deadline:
+		case <-deadline.C:
 			b.logf("run %s: timed out; the pod was %s", name, podSummary(ws.get()))
 			break poll
 		case now := <-tick.C:
@@ -285,6 +292,10 @@ poll:
 				r.relief = now
 			}
 			p, _, endedAt := ws.get()
+			if !running && p != nil && p.Status.Phase != v1.PodPending {
+				running = true
+				deadline.Reset(b.cfg.runTimeout + time.Duration(total/int64(hogRate))*time.Second)
+			}
 			if logFile == nil && p != nil && p.UID != "" {
 				// Kept open: the kubelet may remove the file with the pod.
 				logFile, _ = os.Open(filepath.Join(b.n.PodLogsDir(),
