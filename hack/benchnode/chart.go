@@ -46,7 +46,7 @@ func gridSVG(cfg config, side string, results []result) []byte {
 				fill = "#ef9a9a"
 			}
 			dash := ""
-			if c.slow(rate) {
+			if c.slow(cfg.scaled(rate)) {
 				dash = ` stroke-dasharray="6 4" stroke-width="2"`
 			}
 			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="#555"%s/>`+"\n", x, y, cellW, cellH, fill, dash)

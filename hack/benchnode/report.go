@@ -62,7 +62,7 @@ func writeTable(w io.Writer, cfg config, known map[string]side, results []result
 				fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d | %d/%d | %s | %s |\n", threshold, rate, name,
 					median(c.issued, whole), median(c.term, whole), p99(c.term, whole), median(c.received, whole), p99(c.received, whole),
 					median(c.relief, whole), p99(c.relief, whole),
-					c.oom, c.runs, c.evicted, c.runs, median(c.peak, whole), rampCell(c, rate))
+					c.oom, c.runs, c.evicted, c.runs, median(c.peak, whole), rampCell(c, cfg.scaled(rate)))
 			}
 		}
 	}
@@ -93,7 +93,8 @@ func (c cell) slow(rate int) bool {
 }
 
 // rampCell is the table's measured ramp of c, marked when below
-// reachedShare of the rate asked.
+// reachedShare of the rate asked (in a guest, the scaled rate the hog was
+// asked for: the ramp is the guest's).
 func rampCell(c cell, rate int) string {
 	v := median(c.ramp, whole)
 	if c.slow(rate) {

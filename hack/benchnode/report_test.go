@@ -69,3 +69,16 @@ func TestTables(t *testing.T) {
 		}
 	}
 }
+
+// TestRampCellScaled: in a guest the ramp is the guest's, and is compared
+// with the scaled rate the hog was asked for, not the native label.
+func TestRampCellScaled(t *testing.T) {
+	cfg := config{scale: 13.7}
+	c := cell{ramp: []float64{55}}
+	if got := rampCell(c, cfg.scaled(800)); got != "55" { // 800 / 13.7 = 58; 55 is within 90%
+		t.Errorf("rampCell at 800 MiB/s scaled = %q, want 55", got)
+	}
+	if got := rampCell(c, cfg.scaled(1600)); got != "55 (under 90% of 117)" {
+		t.Errorf("rampCell at 1600 MiB/s scaled = %q", got)
+	}
+}

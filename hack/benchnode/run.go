@@ -342,10 +342,13 @@ poll:
 		}
 	}
 	if s.evictd != nil {
-		// evictd logs "evicted" once the pod is gone; the eviction was
-		// issued when the API server accepted it, which the watch sees as
-		// the pod's deletionTimestamp and DisruptionTarget condition.
-		_, r.evicted = firstLine(b.n.LogPath("evictd"), start, slogStamp, "msg=evicted", "pod="+pod.Namespace+"/"+name)
+		// evictd logs "evicted" once the pod is gone, or that it has not
+		// gone yet when its wait ends; the eviction was issued when the
+		// API server accepted it, which the watch sees as the pod's
+		// deletionTimestamp and DisruptionTarget condition. In a guest
+		// under emulation the pod goes seconds after the watch saw that:
+		// the line is waited for.
+		r.evicted = b.evictdEvicted(ctx, start, pod.Namespace+"/"+name, !r.seen.IsZero())
 		if r.evicted {
 			r.issued = r.seen
 		}
@@ -373,6 +376,28 @@ poll:
 	}
 	return r, nil
 }
+
+// evictdEvicted reports whether evictd's log says it evicted pod
+// (namespace/name) since start: "evicted", or "eviction issued; the pod has
+// not gone yet". When the watch saw the eviction (seen) the line is waited
+// for, up to evictedLogWait.
+func (b *bench) evictdEvicted(ctx context.Context, start time.Time, pod string, seen bool) bool {
+	deadline := time.Now().Add(evictedLogWait)
+	for {
+		for _, msg := range []string{"msg=evicted", `msg="eviction issued; the pod has not gone yet"`} {
+			if _, ok := firstLine(b.n.LogPath("evictd"), start, slogStamp, msg, "pod="+pod); ok {
+				return true
+			}
+		}
+		if !seen || time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// evictedLogWait bounds evictdEvicted's wait for evictd's line.
+const evictedLogWait = 15 * time.Second
 
 func podSummary(p *v1.Pod, evictedAt, endedAt time.Time) string {
 	if p == nil {
