@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/evictd/evictd/internal/testing/guestnode"
 	"github.com/evictd/evictd/internal/testing/testcluster"
 	"github.com/evictd/evictd/internal/testing/testnode"
 	"github.com/evictd/evictd/internal/testing/testruntime"
@@ -46,10 +47,6 @@ const (
 // first slash), to run one again without the others. Default: all.
 const v2RunEnv = "EVICTD_V2_GUEST_RUN"
 
-// v2APIPort is the port the guest reaches the host's API server on, at
-// testvm.ForwardAddr.
-const v2APIPort = 6443
-
 // TestKubeletV2Node runs a whole node on cgroup v2: the control plane on
 // this machine, and containerd, runc, the kubelet and evictd in a cgroup v2
 // guest (internal/testing/testvm) that reaches the API server through
@@ -71,11 +68,8 @@ func TestKubeletV2Node(t *testing.T) {
 // runV2Node runs TestKubeletV2Guest in a guest as node, with the systemd
 // driver and systemd as PID 1 or not, against a control plane of its own.
 func runV2Node(t *testing.T, node string, systemd bool) {
-	c, err := testcluster.Start(t.Context(), testcluster.Options{
-		Tokens:            map[string][]string{testnode.NodeUser(node): {"system:nodes"}},
-		ControllerManager: true,
-		Scheduler:         true,
-	})
+	dir := t.TempDir()
+	h, err := guestnode.Start(t.Context(), dir, node)
 	if errors.Is(err, testcluster.ErrNoBinaries) && os.Getenv("CI") != "true" {
 		t.Skip(err)
 	}
@@ -83,57 +77,17 @@ func runV2Node(t *testing.T, node string, systemd bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop the control plane: %v", err)
+		if err := h.Stop(); err != nil {
+			t.Error(err)
 		}
 	})
-	u, err := url.Parse(c.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	shared := filepath.Join(dir, "shared")
-	if err := os.Mkdir(shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for file, user := range map[string]string{"admin.kubeconfig": testcluster.AdminUser, "kubelet.kubeconfig": testnode.NodeUser(node)} {
-		if err := writeGuestKubeconfig(filepath.Join(shared, file), c, c.Token(user)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The guest runs this machine's binaries, built here: building them
-	// under the guest's emulated CPUs would take minutes.
-	env := []string{v2GuestEnv + "=/run/vm", v2NodeEnv + "=" + node}
+	c, shared := h.Cluster, h.Shared
+	env := []string{v2GuestEnv + "=" + testvm.GuestDir, v2NodeEnv + "=" + node}
 	if systemd {
 		env = append(env, v2SystemdEnv+"=1")
 	}
-	bins := t.TempDir()
-	workload, err := testruntime.WorkloadBinary(bins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env = append(env, testruntime.EnvWorkloadBin+"="+workload)
-	evictd := os.Getenv(testnode.EnvEvictdBin)
-	if evictd == "" {
-		evictd = filepath.Join(bins, "evictd")
-		if err := testruntime.GoBuild("github.com/evictd/evictd/cmd/evictd", evictd); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env = append(env, testnode.EnvEvictdBin+"="+evictd)
-	// The guest runs the lane this machine runs, with its binaries.
-	for _, name := range []string{testcluster.EnvNodeLane, testcluster.EnvK8sBinDir, testcluster.EnvK8sPreviousBinDir, testcluster.EnvContainerdBinDir} {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
-
-	// evictd's token is bound to the Node object: it is made once the
-	// guest's kubelet has registered it.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	tokenDone := make(chan error, 1)
-	go func() { tokenDone <- writeEvictdKubeconfig(ctx, c, node, filepath.Join(shared, "evictd.kubeconfig")) }()
 	// The guest's scenarios stop and start the API server through the
 	// shared directory.
 	served := make(chan struct{})
@@ -154,12 +108,11 @@ func runV2Node(t *testing.T, node string, systemd bool) {
 	} else if ds && systemd {
 		env = append(env, v2ImageEnv+"="+buildEvictdImage(t, t.TempDir()))
 	}
-	res, err := testvm.Run(t.Context(), dir, testvm.Options{
-		Script:    "cd '" + wd + "' && exec '" + os.Args[0] + "' -test.run '" + strings.ReplaceAll(run, "'", `'\''`) + "' -test.v -test.count=1 -test.timeout " + guestTimeout.String(),
+	res, err := h.Run(t.Context(), testvm.Options{
+		Script:    guestnode.Script(wd, os.Args[0], "-test.run", run, "-test.v", "-test.count=1", "-test.timeout", guestTimeout.String()),
 		Env:       env,
 		MemoryMiB: 3072,
 		Timeout:   guestTimeout + 2*time.Minute,
-		Forward:   map[int]string{v2APIPort: u.Host},
 		Systemd:   systemd,
 	})
 	cancel()
@@ -169,9 +122,6 @@ func runV2Node(t *testing.T, node string, systemd bool) {
 	}
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := <-tokenDone; err != nil && !errors.Is(err, context.Canceled) {
-		t.Errorf("evictd's kubeconfig for the guest: %v", err)
 	}
 	// Which lane the guest ran, as its kubelet registered it.
 	if admin, err := kubernetes.NewForConfig(c.AdminConfig()); err == nil {
@@ -295,19 +245,6 @@ func writeRenamed(path, content string) error {
 	return os.Rename(path+".new", path)
 }
 
-// writeGuestKubeconfig writes a kubeconfig with token that reaches c from
-// the guest: the forwarded port, with the serving certificate checked for
-// the name it has on this machine.
-func writeGuestKubeconfig(path string, c *testcluster.Cluster, token string) error {
-	return c.WriteKubeconfigVia(path, token, "https://"+testvm.ForwardAddr+":"+strconv.Itoa(v2APIPort), "localhost")
-}
-
-// writeEvictdKubeconfig waits for the guest's Node object and writes
-// evictd's kubeconfig for the guest, with a token bound to it.
-func writeEvictdKubeconfig(ctx context.Context, c *testcluster.Cluster, node, path string) error {
-	return c.WriteEvictdKubeconfigVia(ctx, node, path, "https://"+testvm.ForwardAddr+":"+strconv.Itoa(v2APIPort), "localhost")
-}
-
 // TestKubeletV2Guest runs in TestKubeletV2Node's guest: the node joins the
 // host's control plane, and evictd, beside its kubelet, evicts a
 // BestEffort hog before the kubepods cgroup reaches its limit.
@@ -337,18 +274,7 @@ func TestKubeletV2Guest(t *testing.T) {
 		ImageFs:       fs,
 		PodsMemory:    int64(v2Scale.mem * testnode.DefaultPodsMemory),
 		ReadyTimeout:  6 * time.Minute,
-		ControlPlane: &testnode.Remote{
-			Admin:   filepath.Join(shared, "admin.kubeconfig"),
-			Kubelet: filepath.Join(shared, "kubelet.kubeconfig"),
-			Evictd: func(ctx context.Context) (string, error) {
-				path := filepath.Join(shared, "evictd.kubeconfig")
-				err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-					_, err := os.Stat(path)
-					return err == nil, nil
-				})
-				return path, err
-			},
-		},
+		ControlPlane:  guestnode.Remote(shared),
 	})
 	t.Run("allocatable: evicted before the kubepods cgroup OOMs", func(t *testing.T) { v2Allocatable(t, n) })
 	// The other families once, on production's layout (the systemd

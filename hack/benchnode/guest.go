@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/evictd/evictd/internal/testing/testcluster"
+	"github.com/evictd/evictd/internal/testing/guestnode"
 	"github.com/evictd/evictd/internal/testing/testnode"
-	"github.com/evictd/evictd/internal/testing/testruntime"
 	"github.com/evictd/evictd/internal/testing/testvm"
 )
 
@@ -32,14 +30,11 @@ import (
 // the ramp column says what the guest reached.
 const (
 	guestNodeName = "bench-node-v2"
-	guestAPIPort  = 6443
 	guestTouchMiB = 256
-	// guestShared is where the guest sees the directory it shares with
-	// this machine; guestFs is its tmpfs for the kubelet's root, the pods'
-	// logs and containerd's root (the guest's root is an overlay, which
-	// cannot be an overlay snapshotter's upper layer).
-	guestShared = "/run/vm"
-	guestFs     = "/run/benchfs"
+	// guestFs is the guest's tmpfs for the kubelet's root, the pods' logs
+	// and containerd's root (the guest's root is an overlay, which cannot
+	// be an overlay snapshotter's upper layer).
+	guestFs = "/run/benchfs"
 	// guestPodsMiB is the kubepods limit in the guest, of its 3 GiB.
 	guestPodsMiB    = 1024
 	guestMemoryMiB  = 3072
@@ -57,7 +52,7 @@ func guestArgs(args []string, nativeTouch time.Duration) []string {
 		}
 		out = append(out, a)
 	}
-	return append(out, "--in-guest="+guestShared, "--native-touch="+nativeTouch.String(), "--out="+filepath.Join(guestShared, guestOutputFile))
+	return append(out, "--in-guest="+testvm.GuestDir, "--native-touch="+nativeTouch.String(), "--out="+filepath.Join(testvm.GuestDir, guestOutputFile))
 }
 
 // runGuest is --guest on this machine: it starts the control plane, boots
@@ -71,100 +66,42 @@ func runGuest(ctx context.Context, cfg config, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	bins, err := os.MkdirTemp("", "evictd-benchnode-bins-")
+	wd, err := os.Getwd()
 	if err != nil {
 		return err
-	}
-	defer os.RemoveAll(bins)
-	// The guest runs this machine's binaries: building them under
-	// emulation would take minutes.
-	workload, err := testruntime.WorkloadBinary(bins)
-	if err != nil {
-		return err
-	}
-	evictd := os.Getenv(testnode.EnvEvictdBin)
-	if evictd == "" {
-		evictd = filepath.Join(bins, "evictd")
-		if err := testruntime.GoBuild("github.com/evictd/evictd/cmd/evictd", evictd); err != nil {
-			return err
-		}
 	}
 	touch := testvm.TouchTime(guestTouchMiB)
 	fmt.Printf("%s this machine touches %d MiB of new memory in %s\n", time.Now().Format("15:04:05"), guestTouchMiB, touch.Round(time.Millisecond))
 
-	c, err := testcluster.Start(ctx, testcluster.Options{
-		Tokens:            map[string][]string{testnode.NodeUser(guestNodeName): {"system:nodes"}},
-		ControllerManager: true,
-		Scheduler:         true,
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if stopErr := c.Stop(); stopErr != nil {
-			err = errors.Join(err, fmt.Errorf("stop the control plane: %w", stopErr))
-		}
-	}()
-	u, err := url.Parse(c.URL())
-	if err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "evictd-benchnode-v2-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	shared := filepath.Join(dir, "shared")
-	if err := os.Mkdir(shared, 0o755); err != nil {
-		return err
-	}
-	server := "https://" + testvm.ForwardAddr + ":" + strconv.Itoa(guestAPIPort)
-	for file, user := range map[string]string{"admin.kubeconfig": testcluster.AdminUser, "kubelet.kubeconfig": testnode.NodeUser(guestNodeName)} {
-		if err := c.WriteKubeconfigVia(filepath.Join(shared, file), c.Token(user), server, "localhost"); err != nil {
-			return err
-		}
-	}
-	vmCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	tokenDone := make(chan error, 1)
-	go func() {
-		tokenDone <- c.WriteEvictdKubeconfigVia(vmCtx, guestNodeName, filepath.Join(shared, "evictd.kubeconfig"), server, "localhost")
-	}()
-	followed := make(chan struct{})
-	go func() { defer close(followed); follow(vmCtx, filepath.Join(shared, "output"), os.Stdout) }()
-
-	wd, err := os.Getwd()
+	h, err := guestnode.Start(ctx, dir, guestNodeName)
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, h.Stop()) }()
+
+	vmCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	followed := make(chan struct{})
+	go func() { defer close(followed); follow(vmCtx, filepath.Join(h.Shared, "output"), os.Stdout) }()
 	script := "modprobe bridge && modprobe veth && mkdir -p " + guestFs + " && mount -t tmpfs -o size=1g tmpfs " + guestFs +
-		" && cd " + shellQuote(wd) + " && exec " + shellQuote(self)
-	for _, a := range guestArgs(args, touch) {
-		script += " " + shellQuote(a)
-	}
-	env := []string{testnode.EnvEvictdBin + "=" + evictd, testruntime.EnvWorkloadBin + "=" + workload}
-	for _, name := range []string{testcluster.EnvNodeLane, testcluster.EnvK8sBinDir, testcluster.EnvK8sPreviousBinDir, testcluster.EnvContainerdBinDir} {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
-	res, err := testvm.Run(ctx, dir, testvm.Options{
+		" && " + guestnode.Script(wd, append([]string{self}, guestArgs(args, touch)...)...)
+	res, err := h.Run(ctx, testvm.Options{
 		Script:    script,
-		Env:       env,
 		MemoryMiB: guestMemoryMiB,
 		Timeout:   cfg.guestTimeout,
-		Forward:   map[int]string{guestAPIPort: u.Host},
 	})
 	cancel()
 	<-followed
-	if tokenErr := <-tokenDone; tokenErr != nil && !errors.Is(tokenErr, context.Canceled) {
-		err = errors.Join(err, fmt.Errorf("evictd's kubeconfig for the guest: %w", tokenErr))
-	}
 	if res != nil {
 		fmt.Printf("%s the guest booted in %s and powered off after %s\n", time.Now().Format("15:04:05"), res.Booted.Round(100*time.Millisecond), res.Took.Round(100*time.Millisecond))
 	}
 	if cfg.out != "" {
-		copyErr := copyOutputs(shared, cfg.out)
+		copyErr := copyOutputs(h.Shared, cfg.out)
 		err = errors.Join(err, copyErr)
 	}
 	if err != nil {
@@ -225,9 +162,6 @@ func follow(ctx context.Context, path string, w io.Writer) {
 	}
 }
 
-// shellQuote quotes s for /bin/sh.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // guestNodeOptions are the node's in the guest (--in-guest): it joins the
 // control plane of the kubeconfigs in the shared directory, with its files
 // on the guest's tmpfs.
@@ -239,23 +173,7 @@ func guestNodeOptions(cfg config, kubelet testnode.KubeletOptions) testnode.Opti
 		NodeFs:       guestFs,
 		ImageFs:      guestFs,
 		ReadyTimeout: 6 * time.Minute,
-		ControlPlane: &testnode.Remote{
-			Admin:   filepath.Join(cfg.inGuest, "admin.kubeconfig"),
-			Kubelet: filepath.Join(cfg.inGuest, "kubelet.kubeconfig"),
-			Evictd: func(ctx context.Context) (string, error) {
-				path := filepath.Join(cfg.inGuest, "evictd.kubeconfig")
-				for {
-					if _, err := os.Stat(path); err == nil {
-						return path, nil
-					}
-					select {
-					case <-ctx.Done():
-						return "", fmt.Errorf("waiting for %s: %w", path, ctx.Err())
-					case <-time.After(200 * time.Millisecond):
-					}
-				}
-			},
-		},
+		ControlPlane: guestnode.Remote(cfg.inGuest),
 	}
 }
 

@@ -28,9 +28,9 @@ const EnvKernel = "EVICTD_VM_KERNEL"
 // initramfs's only program.
 const busybox = "/bin/busybox"
 
-// guestDir is where the guest sees Result.Dir, the directory it shares
+// GuestDir is where the guest sees Result.Dir, the directory it shares
 // with the host: the script, its output and its exit code.
-const guestDir = "/run/vm"
+const GuestDir = "/run/vm"
 
 // modules are the kernel modules the initramfs loads, with what they
 // depend on first: virtio's PCI transport, 9p over virtio (the host's
@@ -310,7 +310,7 @@ func moduleFiles(kver string) ([]string, error) {
 // initScript is the initramfs's /init: the hostname evictd-vm and the
 // loopback interface up (no other network), the host's root over 9p, read-only,
 // under an overlay on tmpfs as the new root, with fresh /proc, /sys, /dev
-// and /run and the shared directory at guestDir; then either systemd, or
+// and /run and the shared directory at GuestDir; then either systemd, or
 // the script in a chroot followed by a power-off.
 func initScript(modules, files []string, opts Options) string {
 	var b strings.Builder
@@ -345,17 +345,17 @@ $bb rm -f $r/.dockerenv
 $bb mount -t tmpfs -o mode=0755 tmpfs $r/run
 $bb mkdir -p $r%[1]s
 $bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vm $r%[1]s || fail "mount the shared directory"
-`, guestDir)
+`, GuestDir)
 	for _, f := range files {
 		src, dst, _ := strings.Cut(f, " ")
 		fmt.Fprintf(&b, "$bb mkdir -p $r%s && $bb cp %s $r%s\n", filepath.Dir(dst), src, dst)
 	}
-	env := "cd " + guestDir + "; export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	env := "cd " + GuestDir + "; export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	for _, e := range opts.Env {
-		env += "; export " + shellQuote(e)
+		env += "; export " + ShellQuote(e)
 	}
 	run := fmt.Sprintf(`%s; cat /proc/uptime > %s/started; /bin/sh %s/script > %s/output 2>&1; echo $? > %s/rc; sync`,
-		env, guestDir, guestDir, guestDir, guestDir)
+		env, GuestDir, GuestDir, GuestDir, GuestDir)
 	if opts.Systemd {
 		fmt.Fprintf(&b, `$bb mkdir -p $r/etc/systemd/system
 $bb cat > $r/etc/systemd/system/vm.target <<'EOF'
@@ -383,14 +383,14 @@ $bb ln -sf vm.target $r/etc/systemd/system/default.target
 $bb mkdir -p $r/etc/tmpfiles.d
 : > $r/etc/tmpfiles.d/tmp.conf
 exec $bb switch_root $r /lib/systemd/systemd
-`, shellQuote(run))
+`, ShellQuote(run))
 	} else {
 		fmt.Fprintf(&b, `$bb mkdir -p $r/sys/fs/cgroup
 $bb mount -t cgroup2 -o nsdelegate cgroup2 $r/sys/fs/cgroup || fail "mount cgroup2"
 $bb chroot $r /bin/sh -c %s
 $bb sync
 $bb poweroff -f
-`, shellQuote(run))
+`, ShellQuote(run))
 	}
 	return b.String()
 }
@@ -400,5 +400,5 @@ $bb poweroff -f
 // name, which may have commas).
 func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
-// shellQuote quotes s for sh, in single quotes.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+// ShellQuote quotes s for sh, in single quotes.
+func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
