@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,10 +23,27 @@ func (f SourceFunc) Observe(ctx context.Context, now time.Time) ([]Observation, 
 	return f(ctx, now)
 }
 
+// collectionKey is the context key of a Collect call's identity.
+type collectionKey struct{}
+
+// collections numbers Collect calls.
+var collections atomic.Uint64
+
+// CollectionOf returns the identity of the Collect call ctx belongs to, and
+// false outside one. Sources that read the same thing for two signals
+// (a filesystem's bytes and inodes) read it once per collection with it:
+// never across two, so a later Collect (a pass, the fresh look after
+// reclaim) always reads again.
+func CollectionOf(ctx context.Context) (uint64, bool) {
+	id, ok := ctx.Value(collectionKey{}).(uint64)
+	return id, ok
+}
+
 // Collect asks every source once and merges what they saw. A source that
 // fails, or an observation that fails Check, leaves its signals out and adds
 // to the returned error; the other signals are still returned.
 func Collect(ctx context.Context, now time.Time, sources []Source) (Observations, error) {
+	ctx = context.WithValue(ctx, collectionKey{}, collections.Add(1))
 	obs := make(Observations, len(All()))
 	var errs []error
 	for _, src := range sources {

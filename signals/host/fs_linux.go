@@ -49,6 +49,15 @@ type Filesystems struct {
 	// from stat(2) even with a fresh mount table (btrfs subvolumes): its
 	// answer is taken without reading the mounts again each time.
 	settled map[string]bool
+	// read holds each directory's last figures and the collection they
+	// were read in (StatIn).
+	read map[string]statRead
+}
+
+// statRead is a directory's figures read in the collection coll.
+type statRead struct {
+	coll uint64
+	st   cadvisorfs.Fs
 }
 
 // NewFilesystems returns a Filesystems that reads the mount table on first use.
@@ -79,6 +88,35 @@ func (f *Filesystems) Stat(dir string) (cadvisorfs.Fs, error) {
 		return err
 	})
 	return st, err
+}
+
+// StatIn is Stat within ctx's signals.Collect call: the second source
+// of the same collection (a filesystem's inodes after its bytes) takes the
+// figures the first read, so a pass reads each filesystem once (each read
+// parses /proc/diskstats whole in cadvisor) and its two signals agree.
+// Outside a collection, and after a failed read, it reads again.
+func (f *Filesystems) StatIn(ctx context.Context, dir string) (cadvisorfs.Fs, error) {
+	coll, in := signals.CollectionOf(ctx)
+	if !in {
+		return f.Stat(dir)
+	}
+	f.mu.Lock()
+	if r, ok := f.read[dir]; ok && r.coll == coll {
+		f.mu.Unlock()
+		return r.st, nil
+	}
+	f.mu.Unlock()
+	st, err := f.Stat(dir)
+	if err != nil {
+		return st, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.read == nil {
+		f.read = map[string]statRead{}
+	}
+	f.read[dir] = statRead{coll: coll, st: st}
+	return st, nil
 }
 
 // Device returns the device of the filesystem holding dir, as cadvisor names
@@ -258,7 +296,7 @@ func (s *FsSource) Observe(ctx context.Context, now time.Time) ([]signals.Observ
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.signal, err)
 	}
-	st, err := s.fs.Stat(s.dir)
+	st, err := s.fs.StatIn(ctx, s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.signal, err)
 	}

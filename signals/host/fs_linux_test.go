@@ -18,6 +18,7 @@ type fakeFsInfo struct {
 	devices map[string]cadvisorfs.DeviceInfo // directory → device
 	mounts  map[string]string                // device → mountpoint
 	stats   map[string]cadvisorfs.Fs         // mountpoint → figures
+	reads   int                              // GetFsInfoForPath calls
 }
 
 func (f *fakeFsInfo) GetDirFsDevice(dir string) (*cadvisorfs.DeviceInfo, error) {
@@ -40,6 +41,7 @@ func (f *fakeFsInfo) GetMountpointForDevice(dev string) (string, error) {
 }
 
 func (f *fakeFsInfo) GetFsInfoForPath(set map[string]struct{}) ([]cadvisorfs.Fs, error) {
+	f.reads++
 	var out []cadvisorfs.Fs
 	for mp := range set {
 		if st, ok := f.stats[mp]; ok {
@@ -268,5 +270,44 @@ func TestLayout(t *testing.T) {
 				t.Errorf("Dedicated got %v, %v; want %v", dedicated, err, tc.wantDedicated)
 			}
 		})
+	}
+}
+
+// Within one Collect, a filesystem's bytes and inodes sources read it once
+// and agree; each Collect reads it again, and so does a source asked
+// outside one.
+func TestFsSourcesReadOncePerCollection(t *testing.T) {
+	info := table(vda, vdb)
+	fs, _ := fakeFilesystems(info)
+	srcs, err := NodeFsSources(fs, "/var/lib/kubelet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		before := info.reads
+		if i == 1 {
+			info.stats["/"] = diskFs(devVda, 100<<30, 30<<30, u64(6553600), u64(5000000))
+		}
+		obs, err := signals.Collect(t.Context(), now, srcs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.reads - before; got != 1 {
+			t.Errorf("collection %d: %d reads of the filesystem for its two signals, want 1", i+1, got)
+		}
+		if i >= 1 {
+			if b, n := obs[signals.NodeFsAvailable].Available, obs[signals.NodeFsInodesFree].Available; b != 30<<30 || n != 5000000 {
+				t.Errorf("collection %d after the filesystem changed: available %d, inodes free %d; want %d and 5000000", i+1, b, n, int64(30<<30))
+			}
+		}
+	}
+	before := info.reads
+	for _, src := range srcs {
+		if _, err := src.Observe(t.Context(), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := info.reads - before; got != 2 {
+		t.Errorf("outside a collection: %d reads for two sources, want 2", got)
 	}
 }
