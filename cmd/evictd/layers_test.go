@@ -39,7 +39,7 @@ var layers = []struct {
 	{"test harnesses", []string{
 		"internal/testing/childproc", "internal/testing/testalloc", "internal/testing/testcluster",
 		"internal/testing/testruntime", "internal/testing/testnode", "internal/testing/hosttree",
-		"internal/testing/fleet", "internal/testing/testvm", "internal/testing/testagent",
+		"internal/testing/fleet", "internal/testing/testvm", "internal/testing/guestnode", "internal/testing/testagent",
 	}},
 	{"tools and suites", []string{"hack/benchnode", "hack/benchfleet", "hack/costnode", "hack/demo", "hack/image", "hack/package", "hack/release", "hack/soak", "hack/workload", "deploy", "deploy/monitoring", "docs", "e2e/..."}},
 }
