@@ -131,8 +131,8 @@ func Layout(ctx context.Context, c *Client, fs *host.Filesystems, kubeletRootDir
 // reports one apart (the split layout; otherwise signals.DeriveContainerFs
 // fills them).
 //
-// Only the first pass waits for the runtime's answer. From then on a pass
-// measures the filesystems of the last answer, and asks the runtime again
+// Until the runtime's first answer each pass waits for it, within the
+// client's timeout. From then on a pass measures the filesystems of the last answer, and asks the runtime again
 // in the background, one request at a time and at most every
 // imageFsRefresh, so a moved or remounted store is followed within about
 // a second while a pass costs two statfs calls, not a CRI round trip (0.6
