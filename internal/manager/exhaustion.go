@@ -24,7 +24,7 @@ const (
 	releasedShare = 4
 	// maxReads bounds the readings kept, whatever their rate: two
 	// seconds of two signals read every 10 ms
-	// (wakeup.MinFastPollInterval) are 400.
+	// (wakeup.ReadsEvery) are 400.
 	maxReads = 1000
 )
 

@@ -31,7 +31,7 @@ const (
 	// maxRing bounds the passes kept, whatever their rate.
 	maxRing = 1000
 	// maxReads bounds the fast poll's readings kept: a minute of two
-	// signals read every 10 ms (wakeup.MinFastPollInterval).
+	// signals read every 10 ms (wakeup.ReadsEvery).
 	maxReads = 12000
 	// maxOpen bounds the records still looking for relief.
 	maxOpen = 4

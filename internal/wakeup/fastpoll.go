@@ -10,16 +10,35 @@ import (
 )
 
 // MinFastPollInterval is the shortest time between two checks of the fast
-// poll, whatever the growth: its CPU bound. A check reads two memory.stat
-// files (the root's and kubepods'), tens of microseconds each, so at this
-// interval the poll costs about 1% of a core, and only while it is active.
-const MinFastPollInterval = 10 * time.Millisecond
+// poll, whatever the growth. A check reads two memory.stat files (the
+// root's and kubepods'), tens of microseconds each; the poll comes down to
+// this only in the last few milliseconds before memory growing at the
+// rate it measures meets a threshold (HeadroomShare), so that the poll,
+// not the kernel's event, sees the crossing within about a millisecond:
+// on cgroup v1 the kernel checks a memory cgroup's thresholds only every
+// 128 page events per CPU (512 KiB, 10 ms of growth at 50 MiB/s).
+const MinFastPollInterval = time.Millisecond
+
+// ReadsEvery is how often at most the fast poll hands on a threshold's
+// readings (MemoryConfig.Reads: the flight recorder, time to exhaustion),
+// whatever its own pace; a reading that meets or relieves the threshold is
+// handed on at once.
+const ReadsEvery = 10 * time.Millisecond
 
 // HeadroomShare is the share of the headroom left above a threshold that
 // memory growing at the rate last seen can consume between two checks of
 // the fast poll (PollWithin), while the poll is faster than its interval
-// and slower than MinFastPollInterval.
-const HeadroomShare = 0.25
+// and slower than MinFastPollInterval: memory that grows in steps (a
+// huge page, an allocator's chunk) is then seen past the threshold within
+// a tenth of the time the last step before it left.
+const HeadroomShare = 0.1
+
+// RateSpan is the least time the growth rate that paces the fast poll is
+// measured over once the poll has read that long, beside the rate since
+// its last reading: memory that grows in steps shows no growth between
+// two readings a few milliseconds apart, which alone would slow the poll
+// down to its interval just before the threshold.
+const RateSpan = 100 * time.Millisecond
 
 // FastPoll calls a cheap check while it is active, and wakes the loop when
 // the check says so. It is the fallback for what the kernel does not
@@ -47,15 +66,63 @@ func NewFastPoll(interval time.Duration, clk clock.Clock, check func() (wake boo
 
 // PollWithin is when to look again so that memory that went from headroom
 // before to headroom now in elapsed, growing at that rate, uses up at most
-// HeadroomShare of what is left: 0 (no opinion) when there is no headroom
-// left (the threshold is met: the loop takes over) or no growth.
+// HeadroomShare of what is left: at once (1ns) when it has grown to the
+// threshold exactly; 0 (no opinion) when it is past it (the threshold is
+// met: the loop takes over) or did not grow.
 func PollWithin(before, now int64, elapsed time.Duration) time.Duration {
 	used := before - now
-	if now <= 0 || used <= 0 || elapsed <= 0 {
+	if now < 0 || used <= 0 || elapsed <= 0 {
 		return 0
+	}
+	if now == 0 {
+		return time.Nanosecond
 	}
 	rate := float64(used) / elapsed.Seconds() // bytes a second
 	return time.Duration(HeadroomShare * float64(now) / rate * float64(time.Second))
+}
+
+// reading is a headroom above a threshold and when it was read.
+type reading struct {
+	headroom int64
+	at       time.Time
+}
+
+// pace is a threshold's recent readings, the fast poll's and the passes',
+// from which the poll paces itself: the growth since the last reading, and
+// over at least RateSpan once it has read that long (from, which moves up
+// to the newest reading at least RateSpan old, in steps of RateSpan). It
+// starts afresh (the zero pace) when the poll is made active.
+type pace struct {
+	first, last, from, mark reading
+}
+
+// add records a reading and says when to look again (PollWithin): the
+// sooner of what the growth since the last reading and since from say;
+// while the pace has read for less than RateSpan without seeing growth, a
+// tenth of RateSpan, to learn the rate before memory growing in steps has
+// crossed unread; otherwise 0 when neither says anything. A reading no
+// newer than the last is ignored.
+func (p *pace) add(headroom int64, at time.Time) time.Duration {
+	r := reading{headroom: headroom, at: at}
+	if p.last.at.IsZero() {
+		p.first, p.last, p.from, p.mark = r, r, r, r
+		return RateSpan / 10
+	}
+	if !at.After(p.last.at) {
+		return 0
+	}
+	next := PollWithin(p.last.headroom, headroom, at.Sub(p.last.at))
+	if d := PollWithin(p.from.headroom, headroom, at.Sub(p.from.at)); d > 0 && (next <= 0 || d < next) {
+		next = d
+	}
+	if next <= 0 && headroom >= 0 && at.Sub(p.first.at) < RateSpan {
+		next = RateSpan / 10
+	}
+	if at.Sub(p.mark.at) >= RateSpan {
+		p.from, p.mark = p.mark, r
+	}
+	p.last = r
+	return next
 }
 
 // next bounds a check's answer: the interval when it has no opinion or

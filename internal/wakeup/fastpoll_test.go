@@ -97,7 +97,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestPollWithin: a quarter of the headroom left at the rate it shrank.
+// TestPollWithin: a tenth of the headroom left at the rate it shrank.
 func TestPollWithin(t *testing.T) {
 	const mi = 1 << 20
 	for _, tt := range []struct {
@@ -108,13 +108,14 @@ func TestPollWithin(t *testing.T) {
 		{"no growth", 300 * mi, 300 * mi, 100 * time.Millisecond, 0},
 		{"shrinking use", 300 * mi, 310 * mi, 100 * time.Millisecond, 0},
 		{"threshold met", 10 * mi, -5 * mi, 100 * time.Millisecond, 0},
-		{"headroom just gone", 10 * mi, 0, 100 * time.Millisecond, 0},
+		{"headroom just gone", 10 * mi, 0, 100 * time.Millisecond, time.Nanosecond},
+		{"headroom gone without growth", 0, 0, 100 * time.Millisecond, 0},
 		{"no time", 300 * mi, 200 * mi, 0, 0},
-		// 100Mi in 250ms, 400 MiB/s: 200Mi lasts 500ms; a quarter.
-		{"400 MiB/s, 200Mi left", 300 * mi, 200 * mi, 250 * time.Millisecond, 125 * time.Millisecond},
-		// 50 MiB/s, 400Mi left: 8s; a quarter is 2s (the poll's
+		// 100Mi in 250ms, 400 MiB/s: 200Mi lasts 500ms; a tenth.
+		{"400 MiB/s, 200Mi left", 300 * mi, 200 * mi, 250 * time.Millisecond, 50 * time.Millisecond},
+		// 50 MiB/s, 400Mi left: 8s; a tenth is 800ms (the poll's
 		// interval bounds it).
-		{"50 MiB/s, 400Mi left", 450 * mi, 400 * mi, time.Second, 2 * time.Second},
+		{"50 MiB/s, 400Mi left", 450 * mi, 400 * mi, time.Second, 800 * time.Millisecond},
 	} {
 		if got := PollWithin(tt.before, tt.now, tt.elapsed); got != tt.want {
 			t.Errorf("%s: PollWithin(%d, %d, %s) = %s, want %s", tt.name, tt.before, tt.now, tt.elapsed, got, tt.want)
@@ -158,4 +159,49 @@ func TestFastPollNext(t *testing.T) {
 	waitFor(t, "the next timer", clk.HasWaiters)
 	clk.Step(20 * time.Millisecond)
 	waitFor(t, "a check 20ms later", func() bool { return checks.Load() == 2 })
+}
+
+// TestPaceSteps: memory that grows in steps (1Mi every 20ms, 50 MiB/s, as
+// an allocator's chunks or huge pages come) is seen past the threshold
+// within 3ms of the step that crosses it, whatever the phase of the poll's
+// first reading and the headroom left: between two steps a reading shows
+// no growth since the last, and the growth over RateSpan keeps the pace.
+// Paced by the last two readings alone, the poll slowed down to its
+// interval (250ms) at such a reading, and the kernel's event (late by up
+// to 20ms at this rate on cgroup v1) came first.
+func TestPaceSteps(t *testing.T) {
+	const (
+		mi       = 1 << 20
+		step     = 20 * time.Millisecond
+		interval = 250 * time.Millisecond
+	)
+	fp, err := NewFastPoll(interval, clocktesting.NewFakeClock(time.Unix(0, 0)), func() (bool, time.Duration) { return false, 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Unix(0, 0)
+	for _, headroomMi := range []int64{3, 40, 200} {
+		for phase := time.Duration(0); phase < step; phase += 3 * time.Millisecond {
+			// The headroom at t: headroomMi, less a Mi at each step
+			// (the first at phase + step).
+			headroom := func(t time.Duration) int64 { return headroomMi*mi - int64((t+phase)/step)*mi }
+			// The first step that leaves it below 0.
+			crossing := time.Duration(headroomMi+1)*step - phase
+			var p pace
+			var at time.Duration
+			reads := 0
+			for ; headroom(at) >= 0; reads++ {
+				if at > time.Minute {
+					t.Fatalf("%dMi, phase %s: no crossing read", headroomMi, phase)
+				}
+				at += fp.next(p.add(headroom(at), start.Add(at)))
+			}
+			if lag := at - crossing; lag < 0 || lag > 3*time.Millisecond {
+				t.Errorf("%dMi of headroom, phase %s: the crossing at %s read at %s, %s later; want within 3ms", headroomMi, phase, crossing, at, lag)
+			}
+			if reads > 200 {
+				t.Errorf("%dMi of headroom, phase %s: %d reads to the crossing, want at most 200", headroomMi, phase, reads)
+			}
+		}
+	}
 }

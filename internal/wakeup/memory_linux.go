@@ -93,10 +93,11 @@ type watch struct {
 	known    bool
 	capacity int64
 	met      bool
-	// The last reading, the fast poll's or a pass's: the headroom above
-	// the threshold and when it was read (zero before the first).
-	headroom int64
-	readAt   time.Time
+	// pace is the recent readings, the fast poll's and the passes', the
+	// poll paces itself by; handed is when the poll last handed one on
+	// (MemoryConfig.Reads, ReadsEvery).
+	pace   pace
+	handed time.Time
 }
 
 // NewMemory sets up the sources; Run starts them.
@@ -205,6 +206,12 @@ func (m *Memory) Run(ctx context.Context, wake func()) error {
 	return m.group.Run(ctx, wake)
 }
 
+// passReading is a pass's reading of a watched threshold (Update).
+type passReading struct {
+	w *watch
+	reading
+}
+
 // Update re-arms the memcg notifiers from a pass's observations, at each
 // threshold's usage level (UsageLevel, with the cgroup's inactive page
 // cache read now) and at the fast poll's margin above it, and turns the
@@ -219,6 +226,7 @@ func (m *Memory) Update(obs signals.Observations) {
 	defer m.mu.Unlock()
 	near := false
 	var errs []error
+	var readings []passReading
 	inactive := map[string]int64{}
 	for _, w := range m.watches {
 		o, ok := obs[w.th.Signal]
@@ -228,13 +236,7 @@ func (m *Memory) Update(obs signals.Observations) {
 		}
 		headroom := thresholds.Headroom(w.th, o)
 		w.known, w.capacity, w.met = true, o.Capacity, headroom < 0
-		// The pass's reading paces the fast poll as its own would: the
-		// first check after the poll is made active then already sees
-		// how fast memory grows (PollWithin). A check may have read
-		// since the pass did.
-		if o.Time.After(w.readAt) {
-			w.headroom, w.readAt = headroom, o.Time
-		}
+		readings = append(readings, passReading{w, reading{headroom: headroom, at: o.Time}})
 		if headroom <= thresholds.Quantity(m.cfg.FastPollMargin, o.Capacity) {
 			near = true
 		}
@@ -263,6 +265,20 @@ func (m *Memory) Update(obs signals.Observations) {
 			}
 		}
 	}
+	// The pass's readings pace the fast poll as its own would: the first
+	// check after the poll is made active then already sees how fast
+	// memory grows (PollWithin). Made active, the poll paces itself
+	// afresh from this pass: memory has just come near a threshold, and
+	// how it grew far from it, up to a housekeeping interval ago, says
+	// little of how it grows now. A check may have read since the pass
+	// did; pace ignores the older reading.
+	starting := m.fast != nil && (near || m.always) && !m.fast.active.Load()
+	for _, r := range readings {
+		if starting {
+			r.w.pace = pace{}
+		}
+		r.w.pace.add(r.headroom, r.at)
+	}
 	if m.fast != nil {
 		m.fast.SetActive(near || m.always)
 	}
@@ -286,8 +302,9 @@ func (m *Memory) Update(obs signals.Observations) {
 // when a threshold's met state differs from what the last pass (or check)
 // saw: newly met, or newly relieved. Available is the capacity of the last
 // pass minus that working set, clamped at 0 as the sources clamp it. It
-// also says when to look next (PollWithin): from each watch's headroom now
-// and at the last check, the soonest of them.
+// also says when to look next (pace): the soonest of the watches'. Its
+// readings are handed on (MemoryConfig.Reads) at most every ReadsEvery per
+// threshold, and at once when they change its met state.
 func (m *Memory) check() (bool, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -303,19 +320,18 @@ func (m *Memory) check() (bool, time.Duration) {
 		}
 		now := m.cfg.Clock.Now()
 		o := signals.Observation{Signal: w.th.Signal, Available: max(w.capacity-ws, 0), Capacity: w.capacity, Time: now}
-		if m.cfg.Reads != nil {
-			m.cfg.Reads(o)
-		}
 		h := thresholds.Headroom(w.th, o)
-		if met := h < 0; met != w.met {
-			w.met, wake = met, true
+		flipped := (h < 0) != w.met
+		if flipped {
+			w.met, wake = h < 0, true
 		}
-		if !w.readAt.IsZero() {
-			if d := PollWithin(w.headroom, h, now.Sub(w.readAt)); d > 0 && (next == 0 || d < next) {
-				next = d
-			}
+		if m.cfg.Reads != nil && (flipped || w.handed.IsZero() || now.Sub(w.handed) >= ReadsEvery) {
+			m.cfg.Reads(o)
+			w.handed = now
 		}
-		w.headroom, w.readAt = h, now
+		if d := w.pace.add(h, now); d > 0 && (next == 0 || d < next) {
+			next = d
+		}
 	}
 	return wake, next
 }

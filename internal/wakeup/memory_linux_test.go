@@ -144,11 +144,11 @@ func TestMemoryCheckNext(t *testing.T) {
 		t.Errorf("check without growth: next %s, want none", next)
 	}
 	// 100Mi more in 100ms, 1000 MiB/s: 224Mi of headroom left lasts
-	// 224ms, a quarter of it is 56ms.
+	// 224ms, a tenth of it is 22.4ms.
 	clk.Step(100 * time.Millisecond)
 	write(700 * mi)
-	if _, next := m.check(); next != 56*time.Millisecond {
-		t.Errorf("check after 100Mi in 100ms with 224Mi left: next %s, want 56ms", next)
+	if _, next := m.check(); next != 22400*time.Microsecond {
+		t.Errorf("check after 100Mi in 100ms with 224Mi left: next %s, want 22.4ms", next)
 	}
 }
 
@@ -184,7 +184,7 @@ func TestMemoryCheckNextFromPass(t *testing.T) {
 	}
 	// A pass 5s later sees 424Mi available: the poll starts. 20ms on,
 	// its first check reads 20Mi more used, 1000 MiB/s, with 304Mi of
-	// headroom left: a quarter of it lasts 76ms.
+	// headroom left: a tenth of it lasts 30.4ms.
 	clk.Step(5 * time.Second)
 	write(600 * mi)
 	pass(424 * mi)
@@ -193,8 +193,8 @@ func TestMemoryCheckNextFromPass(t *testing.T) {
 	}
 	clk.Step(20 * time.Millisecond)
 	write(620 * mi)
-	if _, next := m.check(); next != 76*time.Millisecond {
-		t.Errorf("first check 20Mi used past the pass's reading in 20ms: next %s, want 76ms", next)
+	if _, next := m.check(); next != 30400*time.Microsecond {
+		t.Errorf("first check 20Mi used past the pass's reading in 20ms: next %s, want 30.4ms", next)
 	}
 }
 
@@ -234,5 +234,50 @@ func TestMemoryFastPollAlways(t *testing.T) {
 				t.Errorf("fast poll active %t, want %t", got, tc.wantActive)
 			}
 		})
+	}
+}
+
+// TestMemoryCheckHandsOnReadings: however fast the poll checks, its
+// readings go to MemoryConfig.Reads (the flight recorder, time to
+// exhaustion) at most every ReadsEvery per threshold, and at once when one
+// meets the threshold.
+func TestMemoryCheckHandsOnReadings(t *testing.T) {
+	const mi = 1 << 20
+	q := resource.MustParse("100Mi")
+	dir := t.TempDir()
+	write := usageWriter(t, dir)
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	var handed []time.Duration
+	m, err := NewMemory(MemoryConfig{
+		Thresholds:       []thresholds.Threshold{{Signal: signals.MemoryAvailable, Value: thresholds.Value{Quantity: &q}}},
+		RootDir:          dir,
+		FastPollInterval: time.Second,
+		FastPollMargin:   thresholds.Value{Percentage: 0.5},
+		Clock:            clk,
+		Log:              testLogger(t),
+		Reads:            func(o signals.Observation) { handed = append(handed, o.Time.Sub(time.Unix(0, 0))) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(800 * mi) // 224Mi available of 1Gi
+	m.Update(signals.Observations{signals.MemoryAvailable: {Signal: signals.MemoryAvailable, Available: 224 * mi, Capacity: 1 << 30, Time: clk.Now()}})
+	for range 25 { // checks at 1ms to 25ms
+		clk.Step(time.Millisecond)
+		if wake, _ := m.check(); wake {
+			t.Fatal("a check woke with the threshold still 124Mi away")
+		}
+	}
+	want := []time.Duration{time.Millisecond, 11 * time.Millisecond, 21 * time.Millisecond}
+	if fmt.Sprint(handed) != fmt.Sprint(want) {
+		t.Fatalf("25 checks 1ms apart handed on readings at %v, want %v", handed, want)
+	}
+	clk.Step(time.Millisecond)
+	write(1000 * mi) // 24Mi available: met
+	if wake, _ := m.check(); !wake {
+		t.Fatal("no wake-up at the check that met the threshold")
+	}
+	if len(handed) != 4 || handed[3] != 26*time.Millisecond {
+		t.Errorf("the reading that met the threshold 5ms after the last handed on: handed %v, want it at 26ms", handed)
 	}
 }
