@@ -131,16 +131,17 @@ func Layout(ctx context.Context, c *Client, fs *host.Filesystems, kubeletRootDir
 // reports one apart (the split layout; otherwise signals.DeriveContainerFs
 // fills them).
 //
-// Until the runtime's first answer each pass waits for it, within the
-// client's timeout. From then on a pass measures the filesystems of the last answer, and asks the runtime again
-// in the background, one request at a time and at most every
-// imageFsRefresh, so a moved or remounted store is followed within about
-// a second while a pass costs two statfs calls, not a CRI round trip (0.6
-// ms of a 3 ms pass, docs/BENCHMARKS.md), and a frozen runtime holds no
-// pass. When the runtime cannot answer, every signal the source provides
-// is missing (an error naming the endpoint), never zero and never an old
-// answer: from the pass after a request fails, or while a request has
-// gone unanswered for longer than imageFsStale.
+// The first pass waits for the runtime's answer, within the client's
+// timeout; no pass after it does, answered or not. A pass measures the
+// filesystems of the last answer, and asks the runtime again in the
+// background, one request at a time and at most every imageFsRefresh, so
+// a moved or remounted store is followed within about a second while a
+// pass costs two statfs calls, not a CRI round trip (0.6 ms of a 3 ms
+// pass, docs/BENCHMARKS.md), and a frozen or absent runtime holds no pass
+// but the first. When the runtime cannot answer, every signal the source
+// provides is missing (an error naming the endpoint), never zero and never
+// an old answer: from the pass after a request fails, or while a request
+// has gone unanswered for longer than imageFsStale, until an answer.
 type ImageFsSource struct {
 	c  *Client
 	fs *host.Filesystems
@@ -150,7 +151,7 @@ type ImageFsSource struct {
 	have    bool      // info holds an answer
 	err     error     // the last request's error, nil once answered
 	asking  bool      // a request is in flight
-	askedAt time.Time // when the last request began
+	askedAt time.Time // when the last request began; zero before the first
 }
 
 // imageFsRefresh is the least time between two ImageFsInfo requests.
@@ -174,15 +175,16 @@ func NewImageFsSource(c *Client, fs *host.Filesystems) (*ImageFsSource, error) {
 func (s *ImageFsSource) answer(ctx context.Context) (FsInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.have {
-		// The first answer, or none yet: wait for it, within the
-		// client's timeout.
+	if s.askedAt.IsZero() {
+		// The first pass: wait for the answer, within the client's
+		// timeout.
 		s.askedAt = time.Now()
 		info, err := s.c.Filesystems(ctx)
 		if err != nil {
+			s.err = err
 			return FsInfo{}, err
 		}
-		s.info, s.have, s.err = info, true, nil
+		s.info, s.have = info, true
 		return info, nil
 	}
 	if !s.asking && time.Since(s.askedAt) >= imageFsRefresh {
@@ -194,6 +196,8 @@ func (s *ImageFsSource) answer(ctx context.Context) (FsInfo, error) {
 		return FsInfo{}, s.err
 	case s.asking && time.Since(s.askedAt) > imageFsStale:
 		return FsInfo{}, fmt.Errorf("CRI ImageFsInfo at %s: no answer for %s", s.c.imageEndpoint, time.Since(s.askedAt).Round(time.Second))
+	case !s.have:
+		return FsInfo{}, fmt.Errorf("CRI ImageFsInfo at %s: no answer yet", s.c.imageEndpoint)
 	}
 	return s.info, nil
 }
@@ -206,7 +210,7 @@ func (s *ImageFsSource) refresh() {
 	defer s.mu.Unlock()
 	s.asking, s.err = false, err
 	if err == nil {
-		s.info = info
+		s.info, s.have = info, true
 	}
 }
 

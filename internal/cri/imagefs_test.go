@@ -213,6 +213,46 @@ func TestRuntimeDown(t *testing.T) {
 	untilPresent(t, src, "started again")
 }
 
+// TestRuntimeFrozenFromStart: a runtime that never answered holds only the
+// first pass, for the call timeout; the passes after it end at once with
+// the signals missing and an error naming the endpoint, and the signals
+// come once it answers.
+func TestRuntimeFrozenFromStart(t *testing.T) {
+	rt := testruntime.StartForTest(t, testruntime.Options{Root: testruntime.MountTmpfs(t, "128m", 10000)})
+	c := dial(t, rt)
+	src, err := NewImageFsSource(c, host.NewFilesystems())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := rt.PID()
+	t.Cleanup(func() { _ = unix.Kill(pid, unix.SIGCONT) }) // before the runtime's Stop
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, pid)
+	begin := time.Now()
+	got, err := signals.Collect(t.Context(), time.Now(), []signals.Source{src})
+	t.Logf("first pass, containerd frozen: %s, %v", time.Since(begin).Round(time.Millisecond), err)
+	if err == nil || len(got) != 0 || !strings.Contains(err.Error(), rt.Endpoint()) {
+		t.Fatalf("first pass with containerd frozen: %v, %v; want no observation and an error naming %s", got, err, rt.Endpoint())
+	}
+	// Passes for longer than a refresh and a call timeout: none waits.
+	for end := time.Now().Add(callTimeout + 2*imageFsRefresh); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		begin := time.Now()
+		got, err := signals.Collect(t.Context(), time.Now(), []signals.Source{src})
+		if took := time.Since(begin); took > passLimit {
+			t.Errorf("a pass after the first with containerd frozen took %s, want at most %s (no wait on the runtime)", took, passLimit)
+		}
+		if err == nil || len(got) != 0 || !strings.Contains(err.Error(), rt.Endpoint()) {
+			t.Fatalf("a pass after the first with containerd frozen: %v, %v; want no observation and an error naming %s", got, err, rt.Endpoint())
+		}
+	}
+	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	untilPresent(t, src, "thawed")
+}
+
 // passLimit bounds one pass of the image filesystem source once the runtime
 // has answered: two statfs calls, never a wait on the runtime.
 const passLimit = 500 * time.Millisecond
