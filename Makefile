@@ -157,34 +157,37 @@ demo: node-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/demo $(DEMO_ARGS)
 
 # Every test. Once today's node can run (the runtime, the guest's qemu,
-# evictd, and node-bins), three things run side by side:
+# evictd, and node-bins), two things run side by side:
 # - the real-node scenarios of e2e/node's default lane (e2e-default);
-# - at a lower CPU priority (TIER1_NICE), the checks (vet, fmt-check, the
+# - at a lower CPU priority (TIER1_NICE): the checks (vet, fmt-check, the
 #   Prometheus rules) and tier 1 (test-tier1: the packages' own tests
 #   against real cgroups, containerd, API servers and whole nodes, the
 #   end-to-end tiers of e2e/host, e2e/apiserver and e2e/guest (e2e/doc.go),
-#   then fuzz-short), after the tools they need (test-beside);
-# - at the same priority, the previous lane's kubelet build (previous-bins),
-#   whose scenarios (e2e-previous) follow the default lane's.
+#   then fuzz-short), after the tools they need (test-beside); beside
+#   them the previous lane's kubelet build (previous-bins); once both
+#   have ended, the previous lane's scenarios (e2e-previous), still
+#   beside the default lane's, which last longest.
 # On a fresh machine the builds then cost the default lane's scenarios'
 # wait only for what today's node needs, not for helm, kustomize and the
 # previous kubelet too. They can share the machine: each node has its own
 # containerd, API server, ports, bridge and cgroups, its memory thresholds
 # are on its own kubepods cgroup, its disks are loop-mounted, and no
 # scenario reads a machine-wide figure another test moves; the lower
-# priority keeps the scenarios' races as they are on a machine of their
-# own. The one scenario that changes the machine for everyone, the chaos
-# matrix's clock step (the real-time clock an hour forward and back),
-# waits for tier 1's end (e2e-clock). Fails if any part fails, after all
-# have run.
+# priority keeps the default lane's races as they are on a machine of
+# their own. The one scenario that changes the machine for everyone, the
+# chaos matrix's clock step (the real-time clock an hour forward and
+# back), runs alone at the end (e2e-clock). Fails if any part fails,
+# after all have run.
 TIER1_NICE ?= 10
 E2E_SKIP_BESIDE ?= ^(TestKubeletV2Node|TestChaosNode)/^(cgroupfs|clock_stepped)
 test: runtime vm build node-bins
-	@nice -n $(TIER1_NICE) $(MAKE) --no-print-directory test-beside & beside=$$!; \
-	nice -n $(TIER1_NICE) $(MAKE) --no-print-directory previous-bins & previous=$$!; \
+	@rc=$$(mktemp -d); \
+	{ nice -n $(TIER1_NICE) $(MAKE) --no-print-directory previous-bins & previous=$$!; \
+	  t1=0; nice -n $(TIER1_NICE) $(MAKE) --no-print-directory test-beside || t1=$$?; echo $$t1 > $$rc/t1; \
+	  prev=0; { wait $$previous && nice -n $(TIER1_NICE) $(MAKE) --no-print-directory e2e-previous; } || prev=$$?; echo $$prev > $$rc/prev; \
+	} & beside=$$!; \
 	e2e=0; $(MAKE) --no-print-directory e2e-default E2E_SKIP='$(E2E_SKIP_BESIDE)' || e2e=$$?; \
-	prev=0; { wait $$previous && $(MAKE) --no-print-directory e2e-previous; } || prev=$$?; \
-	t1=0; wait $$beside || t1=$$?; \
+	wait $$beside; t1=$$(cat $$rc/t1 2>/dev/null || echo 1); prev=$$(cat $$rc/prev 2>/dev/null || echo 1); rm -rf $$rc; \
 	clock=0; $(MAKE) --no-print-directory e2e-clock || clock=$$?; \
 	echo "make test: checks and tier 1 exit $$t1, e2e/node exit $$e2e, its previous lane exit $$prev, its clock step exit $$clock"; \
 	[ $$t1 -eq 0 ] && [ $$e2e -eq 0 ] && [ $$prev -eq 0 ] && [ $$clock -eq 0 ]
