@@ -528,10 +528,33 @@ func raceFor(pts []availPoint, th thresholds.Threshold) (memoryRace, bool) {
 			r.CrossingAt = interpolate(pts[a], pts[b], thresholds.Quantity(th.Value, p.capacity))
 		}
 		if b < len(pts) && pts[a].ok && pts[b].ok {
-			r.Growth = growth(pts[a], pts[b])
+			r.Growth = growth(pts[growthFrom(pts, a, b)], pts[b])
 			r.RunsOutAt, r.RunsOut = runsOut(pts[b], r.Growth)
 		}
 		return r, true
 	}
 	return r, false
+}
+
+// minGrowthSpan is the least time the growth at a crossing is measured
+// over when the readings allow it: the fast poll hands on a reading at most
+// every 10 ms (wakeup.ReadsEvery), but the one that meets a threshold at
+// once, and a pass's step is stamped when the pass began, before it read;
+// two readings microseconds apart across a 1 MiB step would make a growth
+// of tens of GiB/s.
+const minGrowthSpan = 10 * time.Millisecond
+
+// growthFrom is the reading the growth up to pts[b] is measured from: the
+// newest usable one at or before a at least minGrowthSpan before b, a
+// when there is none.
+func growthFrom(pts []availPoint, a, b int) int {
+	for i := a; i >= 0; i-- {
+		if !pts[i].ok {
+			break
+		}
+		if pts[b].at-pts[i].at >= minGrowthSpan {
+			return i
+		}
+	}
+	return a
 }

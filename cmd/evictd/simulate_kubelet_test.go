@@ -61,6 +61,11 @@ func TestKubeletTimelineMaths(t *testing.T) {
 		{"recovering after the crossing", []time.Duration{0, time.Second}, []int64{400, 600},
 			true, -1, 0, -200, 0, false},
 		{"never crossed", []time.Duration{0, time.Second}, []int64{900, 800}, false, 0, 0, 0, 0, false},
+		// A pass's step 12µs before the reading that met the threshold,
+		// 2Mi apart: the growth from the step 100ms before, not 2Mi in
+		// 12µs (about 166,000 MiB/s).
+		{"readings microseconds apart at the crossing: growth over 10ms at least", []time.Duration{0, ms(100), ms(100) + 12*time.Microsecond}, []int64{600, 501, 499},
+			true, 1, ms(100) + 6*time.Microsecond, 101 / 0.100012, ms(594), true}, // 499Mi at 1009.9 MiB/s lasts 494ms
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			race, ok := findMemoryRace(memSteps(tc.at, tc.avail), []thresholds.Threshold{hard500Mi()}, true)
