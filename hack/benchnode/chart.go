@@ -10,7 +10,8 @@ import (
 // a column per growth rate, a row per headroom (the largest on top), each
 // cell coloured by the share of its runs the kernel's OOM killer reached
 // first (green none, amber some, red all) and labelled with the crossing
-// → SIGTERM median and p99 (to the CRI log's stamp of the hog's line), the
+// → SIGTERM median and p99 (to the hog's own time of receipt; for a
+// workload that does not say it, to the CRI log's stamp of its line), the
 // crossing → relief median and the OOM kills out of the runs.
 func gridSVG(cfg config, side string, results []result) []byte {
 	const (
@@ -54,8 +55,14 @@ func gridSVG(cfg config, side string, results []result) []byte {
 				fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">not run</text>`+"\n", x+cellW/2, y+cellH/2+4)
 				continue
 			}
+			// The hog's own time of receipt when its line has one; the
+			// CRI log's stamp of the line otherwise.
+			signal := fmt.Sprintf("SIGTERM logged %s ms (p99 %s)", median(c.term, whole), p99(c.term, whole))
+			if len(c.received) > 0 {
+				signal = fmt.Sprintf("SIGTERM received %s ms (p99 %s)", median(c.received, whole), p99(c.received, whole))
+			}
 			lines := []string{
-				fmt.Sprintf("SIGTERM %s ms (p99 %s)", median(c.term, whole), p99(c.term, whole)),
+				signal,
 				fmt.Sprintf("relief %s ms (p99 %s)", median(c.relief, whole), p99(c.relief, whole)),
 				fmt.Sprintf("OOM kills %d/%d, ramp %s MiB/s", c.oom, c.runs, median(c.ramp, whole)),
 			}
@@ -69,7 +76,7 @@ func gridSVG(cfg config, side string, results []result) []byte {
 		x := 10 + k*210
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="14" fill="%s" stroke="#555"/><text x="%d" y="%d">%s</text>`+"\n", x, ly, l.fill, x+20, ly+12, l.text)
 	}
-	fmt.Fprintf(&b, `<text x="10" y="%d">times from the crossing of the threshold (the harness's %s poll): the hog's SIGTERM, and available memory back above the threshold</text>`+"\n", ly+36, cfg.poll)
+	fmt.Fprintf(&b, `<text x="10" y="%d">times from the crossing of the threshold (the harness's %s poll): the hog's SIGTERM (received, by its clock), and available memory back above the threshold</text>`+"\n", ly+36, cfg.poll)
 	fmt.Fprintf(&b, `<text x="10" y="%d">ramp: the hog's measured growth to the crossing (median); a dashed cell ran under %.0f%% of its column's rate</text>`+"\n", ly+54, reachedShare*100)
 	b.WriteString("</svg>\n")
 	return b.Bytes()

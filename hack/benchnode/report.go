@@ -71,6 +71,98 @@ func writeTable(w io.Writer, cfg config, known map[string]side, results []result
 		fmt.Fprintf(w, "- %s: %s\n", name, known[name].what)
 	}
 	writeBreakdown(w, cfg, results)
+	writeTargets(w, cfg, results)
+}
+
+// signalTarget is the p99 of crossing → SIGTERM received, by the hog's
+// clock, that evictd is to keep at every rate.
+const signalTarget = 10.0 // ms
+
+// writeTargets checks evictd's sides against the two targets of the
+// race, per cell: crossing → SIGTERM received (the hog's clock) within
+// signalTarget at the p99; and where the kubelet with memcg notification
+// had an OOM kill in the same run, none for evictd, unless the headroom
+// lasts (at the rate asked) less than evictd's own decision → relief
+// there, which no decision at the threshold can beat.
+func writeTargets(w io.Writer, cfg config, results []result) {
+	var evictors []string
+	for _, name := range cfg.sides {
+		if strings.HasPrefix(name, "evictd") {
+			evictors = append(evictors, name)
+		}
+	}
+	if len(evictors) == 0 {
+		return
+	}
+	memcg := slices.Contains(cfg.sides, "kubelet-memcg")
+	fmt.Fprintf(w, "\nTargets: crossing → SIGTERM received by the hog p99 ≤ %.0f ms; where kubelet-memcg had an OOM kill, none for evictd unless the headroom lasts less than its decision → relief:\n\n", signalTarget)
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs with a crossing and a receipt | crossing → SIGTERM received p99, ms | p99 target | kubelet-memcg OOM kills | OOM kills | the headroom lasts, ms | decision → relief, ms (median) | OOM target |")
+	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|")
+	var met, missed []string
+	for _, k := range gridKeys(cfg) {
+		if !slices.Contains(evictors, k.side) {
+			continue
+		}
+		c := cellOf(results, k.side, k.threshold, k.rate)
+		if c.runs == 0 {
+			continue
+		}
+		signal := "-"
+		if len(c.received) > 0 {
+			signal = "missed"
+			if p, _ := strconv.ParseFloat(p99(c.received, whole), 64); p <= signalTarget {
+				signal = "met"
+			}
+		}
+		var release []float64
+		for _, r := range results {
+			if r.side == k.side && r.threshold == k.threshold && r.rate == k.rate {
+				if v, ok := msBetween(r.decided, r.relief); ok {
+					release = append(release, v)
+				}
+			}
+		}
+		lasts := float64(k.threshold) / float64(k.rate) * 1000
+		memcgOOM, oom := "-", "-"
+		if memcg {
+			mc := cellOf(results, "kubelet-memcg", k.threshold, k.rate)
+			memcgOOM = fmt.Sprintf("%d/%d", mc.oom, mc.runs)
+			switch {
+			case mc.runs == 0:
+				memcgOOM = "-"
+			case mc.oom == 0:
+				oom = "none to beat"
+			case c.oom == 0:
+				oom = "met"
+			case len(release) > 0 && lasts < medianOf(release):
+				oom = "exempt: the headroom lasts less than its release"
+			default:
+				oom = "missed"
+			}
+		}
+		fmt.Fprintf(w, "| %d | %d | %s | %d/%d | %s | %s | %s | %d/%d | %s | %s | %s |\n", k.threshold, k.rate, k.side,
+			len(c.received), c.runs, p99(c.received, whole), signal, memcgOOM, c.oom, c.runs, whole(lasts), median(release, whole), oom)
+		cellName := fmt.Sprintf("%s %d×%d", k.side, k.threshold, k.rate)
+		for _, v := range []string{signal, oom} {
+			switch {
+			case v == "met":
+				met = append(met, cellName)
+			case v == "missed":
+				missed = append(missed, cellName)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nTargets met %d times, missed %d times", len(met), len(missed))
+	if len(missed) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(missed, ", "))
+	}
+	fmt.Fprintln(w, "; the p99 of fewer than 100 runs is their slowest.")
+}
+
+// medianOf is the median of vs, which is not empty.
+func medianOf(vs []float64) float64 {
+	v, _ := strconv.ParseFloat(median(vs, func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }), 64)
+	return v
 }
 
 // reachedShare is the share of the rate asked below which a cell's

@@ -47,10 +47,10 @@ func TestTables(t *testing.T) {
 			tables, rows = append(tables, rows), nil
 		}
 	}
-	if len(tables) != 2 {
-		t.Fatalf("%d tables, want the main one and the breakdown:\n%s", len(tables), out)
+	if len(tables) != 3 {
+		t.Fatalf("%d tables, want the main one, the breakdown and the targets:\n%s", len(tables), out)
 	}
-	for i, want := range []int{14, 12} {
+	for i, want := range []int{14, 12, 11} {
 		for _, row := range tables[i] {
 			if n := strings.Count(row, "|") - 1; n != want {
 				t.Errorf("table %d: %d cells, want %d: %s", i+1, n, want, row)
@@ -80,5 +80,65 @@ func TestRampCellScaled(t *testing.T) {
 	}
 	if got := rampCell(c, cfg.scaled(1600)); got != "55 (under 90% of 117)" {
 		t.Errorf("rampCell at 1600 MiB/s scaled = %q", got)
+	}
+}
+
+// TestTargets checks evictd's cells against the race's targets: the p99
+// of crossing → received within 10 ms, and no OOM kill where the kubelet
+// with memcg notification had one, unless the headroom lasts less than
+// evictd's decision → relief.
+func TestTargets(t *testing.T) {
+	cfg := config{rates: []int{200, 1600}, thresholdsMiB: []int{200}, reps: 2, podsMiB: 2048, poll: 5 * time.Millisecond,
+		restart: v1.RestartPolicyAlways, sides: []string{"kubelet-memcg", "evictd"}}
+	t0 := time.Date(2026, 11, 29, 7, 40, 0, 0, time.UTC)
+	run := func(side string, rate int, received, relief time.Duration, oom bool) result {
+		r := result{side: side, threshold: 200, rate: rate, crossed: t0, decided: t0.Add(2 * time.Millisecond),
+			received: t0.Add(received), relief: t0.Add(relief)}
+		if oom {
+			r.reason = "OOMKilled"
+		}
+		return r
+	}
+	cases := []struct {
+		name    string
+		results []result
+		want    []string
+	}{{
+		name: "met both",
+		results: []result{
+			run("kubelet-memcg", 200, 40*time.Millisecond, 50*time.Millisecond, true), run("kubelet-memcg", 200, 40*time.Millisecond, 50*time.Millisecond, false),
+			run("evictd", 200, 3*time.Millisecond, 10*time.Millisecond, false), run("evictd", 200, 10*time.Millisecond, 12*time.Millisecond, false),
+		},
+		want: []string{"| 200 | 200 | evictd | 2/2 | 10 | met | 1/2 | 0/2 | 1000 | 9 | met |", "Targets met 2 times, missed 0 times;"},
+	}, {
+		name: "slow signal, an OOM kill the headroom allowed",
+		results: []result{
+			run("kubelet-memcg", 200, 40*time.Millisecond, 50*time.Millisecond, false), run("kubelet-memcg", 1600, 60*time.Millisecond, 300*time.Millisecond, true),
+			run("evictd", 200, 3*time.Millisecond, 10*time.Millisecond, false), run("evictd", 200, 11*time.Millisecond, 12*time.Millisecond, false),
+			run("evictd", 1600, 5*time.Millisecond, 202*time.Millisecond, true), // the headroom lasts 125 ms, the release 200
+		},
+		want: []string{
+			"| 200 | 200 | evictd | 2/2 | 11 | missed | 0/1 | 0/2 | 1000 | 9 | none to beat |",
+			"| 200 | 1600 | evictd | 1/1 | 5 | met | 1/1 | 1/1 | 125 | 200 | exempt: the headroom lasts less than its release |",
+			"Targets met 1 times, missed 1 times (evictd 200×200);",
+		},
+	}, {
+		name: "an OOM kill the headroom did not excuse",
+		results: []result{
+			run("kubelet-memcg", 1600, 60*time.Millisecond, 300*time.Millisecond, true),
+			run("evictd", 1600, 5*time.Millisecond, 52*time.Millisecond, true),
+		},
+		want: []string{"| 200 | 1600 | evictd | 1/1 | 5 | met | 1/1 | 1/1 | 125 | 50 | missed |", "missed 1 times (evictd 200×1600)"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			writeTargets(&b, cfg, tc.results)
+			for _, want := range tc.want {
+				if !strings.Contains(b.String(), want) {
+					t.Errorf("targets lack %q:\n%s", want, b.String())
+				}
+			}
+		})
 	}
 }
