@@ -103,6 +103,7 @@ type config struct {
 	jitter        time.Duration
 	restart       v1.RestartPolicy
 	scenario      string
+	from          string
 	// guest runs the grid in a cgroup v2 guest (guest.go); inGuest is set
 	// there: the directory it shares with this machine. nativeTouch is
 	// this machine's testvm.TouchTime, from which the guest's slowdown,
@@ -134,6 +135,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.runTimeout, "run-timeout", 90*time.Second, "longest a run may take once the hog is running")
 	fs.BoolVar(&c.guest, "guest", false, "run the memory scenario on cgroup v2: in a qemu guest with a real kubelet, every amount of memory divided by the guest's measured slowdown (as root; hack/install-vm.sh)")
 	fs.DurationVar(&c.guestTimeout, "guest-timeout", 3*time.Hour, "longest the --guest run may take, the guest's boot and node included")
+	fs.StringVar(&c.from, "from", "", "comma-separated outputs of earlier runs: write the tables and charts again from their run lines for the cells of --sides, --rates and --threshold-mib, without a node (--out: where to; not one of these)")
 	fs.StringVar(&c.inGuest, "in-guest", "", "set by --guest for the run in the guest: the directory shared with the host")
 	fs.DurationVar(&c.nativeTouch, "native-touch", 0, "set by --guest for the run in the guest: the host's time to touch 256 MiB of new memory")
 	if err := fs.Parse(args); err != nil {
@@ -221,9 +223,12 @@ func main() {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if cfg.guest {
+	switch {
+	case cfg.from != "":
+		err = fromRuns(cfg, strings.Split(cfg.from, ","))
+	case cfg.guest:
 		err = runGuest(ctx, cfg, os.Args[1:])
-	} else {
+	default:
 		err = run(ctx, cfg)
 	}
 	if err != nil {
