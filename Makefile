@@ -341,8 +341,11 @@ bench: build
 
 # The same memory scenario on one real node with the kubelet's own eviction
 # and with evictd (kubelet thresholds off), at several allocation rates: a
-# table of medians on stdout and in bench-node.out. As root; about 10 min.
+# table of medians on stdout and in bench-node.out, evictd's targets, and
+# a chart per side beside it. As root; about 10 min.
 # BENCH_NODE_ARGS e.g. --sides kubelet,evictd --rates 200 --reps 5.
+# The tables and charts again from earlier outputs, without a node:
+#   go run ./hack/benchnode --from a.out,b.out --out again.out --sides ... --rates ... --threshold-mib ...
 .PHONY: bench-node bench-node-v2 bench-v2
 bench-node: node-bins runtime build
 	EVICTD_BIN=$(abspath $(BIN)) $(GO) run ./hack/benchnode $(BENCH_NODE_ARGS)

@@ -67,11 +67,16 @@ func TestGuestFlagsRefused(t *testing.T) {
 		{[]string{"--in-guest=/run/vm"}, "--in-guest needs --native-touch"},
 		{[]string{"--guest", "--scenario", "local-storage"}, "only the memory scenario"},
 		{[]string{"--threshold-mib", "1900"}, "must stay below --pods-mib"},
+		{[]string{"--hog-cpu", "fast"}, `--hog-cpu: "fast" is not a positive CPU quantity`},
+		{[]string{"--hog-cpu", "-1"}, `--hog-cpu: "-1" is not`},
 	} {
 		_, err := parseFlags(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parseFlags(%q) = %v, want an error with %q", tc.args, err, tc.want)
 		}
+	}
+	if cfg, err := parseFlags([]string{"--hog-cpu", "500m"}); err != nil || cfg.hogCPU != "500m" {
+		t.Errorf("--hog-cpu 500m: %+v, %v", cfg.hogCPU, err)
 	}
 	// In the guest the headroom is checked scaled: 1000 + 300 MiB over
 	// s = 12.5 fits 1024.

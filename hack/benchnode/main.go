@@ -34,6 +34,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/containerd/cgroups/v3"
 
@@ -104,6 +105,7 @@ type config struct {
 	restart       v1.RestartPolicy
 	scenario      string
 	from          string
+	hogCPU        string
 	// guest runs the grid in a cgroup v2 guest (guest.go); inGuest is set
 	// there: the directory it shares with this machine. nativeTouch is
 	// this machine's testvm.TouchTime, from which the guest's slowdown,
@@ -135,6 +137,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.runTimeout, "run-timeout", 90*time.Second, "longest a run may take once the hog is running")
 	fs.BoolVar(&c.guest, "guest", false, "run the memory scenario on cgroup v2: in a qemu guest with a real kubelet, every amount of memory divided by the guest's measured slowdown (as root; hack/install-vm.sh)")
 	fs.DurationVar(&c.guestTimeout, "guest-timeout", 3*time.Hour, "longest the --guest run may take, the guest's boot and node included")
+	fs.StringVar(&c.hogCPU, "hog-cpu", "", "the hog's CPU request (\"\": none, so its cgroup has the smallest CPU weight, as a pod without a CPU request has)")
 	fs.StringVar(&c.from, "from", "", "comma-separated outputs of earlier runs: write the tables and charts again from their run lines for the cells of --sides, --rates and --threshold-mib, without a node (--out: where to; not one of these)")
 	fs.StringVar(&c.inGuest, "in-guest", "", "set by --guest for the run in the guest: the directory shared with the host")
 	fs.DurationVar(&c.nativeTouch, "native-touch", 0, "set by --guest for the run in the guest: the host's time to touch 256 MiB of new memory")
@@ -180,6 +183,11 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.reps <= 0 {
 		return c, errors.New("--reps must be positive")
+	}
+	if c.hogCPU != "" {
+		if q, err := resource.ParseQuantity(c.hogCPU); err != nil || q.Sign() <= 0 {
+			return c, fmt.Errorf("--hog-cpu: %q is not a positive CPU quantity", c.hogCPU)
+		}
 	}
 	switch c.restart = v1.RestartPolicy(*restartFlag); c.restart {
 	case v1.RestartPolicyAlways, v1.RestartPolicyNever:

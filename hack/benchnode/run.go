@@ -218,7 +218,7 @@ func (b *bench) runOnce(ctx context.Context, s side, rate, rep int) (result, err
 	name := fmt.Sprintf("hog-%s-%d-%d-%d", s.name, b.threshold, rate, rep)
 	pod := testnode.Resources(b.n.Pod(name, "alloc",
 		"--base", strconv.FormatInt(r.baseMiB, 10), "--mib", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(hogRate)),
-		"64Mi", "", "")
+		"64Mi", "", b.cfg.hogCPU)
 	pod.Spec.RestartPolicy = b.cfg.restart
 	pods := b.n.Admin().CoreV1().Pods(pod.Namespace)
 
