@@ -88,7 +88,7 @@ const signalTarget = 10.0 // ms
 // writeTargets checks evictd's sides against the two targets of the
 // race, per cell: crossing → SIGTERM received (the hog's clock) within
 // signalTarget at the p99 (beside it, crossing → the signal sent, by
-// evictd's own clock from its decision: the part that is evictd's; from
+// evictd's own clock from its pass's start: the part that is evictd's; from
 // there the signal is pending on the hog, which takes it when it next
 // runs); and where the kubelet with memcg notification
 // had an OOM kill in the same run, none for evictd, unless the headroom
@@ -106,7 +106,7 @@ func writeTargets(w io.Writer, cfg config, results []result) {
 	}
 	memcg := slices.Contains(cfg.sides, "kubelet-memcg")
 	fmt.Fprintf(w, "\nTargets: crossing → SIGTERM received by the hog p99 ≤ %.0f ms; where kubelet-memcg had an OOM kill, none for evictd unless the headroom lasts less than its decision → relief:\n\n", signalTarget)
-	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs with a crossing and a receipt | crossing → SIGTERM sent p99, ms (evictd's clock from its decision) | crossing → SIGTERM received p99, ms | p99 target | kubelet-memcg OOM kills | OOM kills | the headroom lasts, ms | decision → relief, ms (median) | OOM target |")
+	fmt.Fprintln(w, "| headroom MiB | rate MiB/s | side | runs with a crossing and a receipt | crossing → SIGTERM sent p99, ms (evictd's clock from its pass's start) | crossing → SIGTERM received p99, ms | p99 target | kubelet-memcg OOM kills | OOM kills | the headroom lasts, ms | decision → relief, ms (median) | OOM target |")
 	fmt.Fprintln(w, "|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|")
 	var met, missed []string
 	for _, k := range gridKeys(cfg) {
@@ -130,7 +130,9 @@ func writeTargets(w io.Writer, cfg config, results []result) {
 				if v, ok := msBetween(r.decided, r.relief); ok {
 					release = append(release, v)
 				}
-				if v, ok := msBetween(r.crossed, r.decided); ok && r.signalPath != "" {
+				// evictd times its signal from the decision's time,
+				// which is its observations': the pass's start.
+				if v, ok := msBetween(r.crossed, r.passStart); ok && r.signalPath != "" {
 					sent = append(sent, v+float64(r.toSignal.Microseconds())/1000)
 				}
 			}

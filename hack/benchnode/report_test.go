@@ -95,7 +95,8 @@ func TestTargets(t *testing.T) {
 		r := result{side: side, threshold: 200, rate: rate, crossed: t0, decided: t0.Add(2 * time.Millisecond),
 			received: t0.Add(received), relief: t0.Add(relief)}
 		if side == "evictd" {
-			r.signalPath, r.toSignal = "direct", 1500*time.Microsecond
+			r.passStart = t0.Add(-time.Millisecond)
+			r.signalPath, r.toSignal = "direct", 4500*time.Microsecond // from the pass's start
 		}
 		if oom {
 			r.reason = "OOMKilled"
