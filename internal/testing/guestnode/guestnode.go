@@ -38,6 +38,11 @@ const (
 // kubelet has registered the node.
 const evictdWait = 2 * time.Minute
 
+// evictdRenewEvery is how often the host writes evictd's kubeconfig again
+// with a fresh token (of an hour's lifetime): evictd started just before
+// a rewrite has 40 minutes left.
+const evictdRenewEvery = 20 * time.Minute
+
 // Host is the host's side of a guest node: a control plane on this
 // machine and the directory the guest shares.
 type Host struct {
@@ -132,8 +137,8 @@ func guestEnv(bins string) ([]string, error) {
 
 // Run boots the guest with opts, Host.Env added to its environment and
 // the API server's port forwarded, and writes evictd's kubeconfig, with a
-// token bound to the Node, once the guest's kubelet has registered it.
-// It returns testvm.Run's result and its error joined with the
+// token bound to the Node, once the guest's kubelet has registered it
+// (and again with a fresh token while the guest runs). It returns testvm.Run's result and its error joined with the
 // kubeconfig's.
 func (h *Host) Run(ctx context.Context, opts testvm.Options) (*testvm.Result, error) {
 	opts.Env = append(append([]string(nil), h.Env...), opts.Env...)
@@ -141,15 +146,37 @@ func (h *Host) Run(ctx context.Context, opts testvm.Options) (*testvm.Result, er
 	vmCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tokenDone := make(chan error, 1)
-	go func() {
-		tokenDone <- h.Cluster.WriteEvictdKubeconfigVia(vmCtx, h.node, filepath.Join(h.Shared, evictdFile), server(), "localhost")
-	}()
+	go func() { tokenDone <- h.keepEvictdKubeconfig(vmCtx) }()
 	res, err := testvm.Run(ctx, h.dir, opts)
 	cancel()
 	if tokenErr := <-tokenDone; tokenErr != nil && !errors.Is(tokenErr, context.Canceled) {
 		err = errors.Join(err, fmt.Errorf("evictd's kubeconfig for the guest: %w", tokenErr))
 	}
 	return res, err
+}
+
+// keepEvictdKubeconfig writes evictd's kubeconfig in the shared
+// directory once the guest's kubelet has registered the node, then again
+// with a fresh token every evictdRenewEvery until ctx ends: a token lasts
+// an hour, and the guest's testnode reads the file at each start of
+// evictd, so a guest up for hours (a benchmark grid) never starts evictd
+// with an expired one. Its error is ctx's once ctx ends.
+func (h *Host) keepEvictdKubeconfig(ctx context.Context) error {
+	path := filepath.Join(h.Shared, evictdFile)
+	for {
+		err := h.Cluster.WriteEvictdKubeconfigVia(ctx, h.node, path, server(), "localhost")
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(evictdRenewEvery):
+		}
+	}
 }
 
 // Stop stops the control plane.

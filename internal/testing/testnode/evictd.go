@@ -61,6 +61,9 @@ func (n *Node) StartEvictd(ctx context.Context, args ...string) error {
 	if n.evUnitUp {
 		return fmt.Errorf("evictd already running (unit %s)", n.evUnit)
 	}
+	if err := n.writeEvictdIdentity(ctx, false); err != nil {
+		return err
+	}
 	ports, err := testcluster.FreePorts(1)
 	if err != nil {
 		return err

@@ -254,13 +254,33 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	// evictd's identity: a token bound to the Node object the kubelet has
 	// just registered, under deploy/'s RBAC and admission policy.
+	return n.writeEvictdIdentity(ctx, true)
+}
+
+// writeEvictdIdentity writes evictd's kubeconfig with a fresh token bound
+// to the node (in a guest: takes the one the host keeps fresh). A token
+// lasts an hour and evictd reads it once, at its start, so StartEvictd
+// calls this each time: a node up for hours (a benchmark grid) would
+// otherwise start evictd with an expired token. The first call also
+// creates deploy/'s RBAC and policy and waits until they are enforced.
+func (n *Node) writeEvictdIdentity(ctx context.Context, first bool) error {
 	if remote := n.opts.ControlPlane; remote != nil {
-		n.evictdKube, err = remote.Evictd(ctx)
-		return err
+		path, err := remote.Evictd(ctx)
+		if err != nil {
+			return err
+		}
+		n.evictdKube = path
+		return nil
 	}
-	token, err := n.cluster.EvictdNodeToken(ctx, n.name)
+	var token string
+	var err error
+	if first {
+		token, err = n.cluster.EvictdNodeToken(ctx, n.name)
+	} else {
+		token, err = testcluster.NodeBoundToken(ctx, n.admin, "kube-system", "evictd", n.name)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("evictd's token: %w", err)
 	}
 	n.evictdKube = filepath.Join(n.dir, "evictd.kubeconfig")
 	return n.cluster.WriteKubeconfig(n.evictdKube, token)
