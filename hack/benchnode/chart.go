@@ -24,8 +24,8 @@ func gridSVG(cfg config, side string, results []result) []byte {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	fmt.Fprintf(&b, `<text x="10" y="22" font-size="15" font-weight="bold">%s: where it loses to the OOM killer</text>`+"\n", html.EscapeString(side))
-	fmt.Fprintf(&b, `<text x="10" y="42">kubepods limit %d MiB, restartPolicy %s, %d runs per cell; rows: headroom from the threshold to the limit</text>`+"\n",
-		cfg.podsMiB, cfg.restart, cfg.reps)
+	fmt.Fprintf(&b, `<text x="10" y="42">kubepods limit %d MiB, restartPolicy %s, %s; rows: headroom from the threshold to the limit</text>`+"\n",
+		cfg.podsMiB, cfg.restart, runsText(cfg, []string{side}, results))
 	for i, rate := range cfg.rates {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-weight="bold">%d MiB/s</text>`+"\n", left+i*cellW+cellW/2, top-8, rate)
 	}

@@ -27,11 +27,6 @@ func fromRuns(cfg config, paths []string) error {
 			cfg.scale = scale // a guest's: its ramps were of the scaled rates
 		}
 	}
-	// The header's and the charts' runs per cell: the most any cell has.
-	cfg.reps = 0
-	for _, k := range gridKeys(cfg) {
-		cfg.reps = max(cfg.reps, cellOf(results, k.side, k.threshold, k.rate).runs)
-	}
 	var out io.Writer = os.Stdout
 	if cfg.out != "" {
 		for _, path := range paths {

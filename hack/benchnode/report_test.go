@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +146,65 @@ func TestTargets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMedianP99 checks the helpers every table's medians and p99s come
+// from, and the formatting of an empty set.
+func TestMedianP99(t *testing.T) {
+	for _, tc := range []struct {
+		vs          []float64
+		median, p99 string
+	}{
+		{nil, "-", "-"},
+		{[]float64{7}, "7", "7"},
+		{[]float64{9, 1, 5}, "5", "9"},
+		{[]float64{4, 1, 3, 2}, "2.5", "4"},
+		{[]float64{10.5, 9.5}, "10", "10.5"},
+	} {
+		if got := median(tc.vs, ms1); got != tc.median {
+			t.Errorf("median(%v) = %s, want %s", tc.vs, got, tc.median)
+		}
+		if got := p99(tc.vs, ms1); got != tc.p99 {
+			t.Errorf("p99(%v) = %s, want %s", tc.vs, got, tc.p99)
+		}
+	}
+	// Nearest rank: of 200 values 1..200, the 198th.
+	var vs []float64
+	for i := 200; i >= 1; i-- {
+		vs = append(vs, float64(i))
+	}
+	if p, _ := p99Value(vs); p != 198 {
+		t.Errorf("p99 of 1..200 = %v, want 198", p)
+	}
+}
+
+func ms1(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// TestRunsText says how many runs the cells have: one count when they
+// agree, the range when a merged grid's cells differ, empty cells and
+// other sides left out.
+func TestRunsText(t *testing.T) {
+	cfg := config{rates: []int{50, 800}, thresholdsMiB: []int{200}, sides: []string{"kubelet", "evictd"}}
+	runs := func(side string, rate, n int) []result {
+		var rs []result
+		for range n {
+			rs = append(rs, result{side: side, threshold: 200, rate: rate})
+		}
+		return rs
+	}
+	results := slices.Concat(runs("kubelet", 50, 10), runs("kubelet", 800, 6), runs("evictd", 50, 10), runs("evictd", 800, 10))
+	for _, tc := range []struct {
+		sides []string
+		want  string
+	}{
+		{[]string{"kubelet", "evictd"}, "6 to 10 runs per cell"},
+		{[]string{"evictd"}, "10 runs per cell"},
+		{[]string{"kubelet"}, "6 to 10 runs per cell"},
+		{[]string{"kubelet-memcg"}, "0 runs per cell"},
+	} {
+		if got := runsText(cfg, tc.sides, results); got != tc.want {
+			t.Errorf("runsText(%v) = %q, want %q", tc.sides, got, tc.want)
+		}
 	}
 }
